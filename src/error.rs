@@ -1,0 +1,31 @@
+//! Errors returned by every fallible ztree call.
+
+use thiserror::Error;
+
+/// Everything that can go wrong in a ztree call. Bad input is always reported with
+/// enough context (which array, which point) to find the culprit; nothing panics.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum Error {
+    #[error("{what}: coordinate {dim} of point {index} is not finite ({value})")]
+    NonFinite { what: &'static str, index: usize, dim: usize, value: f64 },
+    #[error("{what}: point {index} lies outside the periodic box: coordinate {dim} = {value}, box length {length} (coordinates must be in [0, L))")]
+    OutsideBox { what: &'static str, index: usize, dim: usize, value: f64, length: f64 },
+    #[error("invalid box: length {length} in dimension {dim} (box lengths must be finite and > 0)")]
+    InvalidBox { dim: usize, length: f64 },
+    #[error("k must be at least 1 (got {0})")]
+    InvalidK(usize),
+    #[error("no source points: kNN needs at least one source")]
+    NoSources,
+    #[error("length mismatch: {what} has {got} entries, expected {expected}")]
+    LengthMismatch { what: &'static str, got: usize, expected: usize },
+    #[error("too many points: {got} (at most {max} per call and rank)")]
+    TooManyPoints { got: usize, max: usize },
+    #[error("invalid parameter {name}: {why}")]
+    InvalidParameter { name: &'static str, why: String },
+    #[error("{what}: value {index} is not finite ({value})")]
+    NonFiniteValue { what: &'static str, index: usize, value: f64 },
+    #[error("could not create a thread pool: {0}")]
+    ThreadPool(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,476 @@
+//! Exact k-nearest neighbours (DESIGN.md §4).
+//!
+//! Node–node test for a receiving node A: `r_A` is the smallest radius such that the
+//! candidate sources B with `d_max(A, B) <= r_A` hold at least k points; A keeps the
+//! candidates with `d_min(A, B) <= r_A`. Leaf pass: each query walks its leaf's kept
+//! sources in increasing `d_min`, keeping the k best in a sorted buffer, ties broken by
+//! the smaller source input index.
+
+use rayon::prelude::*;
+
+use crate::backend::cpu::Cpu;
+use crate::context::{Context, Timings};
+use crate::driver::{ZSet, prepare};
+use crate::error::{Error, Result};
+use crate::par::SharedMut;
+use crate::points::{Domain, PointSource};
+use crate::real::Real;
+use crate::tree::Tree;
+use crate::walk::{Metric, Open, Periodic, WalkStats, dual_walk};
+
+/// A per-source scalar field, read at ingest (f32 or f64 slices, or your own accessor).
+pub trait ScalarField: Sync {
+    fn len(&self) -> usize;
+    fn get(&self, i: usize) -> f64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl ScalarField for [f64] {
+    fn len(&self) -> usize {
+        <[f64]>::len(self)
+    }
+    fn get(&self, i: usize) -> f64 {
+        self[i]
+    }
+}
+
+impl ScalarField for [f32] {
+    fn len(&self) -> usize {
+        <[f32]>::len(self)
+    }
+    fn get(&self, i: usize) -> f64 {
+        self[i] as f64
+    }
+}
+
+/// Per-source fields used by the reductions.
+#[derive(Clone, Copy, Default)]
+pub struct SourceFields<'a> {
+    /// Particle masses: the density becomes (sum of neighbour masses) / (volume of the k-ball).
+    pub masses: Option<&'a dyn ScalarField>,
+    /// A scalar whose mean over the k neighbours is wanted.
+    pub scalar: Option<&'a dyn ScalarField>,
+}
+
+/// Where rows of per-query outputs go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OutputOrder {
+    /// Row `i` belongs to query `i` of the caller's input.
+    #[default]
+    Input,
+    /// Rows in z-order; `KnnOutput::permutation` says which input query each row is.
+    ZOrder,
+}
+
+/// Caller-owned output arrays; leave a field `None` if it is not wanted. Lists have
+/// `n_queries * k` entries (row-major), summaries `n_queries`.
+#[derive(Default)]
+pub struct KnnOutput<'a, T> {
+    /// Input index of each neighbour (nearest first); -1 pads rows with fewer than k sources.
+    pub indices: Option<&'a mut [i64]>,
+    /// Distances, ascending; +inf pads.
+    pub distances: Option<&'a mut [T]>,
+    /// Distance to the k-th neighbour (+inf when fewer than k sources).
+    pub kth_distance: Option<&'a mut [T]>,
+    /// k / volume of the k-ball, or the neighbours' mass over it when masses are given.
+    pub density: Option<&'a mut [f64]>,
+    /// Mean of `SourceFields::scalar` over the neighbours.
+    pub scalar_mean: Option<&'a mut [f64]>,
+    pub order: OutputOrder,
+    /// With `OutputOrder::ZOrder`: the input index of the query in each row.
+    pub permutation: Option<&'a mut [i64]>,
+}
+
+/// Parameters of a kNN call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KnnParams {
+    /// Neighbours per query, at least 1. Larger than the number of sources is allowed:
+    /// rows are padded and `KnnStats::padded_queries` says how many.
+    pub k: usize,
+}
+
+/// What a kNN call did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KnnStats {
+    pub sources: usize,
+    pub queries: usize,
+    /// Queries with fewer than k neighbours (all of them when there are fewer than k sources).
+    pub padded_queries: usize,
+    pub timings: Timings,
+    /// Nodes per plane, leaves first, super nodes last.
+    pub nodes_per_plane: Vec<usize>,
+    pub walk: WalkStats,
+    /// Bytes of ztree's own buffers for this call (z-ordered points, tree, fields).
+    pub scratch_bytes: usize,
+}
+
+/// Owned result of [`Context::knn_lists`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct KnnLists<T> {
+    pub k: usize,
+    pub indices: Vec<i64>,
+    pub distances: Vec<T>,
+    pub stats: KnnStats,
+}
+
+impl Context {
+    /// Self-query: the k nearest points of every point (itself included, distance 0).
+    pub fn knn_self<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+        &self,
+        domain: &Domain<D>,
+        points: &P,
+        fields: &SourceFields<'_>,
+        params: &KnnParams,
+        out: &mut KnnOutput<'_, T>,
+    ) -> Result<KnnStats> {
+        self.pool.install(|| run::<T, D, P, P>(self, domain, points, None, fields, params, out))
+    }
+
+    /// The k nearest sources of every query.
+    pub fn knn<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T, D> + ?Sized>(
+        &self,
+        domain: &Domain<D>,
+        sources: &S,
+        queries: &Q,
+        fields: &SourceFields<'_>,
+        params: &KnnParams,
+        out: &mut KnnOutput<'_, T>,
+    ) -> Result<KnnStats> {
+        self.pool.install(|| run(self, domain, sources, Some(queries), fields, params, out))
+    }
+
+    /// Convenience: full neighbour lists in input order (`queries = None`: self-query).
+    pub fn knn_lists<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+        &self,
+        domain: &Domain<D>,
+        sources: &P,
+        queries: Option<&P>,
+        k: usize,
+    ) -> Result<KnnLists<T>> {
+        let nq = queries.map_or(sources.len(), |q| q.len());
+        let len = nq.checked_mul(k).ok_or(Error::InvalidParameter { name: "k", why: "n_queries * k overflows".into() })?;
+        if k == 0 {
+            return Err(Error::InvalidK(0));
+        }
+        let mut indices = vec![0i64; len];
+        let mut distances = vec![T::ZERO; len];
+        let mut out = KnnOutput { indices: Some(&mut indices), distances: Some(&mut distances), ..Default::default() };
+        let params = KnnParams { k };
+        let fields = SourceFields::default();
+        let stats = match queries {
+            None => self.knn_self(domain, sources, &fields, &params, &mut out)?,
+            Some(q) => self.knn(domain, sources, q, &fields, &params, &mut out)?,
+        };
+        Ok(KnnLists { k, indices, distances, stats })
+    }
+}
+
+fn check_len(what: &'static str, got: usize, expected: usize) -> Result<()> {
+    if got != expected { Err(Error::LengthMismatch { what, got, expected }) } else { Ok(()) }
+}
+
+fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T, D> + ?Sized>(
+    ctx: &Context,
+    domain: &Domain<D>,
+    sources: &S,
+    queries: Option<&Q>,
+    fields: &SourceFields<'_>,
+    params: &KnnParams,
+    out: &mut KnnOutput<'_, T>,
+) -> Result<KnnStats> {
+    let k = params.k;
+    if k == 0 {
+        return Err(Error::InvalidK(0));
+    }
+    let ns = sources.len();
+    if ns == 0 {
+        return Err(Error::NoSources);
+    }
+    let nq = queries.map_or(ns, |q| q.len());
+    let rows = nq.checked_mul(k).ok_or(Error::InvalidParameter { name: "k", why: "n_queries * k overflows".into() })?;
+    if let Some(o) = &out.indices {
+        check_len("indices output", o.len(), rows)?;
+    }
+    if let Some(o) = &out.distances {
+        check_len("distances output", o.len(), rows)?;
+    }
+    if let Some(o) = &out.kth_distance {
+        check_len("kth_distance output", o.len(), nq)?;
+    }
+    if let Some(o) = &out.density {
+        check_len("density output", o.len(), nq)?;
+    }
+    if let Some(o) = &out.scalar_mean {
+        check_len("scalar_mean output", o.len(), nq)?;
+        if fields.scalar.is_none() {
+            return Err(Error::InvalidParameter { name: "scalar_mean", why: "requested without a source scalar field".into() });
+        }
+    }
+    if let Some(o) = &out.permutation {
+        check_len("permutation output", o.len(), nq)?;
+    }
+    for (what, f) in [("masses", fields.masses), ("scalar field", fields.scalar)] {
+        if let Some(f) = f {
+            check_len(what, f.len(), ns)?;
+            if let Some(i) = (0..ns).into_par_iter().find_first(|&i| !f.get(i).is_finite()) {
+                return Err(Error::NonFiniteValue { what, index: i, value: f.get(i) });
+            }
+        }
+    }
+    let mut timings = Timings::default();
+    let zs = prepare(&Cpu, domain, sources, queries, &ctx.config.tree, &mut timings)?;
+    let gather_field = |f: Option<&dyn ScalarField>| f.map(|f| zs.src_orig.par_iter().map(|&i| f.get(i as usize)).collect::<Vec<f64>>());
+    let (masses, scalar) = timings.time("fields", || (gather_field(fields.masses), gather_field(fields.scalar)));
+    let job = Job { zs: &zs, k, masses: masses.as_deref(), scalar: scalar.as_deref() };
+    let sinks = Sinks::new(out);
+    let walk = timings.time("walk", || match domain {
+        Domain::Open => job.walk(Open, &sinks),
+        Domain::Periodic(l) => job.walk(Periodic::<T, D>::new(l), &sinks),
+    });
+    if out.order == OutputOrder::ZOrder
+        && let Some(p) = out.permutation.as_deref_mut()
+    {
+        let (_, orig) = zs.queries();
+        p.par_iter_mut().zip(orig.par_iter()).for_each(|(p, &o)| *p = o as i64);
+    }
+    let scratch_bytes = zs.bytes() + 8 * (masses.as_ref().map_or(0, |m| m.len()) + scalar.as_ref().map_or(0, |m| m.len()));
+    Ok(KnnStats {
+        sources: ns,
+        queries: nq,
+        padded_queries: if ns < k { nq } else { 0 },
+        timings,
+        nodes_per_plane: zs.tree.planes.iter().map(|p| p.len).collect(),
+        walk,
+        scratch_bytes,
+    })
+}
+
+/// Output pointers shared by the leaf tasks (each query row written by one task).
+struct Sinks<T> {
+    indices: Option<SharedMut<i64>>,
+    distances: Option<SharedMut<T>>,
+    kth: Option<SharedMut<T>>,
+    density: Option<SharedMut<f64>>,
+    scalar_mean: Option<SharedMut<f64>>,
+    zorder: bool,
+}
+
+impl<T: Real> Sinks<T> {
+    fn new(o: &mut KnnOutput<'_, T>) -> Self {
+        Self {
+            indices: o.indices.as_deref_mut().map(SharedMut::new),
+            distances: o.distances.as_deref_mut().map(SharedMut::new),
+            kth: o.kth_distance.as_deref_mut().map(SharedMut::new),
+            density: o.density.as_deref_mut().map(SharedMut::new),
+            scalar_mean: o.scalar_mean.as_deref_mut().map(SharedMut::new),
+            zorder: o.order == OutputOrder::ZOrder,
+        }
+    }
+}
+
+struct Job<'a, T: Real, const D: usize> {
+    zs: &'a ZSet<T, D>,
+    k: usize,
+    masses: Option<&'a [f64]>,
+    scalar: Option<&'a [f64]>,
+}
+
+/// Per-task scratch of the walk.
+struct Scratch<T> {
+    /// Candidate (d_min², d_max², sources) of the current receiving node.
+    dmin: Vec<T>,
+    dmax: Vec<T>,
+    /// Smallest-d_max candidates holding >= k sources: (d_max², count), ascending.
+    near: Vec<(T, u32)>,
+    kept: Vec<(T, u32)>,
+    /// Best k so far: squared distance and z-index of the source.
+    best_d: Vec<T>,
+    best_z: Vec<u32>,
+    d2: Vec<T>,
+}
+
+impl<'a, T: Real, const D: usize> Job<'a, T, D> {
+    fn walk<M: Metric<T, D>>(&self, metric: M, sinks: &Sinks<T>) -> WalkStats {
+        let tree = &self.zs.tree;
+        let k = self.k;
+        dual_walk(
+            tree,
+            || Scratch { dmin: Vec::new(), dmax: Vec::new(), near: Vec::new(), kept: Vec::new(), best_d: vec![T::ZERO; k], best_z: vec![0; k], d2: Vec::new() },
+            |a, cands, s, out| {
+                let r2 = self.select(&metric, tree, a, cands, s);
+                out.extend(cands.iter().zip(&s.dmin).filter(|(_, dm)| **dm <= r2).map(|(c, _)| *c));
+            },
+            |a, cands, s| {
+                let r2 = self.select(&metric, tree, a, cands, s);
+                s.kept.clear();
+                s.kept.extend(cands.iter().zip(&s.dmin).filter(|(_, dm)| **dm <= r2).map(|(c, dm)| (*dm, *c)));
+                s.kept.sort_unstable_by(|x, y| x.0.partial_cmp(&y.0).unwrap().then(x.1.cmp(&y.1)));
+                self.leaf(&metric, a, r2, s, sinks);
+            },
+        )
+    }
+
+    /// Computes d_min² of every candidate into `s.dmin` and returns r_A².
+    #[inline]
+    fn select<M: Metric<T, D>>(&self, metric: &M, tree: &Tree<T, D>, a: usize, cands: &[u32], s: &mut Scratch<T>) -> T {
+        let (alo, ahi) = (&tree.qry_lo[a], &tree.qry_hi[a]);
+        s.dmin.clear();
+        s.dmax.clear();
+        for &c in cands {
+            let c = c as usize;
+            let (blo, bhi) = (&tree.src_lo[c], &tree.src_hi[c]);
+            s.dmin.push(metric.box_min2(alo, ahi, blo, bhi));
+            s.dmax.push(metric.box_max2(alo, ahi, blo, bhi));
+        }
+        // Smallest set of candidates by d_max holding >= k sources.
+        let k = self.k as u64;
+        s.near.clear();
+        let mut sum = 0u64;
+        for (i, &c) in cands.iter().enumerate() {
+            let dm = s.dmax[i];
+            if sum >= k && dm >= s.near.last().unwrap().0 {
+                continue;
+            }
+            let cnt = tree.src_count[c as usize];
+            let pos = s.near.partition_point(|x| x.0 <= dm);
+            s.near.insert(pos, (dm, cnt));
+            sum += cnt as u64;
+            while let Some(&(_, lc)) = s.near.last() {
+                if sum - (lc as u64) >= k {
+                    sum -= lc as u64;
+                    s.near.pop();
+                } else {
+                    break;
+                }
+            }
+        }
+        if sum >= k { s.near.last().unwrap().0 } else { T::INFINITY }
+    }
+
+    /// The leaf pass for the queries of leaf `a`.
+    fn leaf<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T>, sinks: &Sinks<T>) {
+        let zs = self.zs;
+        let tree = &zs.tree;
+        let (qpos, qorig) = zs.queries();
+        let spos = &zs.src_pos;
+        let sorig = &zs.src_orig;
+        let k = self.k;
+        let q0 = tree.qry_start[a] as usize;
+        let qn = tree.qry_count[a] as usize;
+        for q in q0..q0 + qn {
+            let qp: [T; D] = std::array::from_fn(|d| qpos[d][q]);
+            let mut thr = r2;
+            let mut m = 0usize;
+            for &(dmin, b) in &s.kept {
+                if dmin > thr {
+                    break;
+                }
+                let b = b as usize;
+                if metric.box_min2(&qp, &qp, &tree.src_lo[b], &tree.src_hi[b]) > thr {
+                    continue;
+                }
+                let s0 = tree.src_start[b] as usize;
+                let cnt = tree.src_count[b] as usize;
+                s.d2.clear();
+                s.d2.resize(cnt, T::ZERO);
+                distances(metric, &qp, spos, s0, &mut s.d2);
+                for (j, &d2) in s.d2.iter().enumerate() {
+                    if d2 > thr {
+                        continue;
+                    }
+                    let z = (s0 + j) as u32;
+                    // Insert (d2, z) into the sorted buffer, ordered by (d2, input index).
+                    let mut pos = if m == k {
+                        let (ld, lz) = (s.best_d[k - 1], s.best_z[k - 1]);
+                        if d2 > ld || (d2 == ld && sorig[z as usize] > sorig[lz as usize]) {
+                            continue;
+                        }
+                        k - 1
+                    } else {
+                        m += 1;
+                        m - 1
+                    };
+                    while pos > 0 {
+                        let (pd, pz) = (s.best_d[pos - 1], s.best_z[pos - 1]);
+                        if pd > d2 || (pd == d2 && sorig[pz as usize] > sorig[z as usize]) {
+                            s.best_d[pos] = pd;
+                            s.best_z[pos] = pz;
+                            pos -= 1;
+                        } else {
+                            break;
+                        }
+                    }
+                    s.best_d[pos] = d2;
+                    s.best_z[pos] = z;
+                    if m == k {
+                        thr = s.best_d[k - 1];
+                    }
+                }
+            }
+            self.emit(q, qorig[q] as usize, m, s, sinks);
+        }
+    }
+
+    /// Writes the results of one query (z-index `q`, input index `orig`).
+    #[inline]
+    fn emit(&self, q: usize, orig: usize, m: usize, s: &Scratch<T>, sinks: &Sinks<T>) {
+        let k = self.k;
+        let row = if sinks.zorder { q } else { orig };
+        let sorig = &self.zs.src_orig;
+        // SAFETY (all writes): row `row` belongs to this query alone; lengths were checked.
+        unsafe {
+            if let Some(p) = sinks.indices {
+                let out = p.slice_mut(row * k, k);
+                for j in 0..k {
+                    out[j] = if j < m { sorig[s.best_z[j] as usize] as i64 } else { -1 };
+                }
+            }
+            if let Some(p) = sinks.distances {
+                let out = p.slice_mut(row * k, k);
+                for j in 0..k {
+                    out[j] = if j < m { s.best_d[j].sqrt() } else { T::INFINITY };
+                }
+            }
+            let kth = if m == k { s.best_d[k - 1].sqrt() } else { T::INFINITY };
+            if let Some(p) = sinks.kth {
+                p.write(row, kth);
+            }
+            if let Some(p) = sinks.density {
+                let mass = match self.masses {
+                    Some(ms) => s.best_z[..m].iter().map(|&z| ms[z as usize]).sum::<f64>(),
+                    None => m as f64,
+                };
+                let r = kth.to_f64();
+                let vol = if D == 2 { std::f64::consts::PI * r * r } else { 4.0 / 3.0 * std::f64::consts::PI * r * r * r };
+                p.write(row, if m < k { 0.0 } else { mass / vol });
+            }
+            if let (Some(p), Some(sc)) = (sinks.scalar_mean, self.scalar) {
+                let sum: f64 = s.best_z[..m].iter().map(|&z| sc[z as usize]).sum();
+                p.write(row, sum / m as f64);
+            }
+        }
+    }
+}
+
+/// Squared distances from `q` to sources `s0 .. s0 + out.len()` (vectorisable loop).
+#[inline(always)]
+fn distances<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, q: &[T; D], spos: &[Vec<T>; D], s0: usize, out: &mut [T]) {
+    let n = out.len();
+    for d in 0..D {
+        let xs = &spos[d][s0..s0 + n];
+        let qd = q[d];
+        if d == 0 {
+            for (o, &x) in out.iter_mut().zip(xs) {
+                let dx = metric.diff(qd, x, d);
+                *o = dx * dx;
+            }
+        } else {
+            for (o, &x) in out.iter_mut().zip(xs) {
+                let dx = metric.diff(qd, x, d);
+                *o = *o + dx * dx;
+            }
+        }
+    }
+}

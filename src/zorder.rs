@@ -1,0 +1,319 @@
+//! Z-order: validation of input points, Morton keys, and a parallel radix sort that
+//! carries the permutation (DESIGN.md §1 step 3).
+//!
+//! Keys only shape the tree; every distance is computed from the original coordinates,
+//! so results are exact whatever the quantisation. Runs of identical keys longer than a
+//! leaf (a dense cluster in an open domain stretched by far outliers) are refined with a
+//! second key over the run's own bounding box, so the tree never degrades to brute force.
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::par::{SharedMut, chunk_ranges};
+use crate::points::{Bounds, Domain, PointSource};
+use crate::real::Real;
+
+/// Bits of one coordinate in a key: 21 in 3D (63-bit keys), 32 in 2D.
+pub const fn bits_per_dim(d: usize) -> u32 {
+    if d == 2 { 32 } else { 21 }
+}
+
+/// Checks every coordinate (finite; inside `[0, L)` for a periodic box) and returns the
+/// bounding box. The error names the first bad point in input order, whatever the
+/// thread count.
+pub fn scan_points<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+    pts: &P,
+    what: &'static str,
+    domain: &Domain<D>,
+) -> Result<Bounds<D>> {
+    let n = pts.len();
+    let box_len = domain.box_lengths();
+    let chunks = chunk_ranges(n, rayon::current_num_threads() * 4);
+    let partial: Vec<std::result::Result<Bounds<D>, Error>> = chunks
+        .into_par_iter()
+        .map(|r| {
+            let mut b = Bounds::<D>::EMPTY;
+            for i in r {
+                let p = pts.point(i);
+                let mut q = [0.0f64; D];
+                for d in 0..D {
+                    let v = p[d].to_f64();
+                    if !p[d].is_finite() {
+                        return Err(Error::NonFinite { what, index: i, dim: d, value: v });
+                    }
+                    if let Some(l) = box_len
+                        && !(v >= 0.0 && v < l[d])
+                    {
+                        return Err(Error::OutsideBox { what, index: i, dim: d, value: v, length: l[d] });
+                    }
+                    q[d] = v;
+                }
+                b.include(&q);
+            }
+            Ok(b)
+        })
+        .collect();
+    let mut all = Bounds::<D>::EMPTY;
+    for r in partial {
+        all = all.merge(&r?);
+    }
+    Ok(all)
+}
+
+/// Maps coordinates to integer cells and Morton keys.
+#[derive(Clone, Copy, Debug)]
+pub struct Quantizer<const D: usize> {
+    lo: [f64; D],
+    scale: [f64; D],
+}
+
+impl<const D: usize> Quantizer<D> {
+    const MAX_CELL: u64 = (1u64 << bits_per_dim(D)) - 1;
+
+    /// Cells over the periodic box, or over `bounds` (the global bounding box) when open.
+    pub fn new(domain: &Domain<D>, bounds: &Bounds<D>) -> Self {
+        let cells = (1u64 << bits_per_dim(D)) as f64;
+        match domain {
+            Domain::Periodic(l) => Self { lo: [0.0; D], scale: std::array::from_fn(|d| cells / l[d]) },
+            Domain::Open => Self::over(bounds),
+        }
+    }
+
+    /// Cells over a box (used for the open domain and to refine runs of equal keys).
+    pub fn over(bounds: &Bounds<D>) -> Self {
+        let cells = (1u64 << bits_per_dim(D)) as f64;
+        let mut scale = [0.0; D];
+        for d in 0..D {
+            let ext = bounds.hi[d] - bounds.lo[d];
+            // Padded a little so the top face maps inside; a flat dimension gets one cell.
+            scale[d] = if ext > 0.0 && ext.is_finite() { cells / (ext * (1.0 + 1e-9)) } else { 0.0 };
+        }
+        Self { lo: bounds.lo, scale }
+    }
+
+    #[inline(always)]
+    pub fn key(&self, p: &[f64; D]) -> u64 {
+        let cell: [u64; D] = std::array::from_fn(|d| {
+            let c = (p[d] - self.lo[d]) * self.scale[d];
+            // `as` saturates (NaN -> 0), and the clamp keeps rounding at the top face inside.
+            (c as u64).min(Self::MAX_CELL)
+        });
+        morton(&cell)
+    }
+}
+
+#[inline(always)]
+fn spread3(mut x: u64) -> u64 {
+    x &= 0x1f_ffff;
+    x = (x | x << 32) & 0x001f_0000_0000_ffff;
+    x = (x | x << 16) & 0x001f_0000_ff00_00ff;
+    x = (x | x << 8) & 0x100f_00f0_0f00_f00f;
+    x = (x | x << 4) & 0x10c3_0c30_c30c_30c3;
+    x = (x | x << 2) & 0x1249_2492_4924_9249;
+    x
+}
+
+#[inline(always)]
+fn spread2(mut x: u64) -> u64 {
+    x &= 0xffff_ffff;
+    x = (x | x << 16) & 0x0000_ffff_0000_ffff;
+    x = (x | x << 8) & 0x00ff_00ff_00ff_00ff;
+    x = (x | x << 4) & 0x0f0f_0f0f_0f0f_0f0f;
+    x = (x | x << 2) & 0x3333_3333_3333_3333;
+    x = (x | x << 1) & 0x5555_5555_5555_5555;
+    x
+}
+
+/// Interleaves cell coordinates, the first dimension in the most significant bit.
+#[inline(always)]
+pub fn morton<const D: usize>(cell: &[u64; D]) -> u64 {
+    match D {
+        2 => spread2(cell[0]) << 1 | spread2(cell[1]),
+        3 => spread3(cell[0]) << 2 | spread3(cell[1]) << 1 | spread3(cell[2]),
+        _ => unreachable!("ztree supports 2 and 3 dimensions"),
+    }
+}
+
+/// The bit length of the smallest Morton cell holding both keys (0 when equal).
+#[inline(always)]
+pub fn level_of(a: u64, b: u64) -> u8 {
+    (64 - (a ^ b).leading_zeros()) as u8
+}
+
+/// Stable parallel LSD radix sort of `keys`, applying the same permutation to `vals`.
+/// Digits on which all keys agree are skipped.
+pub fn radix_sort(keys: &mut Vec<u64>, vals: &mut Vec<u32>) {
+    const BITS: u32 = 11;
+    const RADIX: usize = 1 << BITS;
+    let n = keys.len();
+    debug_assert_eq!(n, vals.len());
+    if n < 2 {
+        return;
+    }
+    if n <= 1024 {
+        let mut pairs: Vec<(u64, u32)> = keys.iter().copied().zip(vals.iter().copied()).collect();
+        pairs.sort_by_key(|p| p.0); // stable
+        for (i, (k, v)) in pairs.into_iter().enumerate() {
+            keys[i] = k;
+            vals[i] = v;
+        }
+        return;
+    }
+    let k0 = keys[0];
+    let diff = keys.par_iter().fold(|| 0u64, |a, &k| a | (k ^ k0)).reduce(|| 0, |a, b| a | b);
+    let chunks = chunk_ranges(n, rayon::current_num_threads());
+    let mut kb = vec![0u64; n];
+    let mut vb = vec![0u32; n];
+    let mut shift = 0;
+    while shift < 64 {
+        if (diff >> shift) & (RADIX as u64 - 1) == 0 {
+            shift += BITS;
+            continue;
+        }
+        let src_k: &[u64] = keys;
+        let hists: Vec<Vec<u32>> = chunks
+            .par_iter()
+            .map(|r| {
+                let mut h = vec![0u32; RADIX];
+                for &k in &src_k[r.clone()] {
+                    h[((k >> shift) as usize) & (RADIX - 1)] += 1;
+                }
+                h
+            })
+            .collect();
+        let mut offs: Vec<Vec<u32>> = vec![vec![0u32; RADIX]; chunks.len()];
+        let mut sum = 0u32;
+        for digit in 0..RADIX {
+            for c in 0..chunks.len() {
+                offs[c][digit] = sum;
+                sum += hists[c][digit];
+            }
+        }
+        let dk = SharedMut::new(&mut kb);
+        let dv = SharedMut::new(&mut vb);
+        let src_v: &[u32] = vals;
+        chunks.par_iter().zip(offs.par_iter_mut()).for_each(|(r, off)| {
+            for i in r.clone() {
+                let k = src_k[i];
+                let d = ((k >> shift) as usize) & (RADIX - 1);
+                let pos = off[d] as usize;
+                off[d] += 1;
+                // SAFETY: the prefix sums give every (chunk, digit) a disjoint output range.
+                unsafe {
+                    dk.write(pos, k);
+                    dv.write(pos, src_v[i]);
+                }
+            }
+        });
+        std::mem::swap(keys, &mut kb);
+        std::mem::swap(vals, &mut vb);
+        shift += BITS;
+    }
+}
+
+/// Levels of the gaps between consecutive sorted points: 64 + bit length of the primary
+/// key difference; for gaps inside a refined run, the bit length of the secondary key
+/// difference (1..=63); 0 between points whose keys are identical.
+pub fn primary_levels(keys: &[u64]) -> Vec<u8> {
+    if keys.len() < 2 {
+        return Vec::new();
+    }
+    keys.par_windows(2)
+        .map(|w| if w[0] == w[1] { 0 } else { 64 + level_of(w[0], w[1]) })
+        .collect()
+}
+
+/// Refines runs of identical primary keys longer than `max_run`: the run is re-sorted by
+/// a Morton key over its own bounding box (stable: ties keep input order) and its internal
+/// gaps get secondary levels. `coord(v)` returns the position of the point with value `v`.
+pub fn refine_runs<const D: usize>(
+    keys: &[u64],
+    vals: &mut [u32],
+    levels: &mut [u8],
+    max_run: usize,
+    coord: impl Fn(u32) -> [f64; D] + Sync,
+) {
+    let n = keys.len();
+    let mut start = 0;
+    while start < n {
+        let mut end = start + 1;
+        while end < n && keys[end] == keys[start] {
+            end += 1;
+        }
+        if end - start > max_run {
+            refine_one(&mut vals[start..end], &mut levels[start..end - 1], &coord);
+        }
+        start = end;
+    }
+}
+
+fn refine_one<const D: usize>(vals: &mut [u32], levels: &mut [u8], coord: &(impl Fn(u32) -> [f64; D] + Sync)) {
+    let bounds = vals
+        .par_iter()
+        .fold(|| Bounds::<D>::EMPTY, |mut b, &v| {
+            b.include(&coord(v));
+            b
+        })
+        .reduce(|| Bounds::<D>::EMPTY, |a, b| a.merge(&b));
+    if (0..D).all(|d| bounds.hi[d] == bounds.lo[d]) {
+        return; // truly identical points: chunked into leaves by the tree
+    }
+    let q = Quantizer::<D>::over(&bounds);
+    let mut pairs: Vec<(u64, u32)> = vals.par_iter().map(|&v| (q.key(&coord(v)), v)).collect();
+    pairs.par_sort_by_key(|p| p.0);
+    for (i, p) in pairs.iter().enumerate() {
+        vals[i] = p.1;
+    }
+    levels.par_iter_mut().enumerate().for_each(|(i, l)| *l = level_of(pairs[i].0, pairs[i + 1].0));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(s: &mut u64) -> u64 {
+        *s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *s >> 11
+    }
+
+    #[test]
+    fn radix_sort_matches_stable_comparison_sort() {
+        for &(n, mask) in &[(0usize, u64::MAX), (1, u64::MAX), (7, 3), (1000, 15), (5000, u64::MAX >> 1), (100_000, 0xff00), (70_000, (1 << 63) | 1)] {
+            let mut s = n as u64 + 1;
+            let keys: Vec<u64> = (0..n).map(|_| (lcg(&mut s) << 11 ^ lcg(&mut s)) & mask).collect();
+            let mut k = keys.clone();
+            let mut v: Vec<u32> = (0..n as u32).collect();
+            radix_sort(&mut k, &mut v);
+            let mut expect: Vec<(u64, u32)> = keys.iter().copied().zip(0..n as u32).collect();
+            expect.sort_by_key(|p| p.0);
+            let got: Vec<(u64, u32)> = k.into_iter().zip(v).collect();
+            assert_eq!(got, expect, "n={n} mask={mask:x}");
+        }
+    }
+
+    #[test]
+    fn morton_orders_by_interleaved_bits() {
+        assert_eq!(morton(&[1u64, 0, 0]), 4);
+        assert_eq!(morton(&[0u64, 1, 0]), 2);
+        assert_eq!(morton(&[0u64, 0, 1]), 1);
+        assert_eq!(morton(&[(1u64 << 21) - 1; 3]), (1u64 << 63) - 1);
+        assert_eq!(morton(&[1u64, 0]), 2);
+        assert_eq!(morton(&[u32::MAX as u64; 2]), u64::MAX);
+        // Bit b of dimension d lands at bit D*b + (D-1-d).
+        for b in 0..21 {
+            assert_eq!(morton(&[0, 1u64 << b, 0]), 1u64 << (3 * b + 1));
+        }
+    }
+
+    #[test]
+    fn quantizer_keeps_points_in_range() {
+        let q = Quantizer::<3>::new(&Domain::Periodic([1.0, 2.0, 3.0]), &Bounds::EMPTY);
+        assert_eq!(q.key(&[0.0; 3]), 0);
+        let top = q.key(&[f64::from_bits(1.0f64.to_bits() - 1), 2.0 - 1e-16, 3.0 - 1e-15]);
+        assert_eq!(top, (1u64 << 63) - 1);
+        let b = Bounds { lo: [5.0, 5.0], hi: [5.0, 6.0] };
+        let q2 = Quantizer::<2>::over(&b);
+        assert_eq!(q2.key(&[5.0, 5.0]), 0);
+        assert!(q2.key(&[5.0, 6.0]) > 0);
+    }
+}
