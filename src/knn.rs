@@ -278,35 +278,61 @@ struct Job<'a, T: Real, const D: usize> {
 }
 
 /// Per-task scratch of the walk.
-struct Scratch<T> {
-    /// Candidate (d_min², d_max², sources) of the current receiving node.
+struct Scratch<T, const D: usize> {
+    /// d_min² and d_max² of each candidate of the current receiving node.
     dmin: Vec<T>,
     dmax: Vec<T>,
     /// Smallest-d_max candidates holding >= k sources: (d_max², count), ascending.
     near: Vec<(T, u32)>,
-    kept: Vec<(T, u32)>,
-    /// Best k so far: squared distance and z-index of the source.
+    /// Kept source leaves of the current leaf, in processing order: (d_min², centre
+    /// distance², node), then their boxes as struct of arrays.
+    kept: Vec<(T, T, u32)>,
+    klo: [Vec<T>; D],
+    khi: [Vec<T>; D],
+    kstart: Vec<u32>,
+    kcount: Vec<u32>,
+    /// Point–box distance² from the current query to each kept leaf.
+    pb: Vec<T>,
+    /// Best k so far: squared distance, input index and z-index of the source.
     best_d: Vec<T>,
+    best_o: Vec<u32>,
     best_z: Vec<u32>,
     d2: Vec<T>,
+}
+
+impl<T: Real, const D: usize> Scratch<T, D> {
+    fn new(k: usize) -> Self {
+        Self {
+            dmin: Vec::new(),
+            dmax: Vec::new(),
+            near: Vec::new(),
+            kept: Vec::new(),
+            klo: std::array::from_fn(|_| Vec::new()),
+            khi: std::array::from_fn(|_| Vec::new()),
+            kstart: Vec::new(),
+            kcount: Vec::new(),
+            pb: Vec::new(),
+            best_d: vec![T::ZERO; k],
+            best_o: vec![0; k],
+            best_z: vec![0; k],
+            d2: Vec::new(),
+        }
+    }
 }
 
 impl<'a, T: Real, const D: usize> Job<'a, T, D> {
     fn walk<M: Metric<T, D>>(&self, metric: M, sinks: &Sinks<T>) -> WalkStats {
         let tree = &self.zs.tree;
-        let k = self.k;
         dual_walk(
             tree,
-            || Scratch { dmin: Vec::new(), dmax: Vec::new(), near: Vec::new(), kept: Vec::new(), best_d: vec![T::ZERO; k], best_z: vec![0; k], d2: Vec::new() },
+            || Scratch::<T, D>::new(self.k),
             |a, cands, s, out| {
                 let r2 = self.select(&metric, tree, a, cands, s);
                 out.extend(cands.iter().zip(&s.dmin).filter(|(_, dm)| **dm <= r2).map(|(c, _)| *c));
             },
             |a, cands, s| {
                 let r2 = self.select(&metric, tree, a, cands, s);
-                s.kept.clear();
-                s.kept.extend(cands.iter().zip(&s.dmin).filter(|(_, dm)| **dm <= r2).map(|(c, dm)| (*dm, *c)));
-                s.kept.sort_unstable_by(|x, y| x.0.partial_cmp(&y.0).unwrap().then(x.1.cmp(&y.1)));
+                self.keep_leaves(&metric, tree, a, cands, r2, s);
                 self.leaf(&metric, a, r2, s, sinks);
             },
         )
@@ -314,7 +340,7 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
 
     /// Computes d_min² of every candidate into `s.dmin` and returns r_A².
     #[inline]
-    fn select<M: Metric<T, D>>(&self, metric: &M, tree: &Tree<T, D>, a: usize, cands: &[u32], s: &mut Scratch<T>) -> T {
+    fn select<M: Metric<T, D>>(&self, metric: &M, tree: &Tree<T, D>, a: usize, cands: &[u32], s: &mut Scratch<T, D>) -> T {
         let (alo, ahi) = (&tree.qry_lo[a], &tree.qry_hi[a]);
         s.dmin.clear();
         s.dmax.clear();
@@ -349,65 +375,111 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
         if sum >= k { s.near.last().unwrap().0 } else { T::INFINITY }
     }
 
-    /// The leaf pass for the queries of leaf `a`.
-    fn leaf<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T>, sinks: &Sinks<T>) {
+    /// Keeps the candidate leaves with d_min² <= r2, ordered by d_min² and then by the
+    /// distance between box centres (so the query's own surroundings come first and the
+    /// k-th distance shrinks fast), with their boxes gathered for the point–box tests.
+    fn keep_leaves<M: Metric<T, D>>(&self, metric: &M, tree: &Tree<T, D>, a: usize, cands: &[u32], r2: T, s: &mut Scratch<T, D>) {
+        let centre = |lo: &[T; D], hi: &[T; D]| -> [T; D] { std::array::from_fn(|d| (lo[d] + hi[d]).half()) };
+        let ca = centre(&tree.qry_lo[a], &tree.qry_hi[a]);
+        s.kept.clear();
+        for (i, &c) in cands.iter().enumerate() {
+            let dm = s.dmin[i];
+            if dm <= r2 {
+                let cb = centre(&tree.src_lo[c as usize], &tree.src_hi[c as usize]);
+                s.kept.push((dm, metric.dist2(&ca, &cb), c));
+            }
+        }
+        s.kept.sort_unstable_by(|x, y| x.0.partial_cmp(&y.0).unwrap().then(x.1.partial_cmp(&y.1).unwrap()).then(x.2.cmp(&y.2)));
+        for d in 0..D {
+            s.klo[d].clear();
+            s.khi[d].clear();
+        }
+        s.kstart.clear();
+        s.kcount.clear();
+        for &(_, _, b) in &s.kept {
+            let b = b as usize;
+            for d in 0..D {
+                s.klo[d].push(tree.src_lo[b][d]);
+                s.khi[d].push(tree.src_hi[b][d]);
+            }
+            s.kstart.push(tree.src_start[b]);
+            s.kcount.push(tree.src_count[b]);
+        }
+    }
+
+    /// The leaf pass for the queries of leaf `a` over the kept leaves in `s`.
+    fn leaf<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &Sinks<T>) {
         let zs = self.zs;
         let tree = &zs.tree;
         let (qpos, qorig) = zs.queries();
         let spos = &zs.src_pos;
         let sorig = &zs.src_orig;
         let k = self.k;
+        let nk = s.kept.len();
         let q0 = tree.qry_start[a] as usize;
         let qn = tree.qry_count[a] as usize;
+        s.pb.resize(nk, T::ZERO);
         for q in q0..q0 + qn {
             let qp: [T; D] = std::array::from_fn(|d| qpos[d][q]);
+            point_box_distances(metric, &qp, &s.klo, &s.khi, &mut s.pb);
             let mut thr = r2;
             let mut m = 0usize;
-            for &(dmin, b) in &s.kept {
-                if dmin > thr {
+            for j in 0..nk {
+                if s.kept[j].0 > thr {
                     break;
                 }
-                let b = b as usize;
-                if metric.box_min2(&qp, &qp, &tree.src_lo[b], &tree.src_hi[b]) > thr {
+                if s.pb[j] > thr {
                     continue;
                 }
-                let s0 = tree.src_start[b] as usize;
-                let cnt = tree.src_count[b] as usize;
-                s.d2.clear();
-                s.d2.resize(cnt, T::ZERO);
-                distances(metric, &qp, spos, s0, &mut s.d2);
-                for (j, &d2) in s.d2.iter().enumerate() {
+                let s0 = s.kstart[j] as usize;
+                let cnt = s.kcount[j] as usize;
+                if s.d2.len() < cnt {
+                    s.d2.resize(cnt, T::ZERO);
+                }
+                let d2s = &mut s.d2[..cnt];
+                distances(metric, &qp, spos, s0, d2s);
+                for (jj, &d2) in d2s.iter().enumerate() {
                     if d2 > thr {
                         continue;
                     }
-                    let z = (s0 + j) as u32;
-                    // Insert (d2, z) into the sorted buffer, ordered by (d2, input index).
-                    let mut pos = if m == k {
-                        let (ld, lz) = (s.best_d[k - 1], s.best_z[k - 1]);
-                        if d2 > ld || (d2 == ld && sorig[z as usize] > sorig[lz as usize]) {
-                            continue;
-                        }
-                        k - 1
-                    } else {
+                    let z = s0 + jj;
+                    let o = sorig[z];
+                    // Keep the k best by (d2, input index): append until full, then
+                    // insert in order.
+                    if m < k {
+                        s.best_d[m] = d2;
+                        s.best_o[m] = o;
+                        s.best_z[m] = z as u32;
                         m += 1;
-                        m - 1
-                    };
+                        if m == k {
+                            sort_best(&mut s.best_d, &mut s.best_o, &mut s.best_z);
+                            thr = s.best_d[k - 1];
+                        }
+                        continue;
+                    }
+                    if d2 == thr && o > s.best_o[k - 1] {
+                        continue;
+                    }
+                    let mut pos = k - 1;
                     while pos > 0 {
-                        let (pd, pz) = (s.best_d[pos - 1], s.best_z[pos - 1]);
-                        if pd > d2 || (pd == d2 && sorig[pz as usize] > sorig[z as usize]) {
+                        let pd = s.best_d[pos - 1];
+                        if pd > d2 || (pd == d2 && s.best_o[pos - 1] > o) {
                             s.best_d[pos] = pd;
-                            s.best_z[pos] = pz;
+                            s.best_o[pos] = s.best_o[pos - 1];
+                            s.best_z[pos] = s.best_z[pos - 1];
                             pos -= 1;
                         } else {
                             break;
                         }
                     }
                     s.best_d[pos] = d2;
-                    s.best_z[pos] = z;
-                    if m == k {
-                        thr = s.best_d[k - 1];
-                    }
+                    s.best_o[pos] = o;
+                    s.best_z[pos] = z as u32;
+                    thr = s.best_d[k - 1];
                 }
+            }
+            if m < k {
+                sort_best(&mut s.best_d[..m], &mut s.best_o[..m], &mut s.best_z[..m]);
             }
             self.emit(q, qorig[q] as usize, m, s, sinks);
         }
@@ -415,16 +487,15 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
 
     /// Writes the results of one query (z-index `q`, input index `orig`).
     #[inline]
-    fn emit(&self, q: usize, orig: usize, m: usize, s: &Scratch<T>, sinks: &Sinks<T>) {
+    fn emit(&self, q: usize, orig: usize, m: usize, s: &Scratch<T, D>, sinks: &Sinks<T>) {
         let k = self.k;
         let row = if sinks.zorder { q } else { orig };
-        let sorig = &self.zs.src_orig;
         // SAFETY (all writes): row `row` belongs to this query alone; lengths were checked.
         unsafe {
             if let Some(p) = sinks.indices {
                 let out = p.slice_mut(row * k, k);
                 for j in 0..k {
-                    out[j] = if j < m { sorig[s.best_z[j] as usize] as i64 } else { -1 };
+                    out[j] = if j < m { s.best_o[j] as i64 } else { -1 };
                 }
             }
             if let Some(p) = sinks.distances {
@@ -472,5 +543,37 @@ fn distances<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, q: &[T; D], s
                 *o = *o + dx * dx;
             }
         }
+    }
+}
+
+/// Squared point–box lower bounds from `q` to every kept box (vectorisable loop).
+#[inline(always)]
+fn point_box_distances<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, q: &[T; D], lo: &[Vec<T>; D], hi: &[Vec<T>; D], out: &mut [T]) {
+    for d in 0..D {
+        let qd = q[d];
+        let (l, h) = (&lo[d][..out.len()], &hi[d][..out.len()]);
+        for ((o, &l), &h) in out.iter_mut().zip(l).zip(h) {
+            let g = metric.gap_range(qd, qd, l, h, d).0;
+            *o = if d == 0 { g * g } else { *o + g * g };
+        }
+    }
+}
+
+/// Sorts the neighbour buffer by (distance², input index).
+fn sort_best<T: Real>(d: &mut [T], o: &mut [u32], z: &mut [u32]) {
+    let n = d.len();
+    // Insertion sort: the buffer is small (k entries).
+    for i in 1..n {
+        let (di, oi, zi) = (d[i], o[i], z[i]);
+        let mut j = i;
+        while j > 0 && (d[j - 1] > di || (d[j - 1] == di && o[j - 1] > oi)) {
+            d[j] = d[j - 1];
+            o[j] = o[j - 1];
+            z[j] = z[j - 1];
+            j -= 1;
+        }
+        d[j] = di;
+        o[j] = oi;
+        z[j] = zi;
     }
 }
