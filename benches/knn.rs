@@ -25,6 +25,7 @@ struct Args {
     peers: bool,
     reps: usize,
     tree: TreeParams,
+    summary: bool,
 }
 
 fn parse() -> Args {
@@ -37,6 +38,7 @@ fn parse() -> Args {
         peers: true,
         reps: 3,
         tree: TreeParams::default(),
+        summary: false,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -65,6 +67,10 @@ fn parse() -> Args {
                 a.skip_slow = true;
                 i -= 1;
             }
+            "--summary" => {
+                a.summary = true;
+                i -= 1;
+            }
             "--no-peers" => {
                 a.peers = false;
                 i -= 1;
@@ -79,15 +85,21 @@ fn parse() -> Args {
 
 /// Runs ztree self-query kNN (full lists, as the peers return lists) and returns (best
 /// seconds, stats of that run, peak bytes per point beyond inputs and outputs).
-fn run_ztree<T: Real>(ctx: &Context, pts: &[[T; 3]], k: usize, reps: usize) -> (f64, ztree::KnnStats, f64) {
+fn run_ztree<T: Real>(ctx: &Context, pts: &[[T; 3]], k: usize, reps: usize, summary: bool) -> (f64, ztree::KnnStats, f64) {
     let n = pts.len();
-    let mut idx = vec![0i64; n * k];
-    let mut dist = vec![T::ZERO; n * k];
+    let rows = if summary { 0 } else { n * k };
+    let mut idx = vec![0i64; rows];
+    let mut dist = vec![T::ZERO; rows];
+    let mut kth = vec![T::ZERO; n];
     let mut best = (f64::INFINITY, None, 0usize);
     for _ in 0..reps {
         let base = mem_mark();
         let t = Instant::now();
-        let mut out = KnnOutput { indices: Some(&mut idx), distances: Some(&mut dist), ..Default::default() };
+        let mut out = if summary {
+            KnnOutput { kth_distance: Some(&mut kth), ..Default::default() }
+        } else {
+            KnnOutput { indices: Some(&mut idx), distances: Some(&mut dist), ..Default::default() }
+        };
         let stats = ctx.knn_self(&Domain::Open, pts, &SourceFields::default(), &KnnParams { k }, &mut out).unwrap();
         let dt = t.elapsed().as_secs_f64();
         let peak = mem_peak_since(base);
@@ -112,7 +124,11 @@ fn main() {
     let args = parse();
     let ctx = Context::new(Config { threads: args.threads, tree: args.tree }).unwrap();
     println!("# ztree kNN benchmark: self-query, k = {}, {} threads, open domain, tree build included", args.k, ctx.threads());
-    println!("# ztree: best of {} runs, full neighbour lists (indices + distances) in input order; peers run once", args.reps);
+    println!(
+        "# ztree: best of {} runs, {} in input order; peers run once",
+        args.reps,
+        if args.summary { "k-th neighbour distance only" } else { "full neighbour lists (indices + distances)" }
+    );
     println!();
     println!("| distribution | N | ztree f64 (s) | ztree f32 (s) | queries/s f64 | peak B/pt f64 | peer | peer (s) | peer / ztree f64 |");
     println!("|---|---|---|---|---|---|---|---|---|");
@@ -120,9 +136,9 @@ fn main() {
     for &n in &args.ns {
         for &dist in &args.dists {
             let pts = generate(dist, n, 42 + n as u64);
-            let (t64, s64, b64) = run_ztree::<f64>(&ctx, &pts, args.k, args.reps);
+            let (t64, s64, b64) = run_ztree::<f64>(&ctx, &pts, args.k, args.reps, args.summary);
             let p32: Vec<[f32; 3]> = pts.iter().map(|p| [p[0] as f32, p[1] as f32, p[2] as f32]).collect();
-            let (t32, s32, b32) = run_ztree::<f32>(&ctx, &p32, args.k, args.reps);
+            let (t32, s32, b32) = run_ztree::<f32>(&ctx, &p32, args.k, args.reps, args.summary);
             drop(p32);
             let mut peers: Vec<(String, f64)> = Vec::new();
             if args.peers {

@@ -293,10 +293,8 @@ struct Scratch<T, const D: usize> {
     kcount: Vec<u32>,
     /// Point–box distance² from the current query to each kept leaf.
     pb: Vec<T>,
-    /// Best k so far: squared distance, input index and z-index of the source.
-    best_d: Vec<T>,
-    best_o: Vec<u32>,
-    best_z: Vec<u32>,
+    /// Neighbour candidates of the current query: (distance², input index, z-index).
+    cand: Vec<(T, u32, u32)>,
     d2: Vec<T>,
 }
 
@@ -312,9 +310,7 @@ impl<T: Real, const D: usize> Scratch<T, D> {
             kstart: Vec::new(),
             kcount: Vec::new(),
             pb: Vec::new(),
-            best_d: vec![T::ZERO; k],
-            best_o: vec![0; k],
-            best_z: vec![0; k],
+            cand: Vec::with_capacity(4 * k + 64),
             d2: Vec::new(),
         }
     }
@@ -407,81 +403,88 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
         }
     }
 
+    /// An estimate of the squared k-th neighbour distance in leaf `a` from its source
+    /// density, inflated for safety and capped at `r2`. Only a first threshold: a query
+    /// that finds fewer than k sources within it is redone with `r2`.
+    fn estimate_r2(&self, tree: &Tree<T, D>, a: usize, r2: T) -> T {
+        let cnt = tree.src_count[a] as f64;
+        if cnt < 2.0 {
+            return r2;
+        }
+        let (lo, hi) = (&tree.src_lo[a], &tree.src_hi[a]);
+        let vol: f64 = (0..D).map(|d| (hi[d] - lo[d]).to_f64()).product();
+        let unit_ball = if D == 2 { std::f64::consts::PI } else { 4.0 / 3.0 * std::f64::consts::PI };
+        // Radius holding about 1.5 k sources at the leaf's density.
+        let r = (1.5 * self.k as f64 * vol / (cnt * unit_ball)).powf(1.0 / D as f64);
+        let e = T::from_f64(r * r);
+        if e.is_finite() && e > T::ZERO && e < r2 { e } else { r2 }
+    }
+
     /// The leaf pass for the queries of leaf `a` over the kept leaves in `s`.
     fn leaf<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &Sinks<T>) {
         let zs = self.zs;
         let tree = &zs.tree;
         let (qpos, qorig) = zs.queries();
-        let spos = &zs.src_pos;
-        let sorig = &zs.src_orig;
         let k = self.k;
         let nk = s.kept.len();
         let q0 = tree.qry_start[a] as usize;
         let qn = tree.qry_count[a] as usize;
+        let est = self.estimate_r2(tree, a, r2);
         s.pb.resize(nk, T::ZERO);
         for q in q0..q0 + qn {
             let qp: [T; D] = std::array::from_fn(|d| qpos[d][q]);
             point_box_distances(metric, &qp, &s.klo, &s.khi, &mut s.pb);
-            let mut thr = r2;
-            let mut m = 0usize;
-            for j in 0..nk {
-                if s.kept[j].0 > thr {
-                    break;
-                }
-                if s.pb[j] > thr {
-                    continue;
-                }
-                let s0 = s.kstart[j] as usize;
-                let cnt = s.kcount[j] as usize;
-                if s.d2.len() < cnt {
-                    s.d2.resize(cnt, T::ZERO);
-                }
-                let d2s = &mut s.d2[..cnt];
-                distances(metric, &qp, spos, s0, d2s);
-                for (jj, &d2) in d2s.iter().enumerate() {
-                    if d2 > thr {
-                        continue;
-                    }
-                    let z = s0 + jj;
-                    let o = sorig[z];
-                    // Keep the k best by (d2, input index): append until full, then
-                    // insert in order.
-                    if m < k {
-                        s.best_d[m] = d2;
-                        s.best_o[m] = o;
-                        s.best_z[m] = z as u32;
-                        m += 1;
-                        if m == k {
-                            sort_best(&mut s.best_d, &mut s.best_o, &mut s.best_z);
-                            thr = s.best_d[k - 1];
-                        }
-                        continue;
-                    }
-                    if d2 == thr && o > s.best_o[k - 1] {
-                        continue;
-                    }
-                    let mut pos = k - 1;
-                    while pos > 0 {
-                        let pd = s.best_d[pos - 1];
-                        if pd > d2 || (pd == d2 && s.best_o[pos - 1] > o) {
-                            s.best_d[pos] = pd;
-                            s.best_o[pos] = s.best_o[pos - 1];
-                            s.best_z[pos] = s.best_z[pos - 1];
-                            pos -= 1;
-                        } else {
-                            break;
-                        }
-                    }
-                    s.best_d[pos] = d2;
-                    s.best_o[pos] = o;
-                    s.best_z[pos] = z as u32;
-                    thr = s.best_d[k - 1];
-                }
+            self.gather_candidates(metric, &qp, est, s);
+            if s.cand.len() < k && est < r2 {
+                // The estimate was too small: every neighbour lies within r2.
+                self.gather_candidates(metric, &qp, r2, s);
             }
-            if m < k {
-                sort_best(&mut s.best_d[..m], &mut s.best_o[..m], &mut s.best_z[..m]);
+            let m = s.cand.len().min(k);
+            if s.cand.len() > k {
+                s.cand.select_nth_unstable_by(k - 1, cand_order);
+                s.cand.truncate(k);
             }
+            s.cand.sort_unstable_by(cand_order);
             self.emit(q, qorig[q] as usize, m, s, sinks);
+        }
+    }
+
+    /// Collects into `s.cand` the sources within `thr` of `q` (squared), keeping it short by
+    /// cutting to the best k and tightening the threshold whenever it grows large.
+    #[inline]
+    fn gather_candidates<M: Metric<T, D>>(&self, metric: &M, qp: &[T; D], thr: T, s: &mut Scratch<T, D>) {
+        let k = self.k;
+        let sorig = &self.zs.src_orig;
+        let spos = &self.zs.src_pos;
+        let mut thr = thr;
+        s.cand.clear();
+        let compact_at = (4 * k).max(64);
+        for j in 0..s.kept.len() {
+            if s.kept[j].0 > thr {
+                break;
+            }
+            if s.pb[j] > thr {
+                continue;
+            }
+            let s0 = s.kstart[j] as usize;
+            let cnt = s.kcount[j] as usize;
+            if s.d2.len() < cnt {
+                s.d2.resize(cnt, T::ZERO);
+            }
+            let d2s = &mut s.d2[..cnt];
+            distances(metric, qp, spos, s0, d2s);
+            for (jj, &d2) in d2s.iter().enumerate() {
+                if d2 <= thr {
+                    let z = s0 + jj;
+                    s.cand.push((d2, sorig[z], z as u32));
+                }
+            }
+            if s.cand.len() >= compact_at {
+                s.cand.select_nth_unstable_by(k - 1, cand_order);
+                s.cand.truncate(k);
+                thr = s.cand[k - 1].0;
+                // Keep only candidates that can still be among the best (ties kept).
+            }
         }
     }
 
@@ -495,22 +498,22 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
             if let Some(p) = sinks.indices {
                 let out = p.slice_mut(row * k, k);
                 for j in 0..k {
-                    out[j] = if j < m { s.best_o[j] as i64 } else { -1 };
+                    out[j] = if j < m { s.cand[j].1 as i64 } else { -1 };
                 }
             }
             if let Some(p) = sinks.distances {
                 let out = p.slice_mut(row * k, k);
                 for j in 0..k {
-                    out[j] = if j < m { s.best_d[j].sqrt() } else { T::INFINITY };
+                    out[j] = if j < m { s.cand[j].0.sqrt() } else { T::INFINITY };
                 }
             }
-            let kth = if m == k { s.best_d[k - 1].sqrt() } else { T::INFINITY };
+            let kth = if m == k { s.cand[k - 1].0.sqrt() } else { T::INFINITY };
             if let Some(p) = sinks.kth {
                 p.write(row, kth);
             }
             if let Some(p) = sinks.density {
                 let mass = match self.masses {
-                    Some(ms) => s.best_z[..m].iter().map(|&z| ms[z as usize]).sum::<f64>(),
+                    Some(ms) => s.cand[..m].iter().map(|c| ms[c.2 as usize]).sum::<f64>(),
                     None => m as f64,
                 };
                 let r = kth.to_f64();
@@ -518,7 +521,7 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
                 p.write(row, if m < k { 0.0 } else { mass / vol });
             }
             if let (Some(p), Some(sc)) = (sinks.scalar_mean, self.scalar) {
-                let sum: f64 = s.best_z[..m].iter().map(|&z| sc[z as usize]).sum();
+                let sum: f64 = s.cand[..m].iter().map(|c| sc[c.2 as usize]).sum();
                 p.write(row, sum / m as f64);
             }
         }
@@ -559,21 +562,8 @@ fn point_box_distances<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, q: 
     }
 }
 
-/// Sorts the neighbour buffer by (distance², input index).
-fn sort_best<T: Real>(d: &mut [T], o: &mut [u32], z: &mut [u32]) {
-    let n = d.len();
-    // Insertion sort: the buffer is small (k entries).
-    for i in 1..n {
-        let (di, oi, zi) = (d[i], o[i], z[i]);
-        let mut j = i;
-        while j > 0 && (d[j - 1] > di || (d[j - 1] == di && o[j - 1] > oi)) {
-            d[j] = d[j - 1];
-            o[j] = o[j - 1];
-            z[j] = z[j - 1];
-            j -= 1;
-        }
-        d[j] = di;
-        o[j] = oi;
-        z[j] = zi;
-    }
+/// Neighbour order: by distance², ties by the smaller input index.
+#[inline]
+fn cand_order<T: Real>(a: &(T, u32, u32), b: &(T, u32, u32)) -> std::cmp::Ordering {
+    a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1))
 }
