@@ -16,7 +16,7 @@ use crate::par::SharedMut;
 use crate::points::{Domain, PointSource};
 use crate::real::Real;
 use crate::tree::Tree;
-use crate::walk::{Metric, Open, Periodic, WalkStats, dual_walk};
+use crate::walk::{Candidates, Metric, Open, Periodic, WalkStats, dual_walk};
 
 /// A per-source scalar field, read at ingest (f32 or f64 slices, or your own accessor).
 pub trait ScalarField: Sync {
@@ -247,6 +247,9 @@ fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T,
     })
 }
 
+/// The first threshold of a query expects this many times k sources (see `estimate_r2`).
+const ESTIMATE_FACTOR: f64 = 3.0;
+
 /// Output pointers shared by the leaf tasks (each query row written by one task).
 struct Sinks<T> {
     indices: Option<SharedMut<i64>>,
@@ -279,9 +282,10 @@ struct Job<'a, T: Real, const D: usize> {
 
 /// Per-task scratch of the walk.
 struct Scratch<T, const D: usize> {
-    /// d_min² and d_max² of each candidate of the current receiving node.
-    dmin: Vec<T>,
-    dmax: Vec<T>,
+    /// d_min² from the receiving node to each candidate group's source node.
+    gmin: Vec<T>,
+    /// Evaluated candidates that may be kept: (d_min², node).
+    eval: Vec<(T, u32)>,
     /// Smallest-d_max candidates holding >= k sources: (d_max², count), ascending.
     near: Vec<(T, u32)>,
     /// Kept source leaves of the current leaf, in processing order: (d_min², centre
@@ -295,14 +299,15 @@ struct Scratch<T, const D: usize> {
     pb: Vec<T>,
     /// Neighbour candidates of the current query: (distance², input index, z-index).
     cand: Vec<(T, u32, u32)>,
+    ncand: usize,
     d2: Vec<T>,
 }
 
 impl<T: Real, const D: usize> Scratch<T, D> {
-    fn new(k: usize) -> Self {
+    fn new() -> Self {
         Self {
-            dmin: Vec::new(),
-            dmax: Vec::new(),
+            gmin: Vec::new(),
+            eval: Vec::new(),
             near: Vec::new(),
             kept: Vec::new(),
             klo: std::array::from_fn(|_| Vec::new()),
@@ -310,7 +315,8 @@ impl<T: Real, const D: usize> Scratch<T, D> {
             kstart: Vec::new(),
             kcount: Vec::new(),
             pb: Vec::new(),
-            cand: Vec::with_capacity(4 * k + 64),
+            cand: Vec::new(),
+            ncand: 0,
             d2: Vec::new(),
         }
     }
@@ -321,65 +327,97 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
         let tree = &self.zs.tree;
         dual_walk(
             tree,
-            || Scratch::<T, D>::new(self.k),
+            || Scratch::<T, D>::new(),
             |a, cands, s, out| {
                 let r2 = self.select(&metric, tree, a, cands, s);
-                out.extend(cands.iter().zip(&s.dmin).filter(|(_, dm)| **dm <= r2).map(|(c, _)| *c));
+                out.extend(s.eval.iter().filter(|e| e.0 <= r2).map(|e| e.1));
             },
             |a, cands, s| {
                 let r2 = self.select(&metric, tree, a, cands, s);
-                self.keep_leaves(&metric, tree, a, cands, r2, s);
+                self.keep_leaves(&metric, tree, a, r2, s);
                 self.leaf(&metric, a, r2, s, sinks);
             },
         )
     }
 
-    /// Computes d_min² of every candidate into `s.dmin` and returns r_A².
+    /// The node–node test: returns r_A² and leaves in `s.eval` every candidate that may be
+    /// kept, with its d_min². Candidate groups are visited nearest first (the receiving
+    /// parent's own children first), and a whole group is skipped when its source node is
+    /// already farther than the current radius: its children cannot be kept, nor can they
+    /// lower the radius (their d_max is at least their d_min). So the result equals a full
+    /// evaluation of every candidate.
     #[inline]
-    fn select<M: Metric<T, D>>(&self, metric: &M, tree: &Tree<T, D>, a: usize, cands: &[u32], s: &mut Scratch<T, D>) -> T {
+    fn select<M: Metric<T, D>>(&self, metric: &M, tree: &Tree<T, D>, a: usize, c: &Candidates<'_>, s: &mut Scratch<T, D>) -> T {
         let (alo, ahi) = (&tree.qry_lo[a], &tree.qry_hi[a]);
-        s.dmin.clear();
-        s.dmax.clear();
-        for &c in cands {
-            let c = c as usize;
-            let (blo, bhi) = (&tree.src_lo[c], &tree.src_hi[c]);
-            s.dmin.push(metric.box_min2(alo, ahi, blo, bhi));
-            s.dmax.push(metric.box_max2(alo, ahi, blo, bhi));
+        s.gmin.clear();
+        for &b in c.sources {
+            let b = b as usize;
+            s.gmin.push(metric.box_min2(alo, ahi, &tree.src_lo[b], &tree.src_hi[b]));
         }
-        // Smallest set of candidates by d_max holding >= k sources.
-        let k = self.k as u64;
+        let first = c.sources.iter().position(|&b| b == c.parent).unwrap_or_else(|| {
+            let mut best = 0;
+            for g in 1..s.gmin.len() {
+                if s.gmin[g] < s.gmin[best] {
+                    best = g;
+                }
+            }
+            best
+        });
         s.near.clear();
+        s.eval.clear();
         let mut sum = 0u64;
-        for (i, &c) in cands.iter().enumerate() {
-            let dm = s.dmax[i];
-            if sum >= k && dm >= s.near.last().unwrap().0 {
+        let mut r = self.eval_group(metric, tree, alo, ahi, c.group(first), s, &mut sum);
+        for g in 0..c.sources.len() {
+            if g != first && s.gmin[g] <= r {
+                r = self.eval_group(metric, tree, alo, ahi, c.group(g), s, &mut sum);
+            }
+        }
+        r
+    }
+
+    /// Adds one group of candidates to `s.eval` and the k-count radius; returns the radius.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn eval_group<M: Metric<T, D>>(&self, metric: &M, tree: &Tree<T, D>, alo: &[T; D], ahi: &[T; D], group: &[u32], s: &mut Scratch<T, D>, sum: &mut u64) -> T {
+        let k = self.k as u64;
+        for &c in group {
+            let cu = c as usize;
+            let (blo, bhi) = (&tree.src_lo[cu], &tree.src_hi[cu]);
+            let dmin = metric.box_min2(alo, ahi, blo, bhi);
+            let radius = if *sum >= k { s.near.last().unwrap().0 } else { T::INFINITY };
+            if dmin > radius {
                 continue;
             }
-            let cnt = tree.src_count[c as usize];
-            let pos = s.near.partition_point(|x| x.0 <= dm);
-            s.near.insert(pos, (dm, cnt));
-            sum += cnt as u64;
+            s.eval.push((dmin, c));
+            let dmax = metric.box_max2(alo, ahi, blo, bhi);
+            if *sum >= k && dmax >= radius {
+                continue;
+            }
+            // Smallest set of candidates by d_max holding >= k sources.
+            let cnt = tree.src_count[cu];
+            let pos = s.near.partition_point(|x| x.0 <= dmax);
+            s.near.insert(pos, (dmax, cnt));
+            *sum += cnt as u64;
             while let Some(&(_, lc)) = s.near.last() {
-                if sum - (lc as u64) >= k {
-                    sum -= lc as u64;
+                if *sum - (lc as u64) >= k {
+                    *sum -= lc as u64;
                     s.near.pop();
                 } else {
                     break;
                 }
             }
         }
-        if sum >= k { s.near.last().unwrap().0 } else { T::INFINITY }
+        if *sum >= k { s.near.last().unwrap().0 } else { T::INFINITY }
     }
 
     /// Keeps the candidate leaves with d_min² <= r2, ordered by d_min² and then by the
     /// distance between box centres (so the query's own surroundings come first and the
     /// k-th distance shrinks fast), with their boxes gathered for the point–box tests.
-    fn keep_leaves<M: Metric<T, D>>(&self, metric: &M, tree: &Tree<T, D>, a: usize, cands: &[u32], r2: T, s: &mut Scratch<T, D>) {
+    fn keep_leaves<M: Metric<T, D>>(&self, metric: &M, tree: &Tree<T, D>, a: usize, r2: T, s: &mut Scratch<T, D>) {
         let centre = |lo: &[T; D], hi: &[T; D]| -> [T; D] { std::array::from_fn(|d| (lo[d] + hi[d]).half()) };
         let ca = centre(&tree.qry_lo[a], &tree.qry_hi[a]);
         s.kept.clear();
-        for (i, &c) in cands.iter().enumerate() {
-            let dm = s.dmin[i];
+        for &(dm, c) in &s.eval {
             if dm <= r2 {
                 let cb = centre(&tree.src_lo[c as usize], &tree.src_hi[c as usize]);
                 s.kept.push((dm, metric.dist2(&ca, &cb), c));
@@ -414,8 +452,8 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
         let (lo, hi) = (&tree.src_lo[a], &tree.src_hi[a]);
         let vol: f64 = (0..D).map(|d| (hi[d] - lo[d]).to_f64()).product();
         let unit_ball = if D == 2 { std::f64::consts::PI } else { 4.0 / 3.0 * std::f64::consts::PI };
-        // Radius holding about 1.5 k sources at the leaf's density.
-        let r = (1.5 * self.k as f64 * vol / (cnt * unit_ball)).powf(1.0 / D as f64);
+        // Radius holding about ESTIMATE_FACTOR * k sources at the leaf's density.
+        let r = (ESTIMATE_FACTOR * self.k as f64 * vol / (cnt * unit_ball)).powf(1.0 / D as f64);
         let e = T::from_f64(r * r);
         if e.is_finite() && e > T::ZERO && e < r2 { e } else { r2 }
     }
@@ -434,31 +472,33 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
         for q in q0..q0 + qn {
             let qp: [T; D] = std::array::from_fn(|d| qpos[d][q]);
             point_box_distances(metric, &qp, &s.klo, &s.khi, &mut s.pb);
-            self.gather_candidates(metric, &qp, est, s);
-            if s.cand.len() < k && est < r2 {
-                // The estimate was too small: every neighbour lies within r2.
-                self.gather_candidates(metric, &qp, r2, s);
+            let mut thr = est;
+            self.gather_candidates(metric, &qp, thr, s);
+            while s.ncand < k && thr < r2 {
+                // The estimate was too small: widen it (every neighbour lies within r2).
+                thr = if thr * T::from_f64(4.0) < r2 { thr * T::from_f64(4.0) } else { r2 };
+                self.gather_candidates(metric, &qp, thr, s);
             }
-            let m = s.cand.len().min(k);
-            if s.cand.len() > k {
-                s.cand.select_nth_unstable_by(k - 1, cand_order);
-                s.cand.truncate(k);
+            let m = s.ncand.min(k);
+            if s.ncand > k {
+                s.cand[..s.ncand].select_nth_unstable_by(k - 1, cand_order);
             }
-            s.cand.sort_unstable_by(cand_order);
+            s.cand[..m].sort_unstable_by(cand_order);
             self.emit(q, qorig[q] as usize, m, s, sinks);
         }
     }
 
-    /// Collects into `s.cand` the sources within `thr` of `q` (squared), keeping it short by
-    /// cutting to the best k and tightening the threshold whenever it grows large.
+    /// Collects into `s.cand[..s.ncand]` the sources within `thr` of `q` (squared), keeping
+    /// the buffer short by cutting to the best k and tightening the threshold whenever it
+    /// grows large.
     #[inline]
     fn gather_candidates<M: Metric<T, D>>(&self, metric: &M, qp: &[T; D], thr: T, s: &mut Scratch<T, D>) {
         let k = self.k;
         let sorig = &self.zs.src_orig;
         let spos = &self.zs.src_pos;
         let mut thr = thr;
-        s.cand.clear();
         let compact_at = (4 * k).max(64);
+        let mut n = 0usize;
         for j in 0..s.kept.len() {
             if s.kept[j].0 > thr {
                 break;
@@ -471,21 +511,28 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
             if s.d2.len() < cnt {
                 s.d2.resize(cnt, T::ZERO);
             }
+            if s.cand.len() < n + cnt {
+                s.cand.resize(n + cnt, (T::ZERO, 0, 0));
+            }
             let d2s = &mut s.d2[..cnt];
             distances(metric, qp, spos, s0, d2s);
-            for (jj, &d2) in d2s.iter().enumerate() {
-                if d2 <= thr {
-                    let z = s0 + jj;
-                    s.cand.push((d2, sorig[z], z as u32));
-                }
+            let out = &mut s.cand[n..n + cnt];
+            let orig = &sorig[s0..s0 + cnt];
+            // Branch-free append of the sources within the threshold.
+            let mut w = 0usize;
+            for jj in 0..cnt {
+                let d2 = d2s[jj];
+                out[w] = (d2, orig[jj], (s0 + jj) as u32);
+                w += usize::from(d2 <= thr);
             }
-            if s.cand.len() >= compact_at {
-                s.cand.select_nth_unstable_by(k - 1, cand_order);
-                s.cand.truncate(k);
+            n += w;
+            if n >= compact_at {
+                s.cand[..n].select_nth_unstable_by(k - 1, cand_order);
+                n = k;
                 thr = s.cand[k - 1].0;
-                // Keep only candidates that can still be among the best (ties kept).
             }
         }
+        s.ncand = n;
     }
 
     /// Writes the results of one query (z-index `q`, input index `orig`).

@@ -129,6 +129,25 @@ impl Lists {
     }
 }
 
+/// The candidate sources of the children of one receiving parent: the children (with
+/// sources) of each source node in the parent's list, grouped by that source.
+#[derive(Clone, Copy, Debug)]
+pub struct Candidates<'a> {
+    /// All candidate nodes; group `g` is `nodes[offsets[g]..offsets[g + 1]]`.
+    pub nodes: &'a [u32],
+    pub offsets: &'a [u32],
+    /// The source node whose children form group `g`.
+    pub sources: &'a [u32],
+    /// The receiving parent.
+    pub parent: u32,
+}
+
+impl Candidates<'_> {
+    pub fn group(&self, g: usize) -> &[u32] {
+        &self.nodes[self.offsets[g] as usize..self.offsets[g + 1] as usize]
+    }
+}
+
 /// Statistics of one walk.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct WalkStats {
@@ -139,16 +158,16 @@ pub struct WalkStats {
 
 /// Runs the dual walk. For every plane from the super plane down, the candidates of a
 /// receiving child `a` are the children (with sources) of every source in its parent's
-/// list; `node_test(a, candidates, scratch, kept)` appends the sources `a` keeps. On the
-/// leaf plane `leaf(a, candidates, scratch)` is called instead. Only nodes with queries
+/// list; `node_test(a, &candidates, scratch, kept)` appends the sources `a` keeps. On the
+/// leaf plane `leaf(a, &candidates, scratch)` is called instead. Only nodes with queries
 /// receive. Work is split over parents in contiguous chunks; scratch is per task.
 pub fn dual_walk<T, const D: usize, S, FI, FT, FL>(tree: &Tree<T, D>, init: FI, node_test: FT, leaf: FL) -> WalkStats
 where
     T: Real,
     S: Send,
     FI: Fn() -> S + Sync + Send,
-    FT: Fn(usize, &[u32], &mut S, &mut Vec<u32>) + Sync + Send,
-    FL: Fn(usize, &[u32], &mut S) + Sync + Send,
+    FT: Fn(usize, &Candidates<'_>, &mut S, &mut Vec<u32>) + Sync + Send,
+    FL: Fn(usize, &Candidates<'_>, &mut S) + Sync + Send,
 {
     let mut stats = WalkStats::default();
     let top = tree.super_plane();
@@ -178,7 +197,8 @@ where
             .map_init(&init, |scratch, r| {
                 let mut counts = Vec::new();
                 let mut items = Vec::new();
-                let mut cands: Vec<u32> = Vec::new();
+                let mut nodes: Vec<u32> = Vec::new();
+                let mut offsets: Vec<u32> = Vec::new();
                 let mut leaf_pairs = 0u64;
                 for pl in r {
                     let pn = parent.first + pl;
@@ -186,20 +206,25 @@ where
                     if kids.is_empty() {
                         continue;
                     }
-                    cands.clear();
-                    for &b in lists.of(pl) {
+                    nodes.clear();
+                    offsets.clear();
+                    offsets.push(0);
+                    let sources = lists.of(pl);
+                    for &b in sources {
                         for c in tree.children(b as usize) {
                             if tree.src_count[c] > 0 {
-                                cands.push(c as u32);
+                                nodes.push(c as u32);
                             }
                         }
+                        offsets.push(nodes.len() as u32);
                     }
+                    let cands = Candidates { nodes: &nodes, offsets: &offsets, sources, parent: pn as u32 };
                     for a in kids {
                         let before = items.len();
-                        if tree.qry_count[a] > 0 && !cands.is_empty() {
+                        if tree.qry_count[a] > 0 && !nodes.is_empty() {
                             if is_leaf {
                                 leaf(a, &cands, scratch);
-                                leaf_pairs += cands.len() as u64;
+                                leaf_pairs += nodes.len() as u64;
                             } else {
                                 node_test(a, &cands, scratch, &mut items);
                             }
