@@ -288,19 +288,21 @@ struct Scratch<T, const D: usize> {
     eval: Vec<(T, u32)>,
     /// Smallest-d_max candidates holding >= k sources: (d_max², count), ascending.
     near: Vec<(T, u32)>,
-    /// Kept source leaves of the current leaf, in processing order: (d_min², centre
-    /// distance², node), then their boxes as struct of arrays.
-    kept: Vec<(T, T, u32)>,
+    /// Boxes and source ranges of the kept leaves of the current leaf (struct of arrays).
     klo: [Vec<T>; D],
     khi: [Vec<T>; D],
     kstart: Vec<u32>,
     kcount: Vec<u32>,
     /// Point–box distance² from the current query to each kept leaf.
     pb: Vec<T>,
-    /// Neighbour candidates of the current query: (distance², input index, z-index).
-    cand: Vec<(T, u32, u32)>,
+    /// Kept leaves within the current threshold.
+    visit: Vec<u32>,
+    /// Neighbour candidates of the current query as sort keys (see `cand_key`).
+    cand: Vec<u128>,
     ncand: usize,
+    /// Distances² from the query to one source leaf, and which of them pass.
     d2: Vec<T>,
+    hits: Vec<u32>,
 }
 
 impl<T: Real, const D: usize> Scratch<T, D> {
@@ -309,17 +311,30 @@ impl<T: Real, const D: usize> Scratch<T, D> {
             gmin: Vec::new(),
             eval: Vec::new(),
             near: Vec::new(),
-            kept: Vec::new(),
             klo: std::array::from_fn(|_| Vec::new()),
             khi: std::array::from_fn(|_| Vec::new()),
             kstart: Vec::new(),
             kcount: Vec::new(),
             pb: Vec::new(),
+            visit: Vec::new(),
             cand: Vec::new(),
             ncand: 0,
             d2: Vec::new(),
+            hits: Vec::new(),
         }
     }
+}
+
+/// A neighbour candidate as one integer whose order is (distance², input index):
+/// distance² bits (non-negative floats order like their bits), input index, z-index.
+#[inline(always)]
+fn cand_key<T: Real>(d2: T, orig: u32, z: u32) -> u128 {
+    (d2.key_bits() as u128) << 64 | (orig as u128) << 32 | z as u128
+}
+
+#[inline(always)]
+fn cand_d2<T: Real>(key: u128) -> T {
+    T::from_key_bits((key >> 64) as u64)
 }
 
 impl<'a, T: Real, const D: usize> Job<'a, T, D> {
@@ -334,7 +349,7 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
             },
             |a, cands, s| {
                 let r2 = self.select(&metric, tree, a, cands, s);
-                self.keep_leaves(&metric, tree, a, r2, s);
+                self.keep_leaves(tree, r2, s);
                 self.leaf(&metric, a, r2, s, sinks);
             },
         )
@@ -410,34 +425,24 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
         if *sum >= k { s.near.last().unwrap().0 } else { T::INFINITY }
     }
 
-    /// Keeps the candidate leaves with d_min² <= r2, ordered by d_min² and then by the
-    /// distance between box centres (so the query's own surroundings come first and the
-    /// k-th distance shrinks fast), with their boxes gathered for the point–box tests.
-    fn keep_leaves<M: Metric<T, D>>(&self, metric: &M, tree: &Tree<T, D>, a: usize, r2: T, s: &mut Scratch<T, D>) {
-        let centre = |lo: &[T; D], hi: &[T; D]| -> [T; D] { std::array::from_fn(|d| (lo[d] + hi[d]).half()) };
-        let ca = centre(&tree.qry_lo[a], &tree.qry_hi[a]);
-        s.kept.clear();
-        for &(dm, c) in &s.eval {
-            if dm <= r2 {
-                let cb = centre(&tree.src_lo[c as usize], &tree.src_hi[c as usize]);
-                s.kept.push((dm, metric.dist2(&ca, &cb), c));
-            }
-        }
-        s.kept.sort_unstable_by(|x, y| x.0.partial_cmp(&y.0).unwrap().then(x.1.partial_cmp(&y.1).unwrap()).then(x.2.cmp(&y.2)));
+    /// Gathers the boxes and source ranges of the candidate leaves with d_min² <= r2.
+    fn keep_leaves(&self, tree: &Tree<T, D>, r2: T, s: &mut Scratch<T, D>) {
         for d in 0..D {
             s.klo[d].clear();
             s.khi[d].clear();
         }
         s.kstart.clear();
         s.kcount.clear();
-        for &(_, _, b) in &s.kept {
-            let b = b as usize;
-            for d in 0..D {
-                s.klo[d].push(tree.src_lo[b][d]);
-                s.khi[d].push(tree.src_hi[b][d]);
+        for &(dm, b) in &s.eval {
+            if dm <= r2 {
+                let b = b as usize;
+                for d in 0..D {
+                    s.klo[d].push(tree.src_lo[b][d]);
+                    s.khi[d].push(tree.src_hi[b][d]);
+                }
+                s.kstart.push(tree.src_start[b]);
+                s.kcount.push(tree.src_count[b]);
             }
-            s.kstart.push(tree.src_start[b]);
-            s.kcount.push(tree.src_count[b]);
         }
     }
 
@@ -464,11 +469,11 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
         let tree = &zs.tree;
         let (qpos, qorig) = zs.queries();
         let k = self.k;
-        let nk = s.kept.len();
         let q0 = tree.qry_start[a] as usize;
         let qn = tree.qry_count[a] as usize;
         let est = self.estimate_r2(tree, a, r2);
-        s.pb.resize(nk, T::ZERO);
+        s.pb.resize(s.kstart.len(), T::ZERO);
+        let four = T::from_f64(4.0);
         for q in q0..q0 + qn {
             let qp: [T; D] = std::array::from_fn(|d| qpos[d][q]);
             point_box_distances(metric, &qp, &s.klo, &s.khi, &mut s.pb);
@@ -476,21 +481,21 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
             self.gather_candidates(metric, &qp, thr, s);
             while s.ncand < k && thr < r2 {
                 // The estimate was too small: widen it (every neighbour lies within r2).
-                thr = if thr * T::from_f64(4.0) < r2 { thr * T::from_f64(4.0) } else { r2 };
+                thr = if thr * four < r2 { thr * four } else { r2 };
                 self.gather_candidates(metric, &qp, thr, s);
             }
             let m = s.ncand.min(k);
             if s.ncand > k {
-                s.cand[..s.ncand].select_nth_unstable_by(k - 1, cand_order);
+                s.cand[..s.ncand].select_nth_unstable(k - 1);
             }
-            s.cand[..m].sort_unstable_by(cand_order);
+            s.cand[..m].sort_unstable();
             self.emit(q, qorig[q] as usize, m, s, sinks);
         }
     }
 
     /// Collects into `s.cand[..s.ncand]` the sources within `thr` of `q` (squared), keeping
     /// the buffer short by cutting to the best k and tightening the threshold whenever it
-    /// grows large.
+    /// grows large. Which sources end up in the best k does not depend on the visiting order.
     #[inline]
     fn gather_candidates<M: Metric<T, D>>(&self, metric: &M, qp: &[T; D], thr: T, s: &mut Scratch<T, D>) {
         let k = self.k;
@@ -498,38 +503,46 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
         let spos = &self.zs.src_pos;
         let mut thr = thr;
         let compact_at = (4 * k).max(64);
+        // Branch-free selection of the kept leaves within the threshold.
+        let nk = s.pb.len();
+        s.visit.resize(nk, 0);
+        let mut nv = 0;
+        for j in 0..nk {
+            s.visit[nv] = j as u32;
+            nv += usize::from(s.pb[j] <= thr);
+        }
         let mut n = 0usize;
-        for j in 0..s.kept.len() {
-            if s.kept[j].0 > thr {
-                break;
-            }
+        for v in 0..nv {
+            let j = s.visit[v] as usize;
             if s.pb[j] > thr {
-                continue;
+                continue; // the threshold shrank since the selection
             }
             let s0 = s.kstart[j] as usize;
             let cnt = s.kcount[j] as usize;
             if s.d2.len() < cnt {
                 s.d2.resize(cnt, T::ZERO);
+                s.hits.resize(cnt, 0);
             }
             if s.cand.len() < n + cnt {
-                s.cand.resize(n + cnt, (T::ZERO, 0, 0));
+                s.cand.resize(n + cnt, 0);
             }
             let d2s = &mut s.d2[..cnt];
             distances(metric, qp, spos, s0, d2s);
-            let out = &mut s.cand[n..n + cnt];
-            let orig = &sorig[s0..s0 + cnt];
-            // Branch-free append of the sources within the threshold.
+            // Branch-free selection of the sources within the threshold, then their keys.
             let mut w = 0usize;
-            for jj in 0..cnt {
-                let d2 = d2s[jj];
-                out[w] = (d2, orig[jj], (s0 + jj) as u32);
+            for (jj, &d2) in d2s.iter().enumerate() {
+                s.hits[w] = jj as u32;
                 w += usize::from(d2 <= thr);
+            }
+            for (slot, &jj) in s.cand[n..n + w].iter_mut().zip(&s.hits[..w]) {
+                let z = s0 + jj as usize;
+                *slot = cand_key(d2s[jj as usize], sorig[z], z as u32);
             }
             n += w;
             if n >= compact_at {
-                s.cand[..n].select_nth_unstable_by(k - 1, cand_order);
+                s.cand[..n].select_nth_unstable(k - 1);
                 n = k;
-                thr = s.cand[k - 1].0;
+                thr = cand_d2(s.cand[k - 1]);
             }
         }
         s.ncand = n;
@@ -545,22 +558,22 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
             if let Some(p) = sinks.indices {
                 let out = p.slice_mut(row * k, k);
                 for j in 0..k {
-                    out[j] = if j < m { s.cand[j].1 as i64 } else { -1 };
+                    out[j] = if j < m { (s.cand[j] >> 32) as u32 as i64 } else { -1 };
                 }
             }
             if let Some(p) = sinks.distances {
                 let out = p.slice_mut(row * k, k);
                 for j in 0..k {
-                    out[j] = if j < m { s.cand[j].0.sqrt() } else { T::INFINITY };
+                    out[j] = if j < m { cand_d2::<T>(s.cand[j]).sqrt() } else { T::INFINITY };
                 }
             }
-            let kth = if m == k { s.cand[k - 1].0.sqrt() } else { T::INFINITY };
+            let kth = if m == k { cand_d2::<T>(s.cand[k - 1]).sqrt() } else { T::INFINITY };
             if let Some(p) = sinks.kth {
                 p.write(row, kth);
             }
             if let Some(p) = sinks.density {
                 let mass = match self.masses {
-                    Some(ms) => s.cand[..m].iter().map(|c| ms[c.2 as usize]).sum::<f64>(),
+                    Some(ms) => s.cand[..m].iter().map(|&c| ms[c as u32 as usize]).sum::<f64>(),
                     None => m as f64,
                 };
                 let r = kth.to_f64();
@@ -568,7 +581,7 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
                 p.write(row, if m < k { 0.0 } else { mass / vol });
             }
             if let (Some(p), Some(sc)) = (sinks.scalar_mean, self.scalar) {
-                let sum: f64 = s.cand[..m].iter().map(|c| sc[c.2 as usize]).sum();
+                let sum: f64 = s.cand[..m].iter().map(|&c| sc[c as u32 as usize]).sum();
                 p.write(row, sum / m as f64);
             }
         }
@@ -607,10 +620,4 @@ fn point_box_distances<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, q: 
             *o = if d == 0 { g * g } else { *o + g * g };
         }
     }
-}
-
-/// Neighbour order: by distance², ties by the smaller input index.
-#[inline]
-fn cand_order<T: Real>(a: &(T, u32, u32), b: &(T, u32, u32)) -> std::cmp::Ordering {
-    a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1))
 }

@@ -30,6 +30,10 @@ pub trait Real:
     fn abs(self) -> Self;
     fn sqrt(self) -> Self;
     fn half(self) -> Self;
+    /// Bits whose unsigned order is the order of non-negative values (for sort keys).
+    fn key_bits(self) -> u64;
+    /// Inverse of `key_bits`.
+    fn from_key_bits(b: u64) -> Self;
 }
 
 macro_rules! impl_real {
@@ -62,6 +66,14 @@ macro_rules! impl_real {
             #[inline(always)]
             fn half(self) -> Self {
                 self * 0.5
+            }
+            #[inline(always)]
+            fn key_bits(self) -> u64 {
+                self.to_bits() as u64
+            }
+            #[inline(always)]
+            fn from_key_bits(b: u64) -> Self {
+                <$t>::from_bits(b as _)
             }
         }
     };
