@@ -293,6 +293,7 @@ struct Scratch<T, const D: usize> {
     khi: [Vec<T>; D],
     kstart: Vec<u32>,
     kcount: Vec<u32>,
+    knear: usize,
     /// Point–box distance² from the current query to each kept leaf.
     pb: Vec<T>,
     /// Kept leaves within the current threshold.
@@ -315,6 +316,7 @@ impl<T: Real, const D: usize> Scratch<T, D> {
             khi: std::array::from_fn(|_| Vec::new()),
             kstart: Vec::new(),
             kcount: Vec::new(),
+            knear: 0,
             pb: Vec::new(),
             visit: Vec::new(),
             cand: Vec::new(),
@@ -349,8 +351,9 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
             },
             |a, cands, s| {
                 let r2 = self.select(&metric, tree, a, cands, s);
-                self.keep_leaves(tree, r2, s);
-                self.leaf(&metric, a, r2, s, sinks);
+                let est = self.estimate_r2(tree, a, r2);
+                self.keep_leaves(tree, r2, est, s);
+                self.leaf(&metric, a, r2, est, s, sinks);
             },
         )
     }
@@ -426,22 +429,29 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
     }
 
     /// Gathers the boxes and source ranges of the candidate leaves with d_min² <= r2.
-    fn keep_leaves(&self, tree: &Tree<T, D>, r2: T, s: &mut Scratch<T, D>) {
+    /// Those within the first threshold `est` come first (`s.knear` of them): most
+    /// queries never look further.
+    fn keep_leaves(&self, tree: &Tree<T, D>, r2: T, est: T, s: &mut Scratch<T, D>) {
         for d in 0..D {
             s.klo[d].clear();
             s.khi[d].clear();
         }
         s.kstart.clear();
         s.kcount.clear();
-        for &(dm, b) in &s.eval {
-            if dm <= r2 {
-                let b = b as usize;
-                for d in 0..D {
-                    s.klo[d].push(tree.src_lo[b][d]);
-                    s.khi[d].push(tree.src_hi[b][d]);
+        for near in [true, false] {
+            for &(dm, b) in &s.eval {
+                if (dm <= est) == near && dm <= r2 {
+                    let b = b as usize;
+                    for d in 0..D {
+                        s.klo[d].push(tree.src_lo[b][d]);
+                        s.khi[d].push(tree.src_hi[b][d]);
+                    }
+                    s.kstart.push(tree.src_start[b]);
+                    s.kcount.push(tree.src_count[b]);
                 }
-                s.kstart.push(tree.src_start[b]);
-                s.kcount.push(tree.src_count[b]);
+            }
+            if near {
+                s.knear = s.kstart.len();
             }
         }
     }
@@ -464,25 +474,29 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
     }
 
     /// The leaf pass for the queries of leaf `a` over the kept leaves in `s`.
-    fn leaf<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &Sinks<T>) {
+    #[allow(clippy::too_many_arguments)]
+    fn leaf<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, est: T, s: &mut Scratch<T, D>, sinks: &Sinks<T>) {
         let zs = self.zs;
         let tree = &zs.tree;
         let (qpos, qorig) = zs.queries();
         let k = self.k;
         let q0 = tree.qry_start[a] as usize;
         let qn = tree.qry_count[a] as usize;
-        let est = self.estimate_r2(tree, a, r2);
-        s.pb.resize(s.kstart.len(), T::ZERO);
+        let (knear, nk) = (s.knear, s.kstart.len());
+        s.pb.resize(nk, T::ZERO);
         let four = T::from_f64(4.0);
         for q in q0..q0 + qn {
             let qp: [T; D] = std::array::from_fn(|d| qpos[d][q]);
-            point_box_distances(metric, &qp, &s.klo, &s.khi, &mut s.pb);
+            point_box_distances(metric, &qp, &s.klo, &s.khi, 0, &mut s.pb[..knear]);
             let mut thr = est;
-            self.gather_candidates(metric, &qp, thr, s);
+            self.gather_candidates(metric, &qp, thr, knear, s);
+            if s.ncand < k && thr < r2 {
+                point_box_distances(metric, &qp, &s.klo, &s.khi, knear, &mut s.pb[knear..nk]);
+            }
             while s.ncand < k && thr < r2 {
                 // The estimate was too small: widen it (every neighbour lies within r2).
                 thr = if thr * four < r2 { thr * four } else { r2 };
-                self.gather_candidates(metric, &qp, thr, s);
+                self.gather_candidates(metric, &qp, thr, nk, s);
             }
             let m = s.ncand.min(k);
             if s.ncand > k {
@@ -497,14 +511,14 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
     /// the buffer short by cutting to the best k and tightening the threshold whenever it
     /// grows large. Which sources end up in the best k does not depend on the visiting order.
     #[inline]
-    fn gather_candidates<M: Metric<T, D>>(&self, metric: &M, qp: &[T; D], thr: T, s: &mut Scratch<T, D>) {
+    /// Only the first `nk` kept leaves are visited.
+    fn gather_candidates<M: Metric<T, D>>(&self, metric: &M, qp: &[T; D], thr: T, nk: usize, s: &mut Scratch<T, D>) {
         let k = self.k;
         let sorig = &self.zs.src_orig;
         let spos = &self.zs.src_pos;
         let mut thr = thr;
         let compact_at = (4 * k).max(64);
         // Branch-free selection of the kept leaves within the threshold.
-        let nk = s.pb.len();
         s.visit.resize(nk, 0);
         let mut nv = 0;
         for j in 0..nk {
@@ -611,10 +625,12 @@ fn distances<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, q: &[T; D], s
 
 /// Squared point–box lower bounds from `q` to every kept box (vectorisable loop).
 #[inline(always)]
-fn point_box_distances<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, q: &[T; D], lo: &[Vec<T>; D], hi: &[Vec<T>; D], out: &mut [T]) {
+/// Boxes `from .. from + out.len()`.
+fn point_box_distances<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, q: &[T; D], lo: &[Vec<T>; D], hi: &[Vec<T>; D], from: usize, out: &mut [T]) {
     for d in 0..D {
         let qd = q[d];
-        let (l, h) = (&lo[d][..out.len()], &hi[d][..out.len()]);
+        let to = from + out.len();
+        let (l, h) = (&lo[d][from..to], &hi[d][from..to]);
         for ((o, &l), &h) in out.iter_mut().zip(l).zip(h) {
             let g = metric.gap_range(qd, qd, l, h, d).0;
             *o = if d == 0 { g * g } else { *o + g * g };
