@@ -15,9 +15,11 @@
 //! ```
 
 pub mod backend;
+pub mod catalogue;
 pub mod context;
 pub mod driver;
 pub mod error;
+pub mod fof;
 pub mod knn;
 mod par;
 pub mod points;
