@@ -36,6 +36,20 @@ impl ScalarField for [f64] {
     }
 }
 
+macro_rules! impl_field_via_slice {
+    ($($t:ty),*) => {$(
+        impl ScalarField for $t {
+            fn len(&self) -> usize {
+                <[_]>::len(self)
+            }
+            fn get(&self, i: usize) -> f64 {
+                self[i] as f64
+            }
+        }
+    )*};
+}
+impl_field_via_slice!(Vec<f64>, Vec<f32>, &[f64], &[f32]);
+
 impl ScalarField for [f32] {
     fn len(&self) -> usize {
         <[f32]>::len(self)
