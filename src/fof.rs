@@ -1,0 +1,670 @@
+//! Friends-of-friends halo finding (DESIGN.md §5).
+//!
+//! Two particles are *linked* when their distance is at most the linking length `l`
+//! (inclusive: `d² <= l²`, evaluated in f64 from the input coordinates whatever their
+//! precision, with the periodic minimum image per dimension: the box length is subtracted
+//! once when `|dx| > L/2`). Groups are the connected components of that graph.
+//!
+//! The search runs on the plane tree with the dual walk of [`crate::walk`]. Node–node test
+//! for a pair of nodes A, B (f64 box bounds, conservative):
+//! - both nodes already in one group (each internally connected, same root): drop;
+//! - `d_min(A, B) > l`: drop;
+//! - `d_max(A, B) <= l`: every point of A is linked to every point of B, so A ∪ B is one
+//!   group: put all points of both into one group, mark both internally connected, drop;
+//! - otherwise refine to the children.
+//!
+//! A node whose own diagonal is at most `l` is internally connected. Each unordered pair of
+//! nodes is handled once (from the node with the smaller index). The leaf pass links point
+//! pairs within `l`, skipping points already in the group of the other leaf.
+//!
+//! Groups are kept in a lock-free union–find over z-order indices whose roots are always
+//! the smallest index of their set, so a group's final label is the z-index of its first
+//! point, whatever the number of threads or the scheduling. The catalogue is then reduced
+//! in z-order ([`crate::catalogue`]).
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+
+use rayon::prelude::*;
+
+use crate::backend::cpu::Cpu;
+use crate::catalogue::{self, Catalogue, CatalogueOrder};
+use crate::context::{Context, Timings};
+use crate::driver::{ZSet, prepare};
+use crate::error::{Error, Result};
+use crate::knn::ScalarField;
+use crate::points::{Domain, PointSource};
+use crate::real::Real;
+use crate::walk::{Candidates, Metric, Open, Periodic, WalkStats, dual_walk};
+
+/// The linking length of a FoF call.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LinkingLength {
+    /// An absolute length, in the units of the coordinates (finite, > 0).
+    Absolute(f64),
+    /// `b` times the mean inter-particle separation `(V / N)^(1/D)`, with `V` the volume
+    /// (area in 2D) of the periodic box and `N` the number of particles of the call
+    /// (GADGET uses b = 0.2, HACC 0.168). An open domain has no volume: use `Absolute`
+    /// there.
+    Relative(f64),
+}
+
+impl LinkingLength {
+    /// The absolute linking length for `n` particles in `domain`.
+    pub fn resolve<const D: usize>(&self, domain: &Domain<D>, n: usize) -> Result<f64> {
+        let bad = |why: String| Err(Error::InvalidParameter { name: "linking_length", why });
+        let l = match *self {
+            LinkingLength::Absolute(l) => l,
+            LinkingLength::Relative(b) => {
+                if !(b.is_finite() && b > 0.0) {
+                    return bad(format!("the relative linking length b must be finite and > 0 (got {b})"));
+                }
+                let Some(len) = domain.box_lengths() else {
+                    return bad(
+                        "a relative linking length b * (V/N)^(1/3) needs the box volume V, and an open domain has none: \
+                         give an absolute linking length, or a periodic box"
+                            .into(),
+                    );
+                };
+                if n == 0 {
+                    return Ok(f64::INFINITY);
+                }
+                let vol: f64 = len.iter().product();
+                b * (vol / n as f64).powf(1.0 / D as f64)
+            }
+        };
+        if !(l.is_finite() && l > 0.0) {
+            return bad(format!("the linking length must be finite and > 0 (got {l})"));
+        }
+        Ok(l)
+    }
+}
+
+/// Particle ids for halo tags (the minimum id of a group). Implemented for slices and
+/// vectors of i32, i64, u32 and u64; u64 ids must be at most `i64::MAX`.
+pub trait ParticleIds: Sync {
+    fn len(&self) -> usize;
+    fn id(&self, i: usize) -> i64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The first id that does not fit an i64, if any.
+    fn first_unrepresentable(&self) -> Option<usize> {
+        None
+    }
+}
+
+macro_rules! impl_ids {
+    ($($t:ty),*) => {$(
+        impl ParticleIds for [$t] {
+            fn len(&self) -> usize { <[$t]>::len(self) }
+            #[inline(always)]
+            fn id(&self, i: usize) -> i64 { self[i] as i64 }
+        }
+        impl ParticleIds for Vec<$t> {
+            fn len(&self) -> usize { <[$t]>::len(self) }
+            #[inline(always)]
+            fn id(&self, i: usize) -> i64 { self[i] as i64 }
+        }
+        impl ParticleIds for &[$t] {
+            fn len(&self) -> usize { <[$t]>::len(self) }
+            #[inline(always)]
+            fn id(&self, i: usize) -> i64 { self[i] as i64 }
+        }
+    )*};
+}
+impl_ids!(i32, i64, u32);
+
+fn first_big_u64(v: &[u64]) -> Option<usize> {
+    v.par_iter().position_first(|&x| x > i64::MAX as u64)
+}
+
+impl ParticleIds for [u64] {
+    fn len(&self) -> usize {
+        <[u64]>::len(self)
+    }
+    #[inline(always)]
+    fn id(&self, i: usize) -> i64 {
+        self[i] as i64
+    }
+    fn first_unrepresentable(&self) -> Option<usize> {
+        first_big_u64(self)
+    }
+}
+
+impl ParticleIds for Vec<u64> {
+    fn len(&self) -> usize {
+        <[u64]>::len(self)
+    }
+    #[inline(always)]
+    fn id(&self, i: usize) -> i64 {
+        self[i] as i64
+    }
+    fn first_unrepresentable(&self) -> Option<usize> {
+        first_big_u64(self)
+    }
+}
+
+impl ParticleIds for &[u64] {
+    fn len(&self) -> usize {
+        <[u64]>::len(self)
+    }
+    #[inline(always)]
+    fn id(&self, i: usize) -> i64 {
+        self[i] as i64
+    }
+    fn first_unrepresentable(&self) -> Option<usize> {
+        first_big_u64(self)
+    }
+}
+
+/// Per-particle data used by the catalogue (all in the caller's input order, read in
+/// place). Everything is optional.
+#[derive(Clone, Copy)]
+pub struct FofFields<'a, T: Real, const D: usize> {
+    /// Velocities: the catalogue then has mean velocities and velocity dispersions.
+    pub velocities: Option<&'a dyn PointSource<T, D>>,
+    /// Per-particle masses (finite). Without them every particle has `particle_mass`.
+    pub masses: Option<&'a dyn ScalarField>,
+    /// The mass of every particle when `masses` is `None` (finite, > 0; default 1).
+    pub particle_mass: f64,
+    /// Particle ids: a group's tag is then its minimum id (a stable halo tag across
+    /// ranks and steps), else its smallest input index.
+    pub ids: Option<&'a dyn ParticleIds>,
+}
+
+impl<T: Real, const D: usize> Default for FofFields<'_, T, D> {
+    fn default() -> Self {
+        Self { velocities: None, masses: None, particle_mass: 1.0, ids: None }
+    }
+}
+
+/// Parameters of a FoF call.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FofParams {
+    pub linking_length: LinkingLength,
+    /// Groups with fewer members get no tag (label -1) and no catalogue entry; at least 1.
+    pub min_members: usize,
+    /// Order of the catalogue rows.
+    pub order: CatalogueOrder,
+    /// Also return the members (input indices) of every catalogue group.
+    pub members: bool,
+}
+
+impl Default for FofParams {
+    /// b = 0.2, 20 members, z-order, no member lists.
+    fn default() -> Self {
+        Self { linking_length: LinkingLength::Relative(0.2), min_members: 20, order: CatalogueOrder::ZOrder, members: false }
+    }
+}
+
+/// What a FoF call did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FofStats {
+    pub particles: usize,
+    /// The absolute linking length used.
+    pub linking_length: f64,
+    /// Connected components, singletons included.
+    pub groups_total: usize,
+    /// Groups with at least `min_members` members (the catalogue's rows).
+    pub groups: usize,
+    /// Particles in those groups.
+    pub particles_in_groups: usize,
+    pub timings: Timings,
+    /// Nodes per plane, leaves first, super nodes last.
+    pub nodes_per_plane: Vec<usize>,
+    pub walk: WalkStats,
+    /// Largest bytes of ztree's own buffers held at once (z-ordered points, tree,
+    /// union–find, catalogue scratch), excluding the outputs.
+    pub scratch_bytes: usize,
+}
+
+/// Owned result of [`Context::fof`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fof<const D: usize> {
+    /// Per particle, in input order: its group's tag, or -1 when it is in no group with
+    /// at least `min_members` members.
+    pub labels: Vec<i64>,
+    pub catalogue: Catalogue<D>,
+    pub stats: FofStats,
+}
+
+impl Context {
+    /// Friends-of-friends groups of `points`: per-particle labels (input order) and the
+    /// group catalogue.
+    pub fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+        &self,
+        domain: &Domain<D>,
+        points: &P,
+        fields: &FofFields<'_, T, D>,
+        params: &FofParams,
+    ) -> Result<Fof<D>> {
+        let mut labels = vec![0i64; points.len()];
+        let (catalogue, stats) = self.fof_into(domain, points, fields, params, &mut labels)?;
+        Ok(Fof { labels, catalogue, stats })
+    }
+
+    /// As [`Context::fof`], writing the labels into a caller-owned slice of `points.len()`
+    /// entries.
+    pub fn fof_into<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+        &self,
+        domain: &Domain<D>,
+        points: &P,
+        fields: &FofFields<'_, T, D>,
+        params: &FofParams,
+        labels: &mut [i64],
+    ) -> Result<(Catalogue<D>, FofStats)> {
+        self.pool.install(|| run(self, domain, points, fields, params, labels))
+    }
+}
+
+fn check_len(what: &'static str, got: usize, expected: usize) -> Result<()> {
+    if got != expected { Err(Error::LengthMismatch { what, got, expected }) } else { Ok(()) }
+}
+
+fn validate_fields<T: Real, const D: usize>(f: &FofFields<'_, T, D>, n: usize) -> Result<()> {
+    if let Some(v) = f.velocities {
+        check_len("velocities", v.len(), n)?;
+        if let Some((i, d)) = (0..n).into_par_iter().find_map_first(|i| {
+            let p = v.point(i);
+            (0..D).find(|&d| !p[d].is_finite()).map(|d| (i, d))
+        }) {
+            return Err(Error::NonFinite { what: "velocities", index: i, dim: d, value: v.point(i)[d].to_f64() });
+        }
+    }
+    if let Some(m) = f.masses {
+        check_len("masses", m.len(), n)?;
+        if let Some(i) = (0..n).into_par_iter().find_first(|&i| !m.get(i).is_finite()) {
+            return Err(Error::NonFiniteValue { what: "masses", index: i, value: m.get(i) });
+        }
+    } else if !(f.particle_mass.is_finite() && f.particle_mass > 0.0) {
+        return Err(Error::InvalidParameter { name: "particle_mass", why: format!("must be finite and > 0 (got {})", f.particle_mass) });
+    }
+    if let Some(ids) = f.ids {
+        check_len("ids", ids.len(), n)?;
+        if let Some(i) = ids.first_unrepresentable() {
+            return Err(Error::InvalidParameter { name: "ids", why: format!("id {i} does not fit a signed 64-bit integer") });
+        }
+    }
+    Ok(())
+}
+
+fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+    ctx: &Context,
+    domain: &Domain<D>,
+    points: &P,
+    fields: &FofFields<'_, T, D>,
+    params: &FofParams,
+    labels: &mut [i64],
+) -> Result<(Catalogue<D>, FofStats)> {
+    domain.validate()?;
+    let n = points.len();
+    if params.min_members < 1 {
+        return Err(Error::InvalidParameter { name: "min_members", why: "must be at least 1".into() });
+    }
+    let l = params.linking_length.resolve(domain, n)?;
+    check_len("labels output", labels.len(), n)?;
+    validate_fields(fields, n)?;
+    let mut timings = Timings::default();
+    if n == 0 {
+        // Still validate the points' container (nothing to check) and return empty.
+        let stats = FofStats { linking_length: l, timings, ..Default::default() };
+        return Ok((Catalogue::empty(params.order, fields.velocities.is_some()), stats));
+    }
+    let zs = prepare(&Cpu, domain, points, None::<&P>, &ctx.config.tree, &mut timings)?;
+    let uf = timings.time("init", || UnionFind::new(n));
+    let flags: Vec<AtomicBool> = (0..zs.tree.num_nodes()).map(|_| AtomicBool::new(false)).collect();
+    let job = Job { zs: &zs, l2: l * l, l2_lo: l * l * (1.0 - 1e-12), l2_hi: l * l * (1.0 + 1e-12), uf: &uf, flags: &flags };
+    let walk = timings.time("walk", || match domain {
+        Domain::Open => job.walk(Open),
+        Domain::Periodic(len) => job.walk(Periodic::<f64, D>::new(len)),
+    });
+    drop(flags);
+    let roots = timings.time("contract", || uf.contract());
+    let uf_bytes = 4 * n + zs.tree.num_nodes();
+    let red = catalogue::Reduce {
+        pos: &zs.src_pos,
+        orig: &zs.src_orig,
+        roots: &roots,
+        box_len: domain.box_lengths(),
+        velocities: fields.velocities,
+        masses: fields.masses,
+        particle_mass: fields.particle_mass,
+        ids: fields.ids,
+        min_members: params.min_members,
+        order: params.order,
+        members: params.members,
+    };
+    let (cat, cstats) = catalogue::reduce(&red, labels, &mut timings);
+    let stats = FofStats {
+        particles: n,
+        linking_length: l,
+        groups_total: cstats.groups_total,
+        groups: cat.len(),
+        particles_in_groups: cstats.particles_in_groups,
+        timings,
+        nodes_per_plane: zs.tree.planes.iter().map(|p| p.len).collect(),
+        walk,
+        scratch_bytes: zs.bytes() + uf_bytes.max(4 * n + cstats.scratch_bytes),
+    };
+    Ok((cat, stats))
+}
+
+/// Lock-free union–find over z-order indices. Every parent pointer points to a smaller
+/// (or the same) index, so the root of a set is its smallest member.
+pub(crate) struct UnionFind {
+    parent: Vec<AtomicU32>,
+}
+
+impl UnionFind {
+    pub fn new(n: usize) -> Self {
+        Self { parent: (0..n as u32).into_par_iter().map(AtomicU32::new).collect() }
+    }
+
+    /// The root of `x`, halving the path on the way (benign races: every store writes an
+    /// ancestor, and only non-roots are written).
+    #[inline(always)]
+    pub fn find(&self, mut x: u32) -> u32 {
+        loop {
+            let p = self.parent[x as usize].load(Relaxed);
+            if p == x {
+                return x;
+            }
+            let g = self.parent[p as usize].load(Relaxed);
+            if g == p {
+                return p;
+            }
+            self.parent[x as usize].store(g, Relaxed);
+            x = g;
+        }
+    }
+
+    /// Merges the sets of roots (or members) `a` and `b`: the larger root is hooked under
+    /// the smaller with a compare-and-swap, retried when another thread got there first.
+    /// Returns the smaller root at the time of the hook (a hint; it may since have been
+    /// hooked under an even smaller one).
+    #[inline]
+    pub fn union_roots(&self, mut a: u32, mut b: u32) -> u32 {
+        loop {
+            if a == b {
+                return a;
+            }
+            let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+            match self.parent[hi as usize].compare_exchange(hi, lo, Relaxed, Relaxed) {
+                Ok(_) => return lo,
+                Err(_) => {
+                    a = self.find(hi);
+                    b = self.find(lo);
+                }
+            }
+        }
+    }
+
+    #[inline]
+    pub fn union(&self, a: u32, b: u32) -> u32 {
+        let (ra, rb) = (self.find(a), self.find(b));
+        self.union_roots(ra, rb)
+    }
+
+    /// Final contraction: every entry becomes its root.
+    pub fn contract(self) -> Vec<u32> {
+        (0..self.parent.len() as u32).into_par_iter().for_each(|z| {
+            let r = self.find(z);
+            self.parent[z as usize].store(r, Relaxed);
+        });
+        self.parent.into_iter().map(AtomicU32::into_inner).collect()
+    }
+}
+
+struct Job<'a, T: Real, const D: usize> {
+    zs: &'a ZSet<T, D>,
+    /// l², and l² shrunk / widened by a relative 1e-12 for the conservative node tests.
+    l2: f64,
+    l2_lo: f64,
+    l2_hi: f64,
+    uf: &'a UnionFind,
+    /// Per node: all its points are known to be in one group (or will be once the thread
+    /// that set the flag has finished linking them; the walk only ends after that).
+    flags: &'a [AtomicBool],
+}
+
+/// Per-task scratch of the walk.
+struct Scratch {
+    d2: Vec<f64>,
+    hits: Vec<u32>,
+}
+
+#[inline(always)]
+fn to_f64<T: Real, const D: usize>(p: &[T; D]) -> [f64; D] {
+    std::array::from_fn(|d| p[d].to_f64())
+}
+
+impl<T: Real, const D: usize> Job<'_, T, D> {
+    fn walk<M: Metric<f64, D>>(&self, metric: M) -> WalkStats {
+        let tree = &self.zs.tree;
+        dual_walk(
+            tree,
+            || Scratch { d2: Vec::new(), hits: Vec::new() },
+            |a, cands, _s, out| {
+                if self.has_self_pair(cands) && !self.self_pair(&metric, a) {
+                    out.push(a as u32);
+                }
+                self.for_pairs(a, cands, |b| {
+                    if self.node_pair(&metric, a, b) {
+                        out.push(b as u32);
+                    }
+                });
+            },
+            |a, cands, s| {
+                if self.has_self_pair(cands) && !self.self_pair(&metric, a) {
+                    self.leaf_self(&metric, a, s);
+                }
+                self.for_pairs(a, cands, |b| {
+                    if self.node_pair(&metric, a, b) {
+                        self.leaf_pair(&metric, a, b, s);
+                    }
+                });
+            },
+        )
+    }
+
+    /// Whether the receiving parent kept its pair with itself (then its children, `a`
+    /// among them, are candidates of `a`).
+    #[inline(always)]
+    fn has_self_pair(&self, c: &Candidates<'_>) -> bool {
+        c.sources.contains(&c.parent)
+    }
+
+    /// Calls `f(b)` for every candidate `b > a` (each unordered pair once).
+    #[inline(always)]
+    fn for_pairs(&self, a: usize, c: &Candidates<'_>, mut f: impl FnMut(usize)) {
+        for g in 0..c.sources.len() {
+            let grp = c.group(g);
+            // Groups are ascending runs of children.
+            if grp.last().is_none_or(|&b| (b as usize) <= a) {
+                continue;
+            }
+            let from = grp.partition_point(|&b| (b as usize) <= a);
+            for &b in &grp[from..] {
+                f(b as usize);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn bx(&self, n: usize) -> ([f64; D], [f64; D]) {
+        let t = &self.zs.tree;
+        (to_f64(&t.src_lo[n]), to_f64(&t.src_hi[n]))
+    }
+
+    #[inline(always)]
+    fn connected(&self, n: usize) -> bool {
+        self.flags[n].load(Relaxed)
+    }
+
+    /// Pair of `a` with itself: true when it is resolved (a is internally connected).
+    #[inline]
+    fn self_pair<M: Metric<f64, D>>(&self, metric: &M, a: usize) -> bool {
+        if self.connected(a) {
+            return true;
+        }
+        let (lo, hi) = self.bx(a);
+        if metric.box_max2(&lo, &hi, &lo, &hi) <= self.l2_lo {
+            self.connect(a, self.zs.tree.src_start[a]);
+            return true;
+        }
+        false
+    }
+
+    /// Node–node test for `a != b`: true when the pair must be refined.
+    #[inline]
+    fn node_pair<M: Metric<f64, D>>(&self, metric: &M, a: usize, b: usize) -> bool {
+        let (alo, ahi) = self.bx(a);
+        let (blo, bhi) = self.bx(b);
+        if metric.box_min2(&alo, &ahi, &blo, &bhi) > self.l2_hi {
+            return false;
+        }
+        let t = &self.zs.tree;
+        let (fa, fb) = (t.src_start[a], t.src_start[b]);
+        let (ca, cb) = (self.connected(a), self.connected(b));
+        if ca && cb && self.uf.find(fa) == self.uf.find(fb) {
+            return false;
+        }
+        if metric.box_max2(&alo, &ahi, &blo, &bhi) <= self.l2_lo {
+            self.connect(b, fb);
+            self.connect(a, fb);
+            return false;
+        }
+        true
+    }
+
+    /// Puts every point of `node` into the group of point `anchor` and marks the node
+    /// (and its descendants) internally connected.
+    fn connect(&self, node: usize, anchor: u32) {
+        let t = &self.zs.tree;
+        if self.flags[node].load(Relaxed) || self.flags[node].swap(true, Relaxed) {
+            self.uf.union(t.src_start[node], anchor);
+            return;
+        }
+        let kids = t.children(node);
+        if kids.is_empty() {
+            let s0 = t.src_start[node];
+            let mut r = self.uf.find(anchor);
+            for z in s0..s0 + t.src_count[node] {
+                let rz = self.uf.find(z);
+                if rz != r {
+                    r = self.uf.union_roots(rz, r);
+                }
+            }
+        } else {
+            for c in kids {
+                self.connect(c, anchor);
+            }
+        }
+    }
+
+    /// Links point `i` with the points `b0 + hits[..]` (all within l of it).
+    #[inline]
+    fn link_hits(&self, i: u32, b0: u32, hits: &[u32]) {
+        let mut r = self.uf.find(i);
+        for &j in hits {
+            let rj = self.uf.find(b0 + j);
+            if rj != r {
+                r = self.uf.union_roots(rj, r);
+            }
+        }
+    }
+
+    /// Squared distances (f64, minimum image) from `p` to points `b0 .. b0 + out.len()`,
+    /// summed as `(dx² + dy²) + dz²`; returns how many are within l, their offsets in
+    /// `hits`.
+    #[inline(always)]
+    fn within<M: Metric<f64, D>>(&self, metric: &M, p: &[f64; D], b0: usize, d2: &mut [f64], hits: &mut [u32]) -> usize {
+        let pos = &self.zs.src_pos;
+        let n = d2.len();
+        for d in 0..D {
+            let xs = &pos[d][b0..b0 + n];
+            let pd = p[d];
+            if d == 0 {
+                for (o, &x) in d2.iter_mut().zip(xs) {
+                    let dx = metric.diff(pd, x.to_f64(), d);
+                    *o = dx * dx;
+                }
+            } else {
+                for (o, &x) in d2.iter_mut().zip(xs) {
+                    let dx = metric.diff(pd, x.to_f64(), d);
+                    *o += dx * dx;
+                }
+            }
+        }
+        let l2 = self.l2;
+        let mut w = 0;
+        for (j, &v) in d2.iter().enumerate() {
+            hits[w] = j as u32;
+            w += usize::from(v <= l2);
+        }
+        w
+    }
+
+    #[inline(always)]
+    fn point(&self, z: usize) -> [f64; D] {
+        std::array::from_fn(|d| self.zs.src_pos[d][z].to_f64())
+    }
+
+    /// Point pairs inside leaf `a`.
+    fn leaf_self<M: Metric<f64, D>>(&self, metric: &M, a: usize, s: &mut Scratch) {
+        let t = &self.zs.tree;
+        let a0 = t.src_start[a] as usize;
+        let an = t.src_count[a] as usize;
+        if s.d2.len() < an {
+            s.d2.resize(an, 0.0);
+            s.hits.resize(an, 0);
+        }
+        for i in a0..a0 + an {
+            let m = a0 + an - (i + 1);
+            if m == 0 {
+                break;
+            }
+            let p = self.point(i);
+            let w = self.within(metric, &p, i + 1, &mut s.d2[..m], &mut s.hits[..m]);
+            if w > 0 {
+                self.link_hits(i as u32, (i + 1) as u32, &s.hits[..w]);
+            }
+        }
+    }
+
+    /// Point pairs between leaves `a` and `b` (a pair the node test could not resolve).
+    fn leaf_pair<M: Metric<f64, D>>(&self, metric: &M, a: usize, b: usize, s: &mut Scratch) {
+        let t = &self.zs.tree;
+        let a0 = t.src_start[a] as usize;
+        let an = t.src_count[a] as usize;
+        let b0 = t.src_start[b] as usize;
+        let bn = t.src_count[b] as usize;
+        if s.d2.len() < bn {
+            s.d2.resize(bn, 0.0);
+            s.hits.resize(bn, 0);
+        }
+        let (blo, bhi) = self.bx(b);
+        for i in a0..a0 + an {
+            let p = self.point(i);
+            if metric.box_min2(&p, &p, &blo, &bhi) > self.l2_hi {
+                continue;
+            }
+            let b_conn = self.connected(b);
+            if b_conn && self.uf.find(i as u32) == self.uf.find(b0 as u32) {
+                continue;
+            }
+            if metric.box_max2(&p, &p, &blo, &bhi) <= self.l2_lo {
+                self.connect(b, i as u32);
+                continue;
+            }
+            let w = self.within(metric, &p, b0, &mut s.d2[..bn], &mut s.hits[..bn]);
+            if w > 0 {
+                if b_conn {
+                    self.uf.union(i as u32, b0 as u32);
+                } else {
+                    self.link_hits(i as u32, b0 as u32, &s.hits[..w]);
+                }
+            }
+        }
+    }
+}
