@@ -499,24 +499,43 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
         let (knear, nk) = (s.knear, s.kstart.len());
         s.pb.resize(nk, T::ZERO);
         let four = T::from_f64(4.0);
+        let slack = T::from_f64(1.0 + 1e-5);
+        // The previous query (a z-order neighbour) and its k-th distance²: by the triangle
+        // inequality, k sources lie within (its k-th distance + the distance between the
+        // two queries) — a threshold that is always enough, often tighter than `est`.
+        let mut prev: Option<([T; D], T)> = None;
         for q in q0..q0 + qn {
             let qp: [T; D] = std::array::from_fn(|d| qpos[d][q]);
+            let bound = prev.map(|(pp, kth2)| {
+                let r = kth2.sqrt() + metric.dist2(&qp, &pp).sqrt();
+                r * r * slack
+            });
             point_box_distances(metric, &qp, &s.klo, &s.khi, 0, &mut s.pb[..knear]);
-            let mut thr = est;
+            let mut thr = match bound {
+                Some(b) if b < est => b,
+                _ => est,
+            };
             self.gather_candidates(metric, &qp, thr, knear, s);
             if s.ncand < k && thr < r2 {
                 point_box_distances(metric, &qp, &s.klo, &s.khi, knear, &mut s.pb[knear..nk]);
             }
             while s.ncand < k && thr < r2 {
-                // The estimate was too small: widen it (every neighbour lies within r2).
-                thr = if thr * four < r2 { thr * four } else { r2 };
+                // The first threshold was too small: widen it (every neighbour lies within r2).
+                thr = match bound {
+                    Some(b) if b > thr && b < r2 => b,
+                    _ if thr * four < r2 => thr * four,
+                    _ => r2,
+                };
                 self.gather_candidates(metric, &qp, thr, nk, s);
             }
             let m = s.ncand.min(k);
-            if s.ncand > k {
+            if s.ncand <= 2 * k {
+                s.cand[..s.ncand].sort_unstable();
+            } else {
                 s.cand[..s.ncand].select_nth_unstable(k - 1);
+                s.cand[..m].sort_unstable();
             }
-            s.cand[..m].sort_unstable();
+            prev = (m == k).then(|| (qp, cand_d2::<T>(s.cand[k - 1])));
             self.emit(q, qorig[q] as usize, m, s, sinks);
         }
     }
