@@ -428,7 +428,9 @@ struct Job<'a, T: Real, const D: usize> {
 }
 
 /// Per-task scratch of the walk.
-struct Scratch {
+struct Scratch<const D: usize> {
+    /// f64 copies of one leaf's points.
+    x: [Vec<f64>; D],
     d2: Vec<f64>,
     hits: Vec<u32>,
 }
@@ -443,7 +445,7 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         let tree = &self.zs.tree;
         dual_walk(
             tree,
-            || Scratch { d2: Vec::new(), hits: Vec::new() },
+            || Scratch::<D> { x: std::array::from_fn(|_| Vec::new()), d2: Vec::new(), hits: Vec::new() },
             |a, cands, _s, out| {
                 if self.has_self_pair(cands) && !self.self_pair(&metric, a) {
                     out.push(a as u32);
@@ -574,24 +576,23 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         }
     }
 
-    /// Squared distances (f64, minimum image) from `p` to points `b0 .. b0 + out.len()`,
-    /// summed as `(dx² + dy²) + dz²`; returns how many are within l, their offsets in
-    /// `hits`.
+    /// Squared distances (f64, minimum image) from `p` to the points in `xs` (f64
+    /// copies, one array per dimension), summed as `(dx² + dy²) + dz²`; returns how many
+    /// are within l, their offsets in `hits`.
     #[inline(always)]
-    fn within<M: Metric<f64, D>>(&self, metric: &M, p: &[f64; D], b0: usize, d2: &mut [f64], hits: &mut [u32]) -> usize {
-        let pos = &self.zs.src_pos;
+    fn within<M: Metric<f64, D>>(&self, metric: &M, p: &[f64; D], xs: &[Vec<f64>; D], from: usize, d2: &mut [f64], hits: &mut [u32]) -> usize {
         let n = d2.len();
         for d in 0..D {
-            let xs = &pos[d][b0..b0 + n];
+            let xs = &xs[d][from..from + n];
             let pd = p[d];
             if d == 0 {
                 for (o, &x) in d2.iter_mut().zip(xs) {
-                    let dx = metric.diff(pd, x.to_f64(), d);
+                    let dx = metric.diff(pd, x, d);
                     *o = dx * dx;
                 }
             } else {
                 for (o, &x) in d2.iter_mut().zip(xs) {
-                    let dx = metric.diff(pd, x.to_f64(), d);
+                    let dx = metric.diff(pd, x, d);
                     *o += dx * dx;
                 }
             }
@@ -605,64 +606,98 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         w
     }
 
+    /// Copies the points of leaf `n` into `s.x` as f64 and sizes the buffers.
+    #[inline(always)]
+    fn load(&self, n: usize, s: &mut Scratch<D>) -> (usize, usize) {
+        let t = &self.zs.tree;
+        let n0 = t.src_start[n] as usize;
+        let nn = t.src_count[n] as usize;
+        for d in 0..D {
+            s.x[d].clear();
+            s.x[d].extend(self.zs.src_pos[d][n0..n0 + nn].iter().map(|v| v.to_f64()));
+        }
+        if s.d2.len() < nn {
+            s.d2.resize(nn, 0.0);
+            s.hits.resize(nn, 0);
+        }
+        (n0, nn)
+    }
+
     #[inline(always)]
     fn point(&self, z: usize) -> [f64; D] {
         std::array::from_fn(|d| self.zs.src_pos[d][z].to_f64())
     }
 
-    /// Point pairs inside leaf `a`.
-    fn leaf_self<M: Metric<f64, D>>(&self, metric: &M, a: usize, s: &mut Scratch) {
-        let t = &self.zs.tree;
-        let a0 = t.src_start[a] as usize;
-        let an = t.src_count[a] as usize;
-        if s.d2.len() < an {
-            s.d2.resize(an, 0.0);
-            s.hits.resize(an, 0);
-        }
-        for i in a0..a0 + an {
-            let m = a0 + an - (i + 1);
+    /// Point pairs inside leaf `a`; marks the leaf internally connected when it ends up
+    /// in one group.
+    fn leaf_self<M: Metric<f64, D>>(&self, metric: &M, a: usize, s: &mut Scratch<D>) {
+        let (a0, an) = self.load(a, s);
+        let mut one = true;
+        for k in 0..an {
+            let m = an - (k + 1);
             if m == 0 {
                 break;
             }
-            let p = self.point(i);
-            let w = self.within(metric, &p, i + 1, &mut s.d2[..m], &mut s.hits[..m]);
+            let p: [f64; D] = std::array::from_fn(|d| s.x[d][k]);
+            let w = self.within(metric, &p, &s.x, k + 1, &mut s.d2[..m], &mut s.hits[..m]);
             if w > 0 {
-                self.link_hits(i as u32, (i + 1) as u32, &s.hits[..w]);
+                self.link_hits((a0 + k) as u32, (a0 + k + 1) as u32, &s.hits[..w]);
+            } else {
+                // Nothing after it is linked to it: it may still be linked to earlier ones.
+                one &= k > 0;
+            }
+        }
+        if an > 0 && one {
+            let r = self.uf.find(a0 as u32);
+            if (a0 + 1..a0 + an).all(|z| self.uf.find(z as u32) == r) {
+                self.flags[a].store(true, Relaxed);
             }
         }
     }
 
     /// Point pairs between leaves `a` and `b` (a pair the node test could not resolve).
-    fn leaf_pair<M: Metric<f64, D>>(&self, metric: &M, a: usize, b: usize, s: &mut Scratch) {
+    /// The points of one leaf ("probe") are tested against the other ("target", copied
+    /// to f64). When the target is internally connected one link per probe point is
+    /// enough, and none for probe points already in its group; when both are, one link
+    /// in all.
+    fn leaf_pair<M: Metric<f64, D>>(&self, metric: &M, a: usize, b: usize, s: &mut Scratch<D>) {
+        let (ca, cb) = (self.connected(a), self.connected(b));
+        let (p, q) = if ca && !cb { (b, a) } else { (a, b) };
+        let q_conn = ca || cb;
+        let both = ca && cb;
         let t = &self.zs.tree;
-        let a0 = t.src_start[a] as usize;
-        let an = t.src_count[a] as usize;
-        let b0 = t.src_start[b] as usize;
-        let bn = t.src_count[b] as usize;
-        if s.d2.len() < bn {
-            s.d2.resize(bn, 0.0);
-            s.hits.resize(bn, 0);
-        }
-        let (blo, bhi) = self.bx(b);
-        for i in a0..a0 + an {
-            let p = self.point(i);
-            if metric.box_min2(&p, &p, &blo, &bhi) > self.l2_hi {
+        let p0 = t.src_start[p] as usize;
+        let pn = t.src_count[p] as usize;
+        let (q0, qn) = self.load(q, s);
+        let (qlo, qhi) = self.bx(q);
+        let q0u = q0 as u32;
+        for i in p0..p0 + pn {
+            let pt = self.point(i);
+            if metric.box_min2(&pt, &pt, &qlo, &qhi) > self.l2_hi {
                 continue;
             }
-            let b_conn = self.connected(b);
-            if b_conn && self.uf.find(i as u32) == self.uf.find(b0 as u32) {
+            if q_conn && self.uf.find(i as u32) == self.uf.find(q0u) {
+                if both {
+                    return;
+                }
                 continue;
             }
-            if metric.box_max2(&p, &p, &blo, &bhi) <= self.l2_lo {
-                self.connect(b, i as u32);
+            if metric.box_max2(&pt, &pt, &qlo, &qhi) <= self.l2_lo {
+                self.connect(q, i as u32);
+                if both {
+                    return;
+                }
                 continue;
             }
-            let w = self.within(metric, &p, b0, &mut s.d2[..bn], &mut s.hits[..bn]);
+            let w = self.within(metric, &pt, &s.x, 0, &mut s.d2[..qn], &mut s.hits[..qn]);
             if w > 0 {
-                if b_conn {
-                    self.uf.union(i as u32, b0 as u32);
+                if q_conn {
+                    self.uf.union(i as u32, q0u);
+                    if both {
+                        return;
+                    }
                 } else {
-                    self.link_hits(i as u32, b0 as u32, &s.hits[..w]);
+                    self.link_hits(i as u32, q0u, &s.hits[..w]);
                 }
             }
         }
