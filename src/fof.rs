@@ -429,10 +429,19 @@ struct Job<'a, T: Real, const D: usize> {
 
 /// Per-task scratch of the walk.
 struct Scratch<const D: usize> {
-    /// f64 copies of one leaf's points.
-    x: [Vec<f64>; D],
+    /// f64 copies of the points of the probing leaf and of the target leaf.
+    xp: [Vec<f64>; D],
+    xq: [Vec<f64>; D],
     d2: Vec<f64>,
     hits: Vec<u32>,
+    /// Probe points that may be within l of the target's box.
+    sel: Vec<u32>,
+}
+
+impl<const D: usize> Scratch<D> {
+    fn new() -> Self {
+        Self { xp: std::array::from_fn(|_| Vec::new()), xq: std::array::from_fn(|_| Vec::new()), d2: Vec::new(), hits: Vec::new(), sel: Vec::new() }
+    }
 }
 
 #[inline(always)]
@@ -443,12 +452,21 @@ fn to_f64<T: Real, const D: usize>(p: &[T; D]) -> [f64; D] {
 impl<T: Real, const D: usize> Job<'_, T, D> {
     fn walk<M: Metric<f64, D>>(&self, metric: M) -> WalkStats {
         let tree = &self.zs.tree;
+        // With a plane between the leaves and the super plane, the leaves' own pairs are
+        // resolved by the node test of their parents (see `leaves_self`).
+        let early_selfs = tree.planes.len() >= 3;
+        let plane1 = tree.planes[1];
+        let on_plane1 = |a: usize| a >= plane1.first && a < plane1.first + plane1.len;
         dual_walk(
             tree,
-            || Scratch::<D> { x: std::array::from_fn(|_| Vec::new()), d2: Vec::new(), hits: Vec::new() },
-            |a, cands, _s, out| {
+            Scratch::<D>::new,
+            |a, cands, s, out| {
                 if self.has_self_pair(cands) && !self.self_pair(&metric, a) {
-                    out.push(a as u32);
+                    // Just above the leaves: resolve the children's own pairs now, so the
+                    // leaf pass knows which leaves are internally connected.
+                    if !(early_selfs && on_plane1(a) && self.leaves_self(&metric, a, s)) {
+                        out.push(a as u32);
+                    }
                 }
                 self.for_pairs(a, cands, |b| {
                     if self.node_pair(&metric, a, b) {
@@ -457,7 +475,7 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
                 });
             },
             |a, cands, s| {
-                if self.has_self_pair(cands) && !self.self_pair(&metric, a) {
+                if !early_selfs && self.has_self_pair(cands) && !self.self_pair(&metric, a) {
                     self.leaf_self(&metric, a, s);
                 }
                 self.for_pairs(a, cands, |b| {
@@ -606,44 +624,67 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         w
     }
 
-    /// Copies the points of leaf `n` into `s.x` as f64 and sizes the buffers.
+    /// Copies the points of leaf `n` into `x` as f64; returns (first, count).
     #[inline(always)]
-    fn load(&self, n: usize, s: &mut Scratch<D>) -> (usize, usize) {
+    fn load(&self, n: usize, x: &mut [Vec<f64>; D]) -> (usize, usize) {
         let t = &self.zs.tree;
         let n0 = t.src_start[n] as usize;
         let nn = t.src_count[n] as usize;
         for d in 0..D {
-            s.x[d].clear();
-            s.x[d].extend(self.zs.src_pos[d][n0..n0 + nn].iter().map(|v| v.to_f64()));
-        }
-        if s.d2.len() < nn {
-            s.d2.resize(nn, 0.0);
-            s.hits.resize(nn, 0);
+            x[d].clear();
+            x[d].extend(self.zs.src_pos[d][n0..n0 + nn].iter().map(|v| v.to_f64()));
         }
         (n0, nn)
     }
 
     #[inline(always)]
-    fn point(&self, z: usize) -> [f64; D] {
-        std::array::from_fn(|d| self.zs.src_pos[d][z].to_f64())
+    fn size(s: &mut Scratch<D>, n: usize) {
+        if s.d2.len() < n {
+            s.d2.resize(n, 0.0);
+            s.hits.resize(n, 0);
+            s.sel.resize(n, 0);
+        }
+    }
+
+    /// The own pairs of the children (leaves) of plane-1 node `a`: internally connected
+    /// children are skipped, small ones connected whole, the others get their point
+    /// pairs. Returns true (and marks `a`) when all of `a` ended up in one group.
+    fn leaves_self<M: Metric<f64, D>>(&self, metric: &M, a: usize, s: &mut Scratch<D>) -> bool {
+        let t = &self.zs.tree;
+        let mut all = true;
+        for c in t.children(a) {
+            if !self.self_pair(metric, c) {
+                self.leaf_self(metric, c, s);
+                all &= self.connected(c);
+            }
+        }
+        if all {
+            let r = self.uf.find(t.src_start[a]);
+            if t.children(a).all(|c| self.uf.find(t.src_start[c]) == r) {
+                self.flags[a].store(true, Relaxed);
+                return true;
+            }
+        }
+        false
     }
 
     /// Point pairs inside leaf `a`; marks the leaf internally connected when it ends up
     /// in one group.
     fn leaf_self<M: Metric<f64, D>>(&self, metric: &M, a: usize, s: &mut Scratch<D>) {
-        let (a0, an) = self.load(a, s);
+        let (a0, an) = self.load(a, &mut s.xp);
+        Self::size(s, an);
         let mut one = true;
         for k in 0..an {
             let m = an - (k + 1);
             if m == 0 {
                 break;
             }
-            let p: [f64; D] = std::array::from_fn(|d| s.x[d][k]);
-            let w = self.within(metric, &p, &s.x, k + 1, &mut s.d2[..m], &mut s.hits[..m]);
+            let p: [f64; D] = std::array::from_fn(|d| s.xp[d][k]);
+            let w = self.within(metric, &p, &s.xp, k + 1, &mut s.d2[..m], &mut s.hits[..m]);
             if w > 0 {
                 self.link_hits((a0 + k) as u32, (a0 + k + 1) as u32, &s.hits[..w]);
             } else {
-                // Nothing after it is linked to it: it may still be linked to earlier ones.
+                // Point 0 linked to no later point is linked to none.
                 one &= k > 0;
             }
         }
@@ -656,48 +697,60 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
     }
 
     /// Point pairs between leaves `a` and `b` (a pair the node test could not resolve).
-    /// The points of one leaf ("probe") are tested against the other ("target", copied
-    /// to f64). When the target is internally connected one link per probe point is
-    /// enough, and none for probe points already in its group; when both are, one link
-    /// in all.
+    /// The points of one leaf ("probe") are tested against the other ("target"), after a
+    /// vectorised point–box filter. When the target is internally connected one link per
+    /// probe point is enough, and none for probe points already in its group; when both
+    /// are, one link in all.
     fn leaf_pair<M: Metric<f64, D>>(&self, metric: &M, a: usize, b: usize, s: &mut Scratch<D>) {
         let (ca, cb) = (self.connected(a), self.connected(b));
         let (p, q) = if ca && !cb { (b, a) } else { (a, b) };
         let q_conn = ca || cb;
         let both = ca && cb;
-        let t = &self.zs.tree;
-        let p0 = t.src_start[p] as usize;
-        let pn = t.src_count[p] as usize;
-        let (q0, qn) = self.load(q, s);
+        let (p0, pn) = self.load(p, &mut s.xp);
+        let (q0, qn) = self.load(q, &mut s.xq);
+        Self::size(s, pn.max(qn));
         let (qlo, qhi) = self.bx(q);
-        let q0u = q0 as u32;
-        for i in p0..p0 + pn {
-            let pt = self.point(i);
-            if metric.box_min2(&pt, &pt, &qlo, &qhi) > self.l2_hi {
-                continue;
+        // Point–box lower bounds of the probe points, then the ones within l.
+        let d2 = &mut s.d2[..pn];
+        for d in 0..D {
+            let (lo, hi) = (qlo[d], qhi[d]);
+            for (o, &x) in d2.iter_mut().zip(&s.xp[d][..pn]) {
+                let g = metric.gap_range(x, x, lo, hi, d).0;
+                *o = if d == 0 { g * g } else { *o + g * g };
             }
-            if q_conn && self.uf.find(i as u32) == self.uf.find(q0u) {
+        }
+        let mut nsel = 0;
+        for (k, &v) in d2.iter().enumerate() {
+            s.sel[nsel] = k as u32;
+            nsel += usize::from(v <= self.l2_hi);
+        }
+        let q0u = q0 as u32;
+        for si in 0..nsel {
+            let k = s.sel[si] as usize;
+            let i = (p0 + k) as u32;
+            let pt: [f64; D] = std::array::from_fn(|d| s.xp[d][k]);
+            if q_conn && self.uf.find(i) == self.uf.find(q0u) {
                 if both {
                     return;
                 }
                 continue;
             }
             if metric.box_max2(&pt, &pt, &qlo, &qhi) <= self.l2_lo {
-                self.connect(q, i as u32);
+                self.connect(q, i);
                 if both {
                     return;
                 }
                 continue;
             }
-            let w = self.within(metric, &pt, &s.x, 0, &mut s.d2[..qn], &mut s.hits[..qn]);
+            let w = self.within(metric, &pt, &s.xq, 0, &mut s.d2[..qn], &mut s.hits[..qn]);
             if w > 0 {
                 if q_conn {
-                    self.uf.union(i as u32, q0u);
+                    self.uf.union(i, q0u);
                     if both {
                         return;
                     }
                 } else {
-                    self.link_hits(i as u32, q0u, &s.hits[..w]);
+                    self.link_hits(i, q0u, &s.hits[..w]);
                 }
             }
         }
