@@ -234,6 +234,8 @@ pub fn refine_runs<const D: usize>(
     coord: impl Fn(u32) -> [f64; D] + Sync,
 ) {
     let n = keys.len();
+    // Find the long runs (disjoint), then refine them in parallel, each one serially.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
     let mut start = 0;
     while start < n {
         let mut end = start + 1;
@@ -241,30 +243,46 @@ pub fn refine_runs<const D: usize>(
             end += 1;
         }
         if end - start > max_run {
-            refine_one(&mut vals[start..end], &mut levels[start..end - 1], &coord);
+            runs.push((start, end));
         }
         start = end;
     }
+    let mut parts: Vec<(&mut [u32], &mut [u8])> = Vec::with_capacity(runs.len());
+    let (mut v_rest, mut v_off) = (vals, 0);
+    let (mut l_rest, mut l_off) = (levels, 0);
+    for &(s0, e0) in &runs {
+        // Points s0..e0 and their internal gaps s0..e0-1.
+        let (_, tail) = std::mem::take(&mut v_rest).split_at_mut(s0 - v_off);
+        let (run_v, tail) = tail.split_at_mut(e0 - s0);
+        (v_rest, v_off) = (tail, e0);
+        let (_, tail) = std::mem::take(&mut l_rest).split_at_mut(s0 - l_off);
+        let (run_l, tail) = tail.split_at_mut(e0 - 1 - s0);
+        (l_rest, l_off) = (tail, e0 - 1);
+        parts.push((run_v, run_l));
+    }
+    parts.into_par_iter().with_max_len(1).for_each(|(v, l)| refine_one(v, l, &coord));
 }
 
+/// Re-sorts one run of identical primary keys by a Morton key over the run's bounding box
+/// (ties keep input order) and gives its internal gaps secondary levels.
 fn refine_one<const D: usize>(vals: &mut [u32], levels: &mut [u8], coord: &(impl Fn(u32) -> [f64; D] + Sync)) {
-    let bounds = vals
-        .par_iter()
-        .fold(|| Bounds::<D>::EMPTY, |mut b, &v| {
-            b.include(&coord(v));
-            b
-        })
-        .reduce(|| Bounds::<D>::EMPTY, |a, b| a.merge(&b));
+    let pts: Vec<[f64; D]> = vals.iter().map(|&v| coord(v)).collect();
+    let mut bounds = Bounds::<D>::EMPTY;
+    for p in &pts {
+        bounds.include(p);
+    }
     if (0..D).all(|d| bounds.hi[d] == bounds.lo[d]) {
         return; // truly identical points: chunked into leaves by the tree
     }
     let q = Quantizer::<D>::over(&bounds);
-    let mut pairs: Vec<(u64, u32)> = vals.par_iter().map(|&v| (q.key(&coord(v)), v)).collect();
-    pairs.par_sort_by_key(|p| p.0);
-    for (i, p) in pairs.iter().enumerate() {
-        vals[i] = p.1;
+    let mut keys: Vec<u64> = pts.iter().map(|p| q.key(p)).collect();
+    let mut order: Vec<u32> = (0..vals.len() as u32).collect();
+    radix_sort(&mut keys, &mut order); // stable: ties keep input order
+    let old: Vec<u32> = order.iter().map(|&i| vals[i as usize]).collect();
+    vals.copy_from_slice(&old);
+    for (i, l) in levels.iter_mut().enumerate() {
+        *l = level_of(keys[i], keys[i + 1]);
     }
-    levels.par_iter_mut().enumerate().for_each(|(i, l)| *l = level_of(pairs[i].0, pairs[i + 1].0));
 }
 
 #[cfg(test)]
