@@ -313,7 +313,7 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     let zs = prepare(&Cpu, domain, points, None::<&P>, &ctx.config.tree, &mut timings)?;
     let uf = timings.time("init", || UnionFind::new(n));
     let flags: Vec<AtomicBool> = (0..zs.tree.num_nodes()).map(|_| AtomicBool::new(false)).collect();
-    let job = Job { zs: &zs, l2: l * l, l2_lo: l * l * (1.0 - 1e-12), l2_hi: l * l * (1.0 + 1e-12), uf: &uf, flags: &flags };
+    let job = Job { zs: &zs, l2: l * l, l2_lo: l * l * (1.0 - 1e-12), l2_hi: l * l * (1.0 + 1e-12), l_hi: l * (1.0 + 1e-12), box_len: domain.box_lengths(), uf: &uf, flags: &flags };
     let walk = timings.time("walk", || match domain {
         Domain::Open => job.walk(Open),
         Domain::Periodic(len) => job.walk(Periodic::<f64, D>::new(len)),
@@ -421,6 +421,9 @@ struct Job<'a, T: Real, const D: usize> {
     l2: f64,
     l2_lo: f64,
     l2_hi: f64,
+    /// l widened by a relative 1e-12 (coordinate windows).
+    l_hi: f64,
+    box_len: Option<[f64; D]>,
     uf: &'a UnionFind,
     /// Per node: all its points are known to be in one group (or will be once the thread
     /// that set the flag has finished linking them; the walk only ends after that).
@@ -436,11 +439,12 @@ struct Scratch<const D: usize> {
     hits: Vec<u32>,
     /// Probe points that may be within l of the target's box.
     sel: Vec<u32>,
+    perm: Vec<u32>,
 }
 
 impl<const D: usize> Scratch<D> {
     fn new() -> Self {
-        Self { xp: std::array::from_fn(|_| Vec::new()), xq: std::array::from_fn(|_| Vec::new()), d2: Vec::new(), hits: Vec::new(), sel: Vec::new() }
+        Self { xp: std::array::from_fn(|_| Vec::new()), xq: std::array::from_fn(|_| Vec::new()), d2: Vec::new(), hits: Vec::new(), sel: Vec::new(), perm: Vec::new() }
     }
 }
 
@@ -468,7 +472,7 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
                         out.push(a as u32);
                     }
                 }
-                self.for_pairs(a, cands, |b| {
+                self.for_pairs(&metric, a, cands, |b| {
                     if self.node_pair(&metric, a, b) {
                         out.push(b as u32);
                     }
@@ -478,7 +482,7 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
                 if !early_selfs && self.has_self_pair(cands) && !self.self_pair(&metric, a) {
                     self.leaf_self(&metric, a, s);
                 }
-                self.for_pairs(a, cands, |b| {
+                self.for_pairs(&metric, a, cands, |b| {
                     if self.node_pair(&metric, a, b) {
                         self.leaf_pair(&metric, a, b, s);
                     }
@@ -494,14 +498,29 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         c.sources.contains(&c.parent)
     }
 
-    /// Calls `f(b)` for every candidate `b > a` (each unordered pair once).
+    /// Calls `f(b)` for every candidate `b > a` (each unordered pair once). A whole
+    /// group of candidates is skipped when its source node (which holds them all) is
+    /// farther than l from `a`, or in `a`'s group with both internally connected.
     #[inline(always)]
-    fn for_pairs(&self, a: usize, c: &Candidates<'_>, mut f: impl FnMut(usize)) {
+    fn for_pairs<M: Metric<f64, D>>(&self, metric: &M, a: usize, c: &Candidates<'_>, mut f: impl FnMut(usize)) {
+        let (alo, ahi) = self.bx(a);
+        let ca = self.connected(a);
+        let fa = self.zs.tree.src_start[a];
         for g in 0..c.sources.len() {
             let grp = c.group(g);
             // Groups are ascending runs of children.
             if grp.last().is_none_or(|&b| (b as usize) <= a) {
                 continue;
+            }
+            let src = c.sources[g] as usize;
+            if src != c.parent as usize {
+                let (slo, shi) = self.bx(src);
+                if metric.box_min2(&alo, &ahi, &slo, &shi) > self.l2_hi {
+                    continue;
+                }
+                if ca && self.connected(src) && self.uf.find(fa) == self.uf.find(self.zs.tree.src_start[src]) {
+                    continue;
+                }
             }
             let from = grp.partition_point(|&b| (b as usize) <= a);
             for &b in &grp[from..] {
@@ -643,6 +662,7 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
             s.d2.resize(n, 0.0);
             s.hits.resize(n, 0);
             s.sel.resize(n, 0);
+            s.perm.resize(n, 0);
         }
     }
 
@@ -673,22 +693,64 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
     fn leaf_self<M: Metric<f64, D>>(&self, metric: &M, a: usize, s: &mut Scratch<D>) {
         let (a0, an) = self.load(a, &mut s.xp);
         Self::size(s, an);
-        let mut one = true;
-        for k in 0..an {
-            let m = an - (k + 1);
-            if m == 0 {
-                break;
+        if an == 0 {
+            return;
+        }
+        // Sweep along the leaf's longest side: sorted by that coordinate, the partners of
+        // a point within l lie in a window after it. Valid when no pair needs the periodic
+        // wrap in that dimension (the leaf spans at most half the box there).
+        let (lo, hi) = self.bx(a);
+        let mut dim = 0;
+        for d in 1..D {
+            if hi[d] - lo[d] > hi[dim] - lo[dim] {
+                dim = d;
             }
-            let p: [f64; D] = std::array::from_fn(|d| s.xp[d][k]);
-            let w = self.within(metric, &p, &s.xp, k + 1, &mut s.d2[..m], &mut s.hits[..m]);
-            if w > 0 {
-                self.link_hits((a0 + k) as u32, (a0 + k + 1) as u32, &s.hits[..w]);
+        }
+        let no_wrap = self.box_len.is_none_or(|l| hi[dim] - lo[dim] <= 0.5 * l[dim]);
+        for k in 0..an {
+            s.perm[k] = k as u32;
+        }
+        if no_wrap {
+            let xs = &s.xp[dim];
+            s.perm[..an].sort_unstable_by(|&i, &j| xs[i as usize].total_cmp(&xs[j as usize]));
+        }
+        for d in 0..D {
+            s.xq[d].clear();
+            s.xq[d].extend(s.perm[..an].iter().map(|&k| s.xp[d][k as usize]));
+        }
+        let mut one = true;
+        let mut end = 0;
+        for k in 0..an - 1 {
+            end = end.max(k + 1);
+            if no_wrap {
+                let x = s.xq[dim][k];
+                while end < an && s.xq[dim][end] - x <= self.l_hi {
+                    end += 1;
+                }
             } else {
-                // Point 0 linked to no later point is linked to none.
+                end = an;
+            }
+            let m = end - (k + 1);
+            let w = if m == 0 {
+                0
+            } else {
+                let p: [f64; D] = std::array::from_fn(|d| s.xq[d][k]);
+                self.within(metric, &p, &s.xq, k + 1, &mut s.d2[..m], &mut s.hits[..m])
+            };
+            if w > 0 {
+                let mut r = self.uf.find(a0 as u32 + s.perm[k]);
+                for &h in &s.hits[..w] {
+                    let rj = self.uf.find(a0 as u32 + s.perm[k + 1 + h as usize]);
+                    if rj != r {
+                        r = self.uf.union_roots(rj, r);
+                    }
+                }
+            } else {
+                // The first point linked to no later point is linked to none.
                 one &= k > 0;
             }
         }
-        if an > 0 && one {
+        if one {
             let r = self.uf.find(a0 as u32);
             if (a0 + 1..a0 + an).all(|z| self.uf.find(z as u32) == r) {
                 self.flags[a].store(true, Relaxed);
