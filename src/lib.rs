@@ -19,6 +19,7 @@ pub mod catalogue;
 pub mod context;
 pub mod driver;
 pub mod error;
+pub mod ffi;
 pub mod fof;
 pub mod knn;
 mod par;

@@ -1,0 +1,152 @@
+//! Strided caller arrays as ztree inputs. Every check happens before the first read;
+//! after that, reads are unaligned loads inside the caller's `count` elements.
+
+use std::marker::PhantomData;
+
+use super::types::*;
+use super::{Fail, fail};
+use crate::fof::ParticleIds;
+use crate::knn::ScalarField;
+use crate::points::PointSource;
+use crate::real::Real;
+
+/// One checked strided array.
+#[derive(Clone, Copy)]
+pub(crate) struct Strided {
+    base: *const u8,
+    stride: usize,
+    len: usize,
+    dtype: i32,
+}
+
+// SAFETY: the caller guarantees the array stays valid and unmodified during the call;
+// ztree only reads it.
+unsafe impl Send for Strided {}
+unsafe impl Sync for Strided {}
+
+pub(crate) fn dtype_size(dtype: i32) -> Option<usize> {
+    match dtype {
+        ZTREE_DTYPE_F32 | ZTREE_DTYPE_I32 | ZTREE_DTYPE_U32 => Some(4),
+        ZTREE_DTYPE_F64 | ZTREE_DTYPE_I64 | ZTREE_DTYPE_U64 => Some(8),
+        _ => None,
+    }
+}
+
+pub(crate) fn dtype_name(dtype: i32) -> &'static str {
+    match dtype {
+        ZTREE_DTYPE_F32 => "f32",
+        ZTREE_DTYPE_F64 => "f64",
+        ZTREE_DTYPE_I32 => "i32",
+        ZTREE_DTYPE_I64 => "i64",
+        ZTREE_DTYPE_U32 => "u32",
+        ZTREE_DTYPE_U64 => "u64",
+        ZTREE_DTYPE_NONE => "none",
+        _ => "unknown",
+    }
+}
+
+impl Strided {
+    /// Checks `a` as an array of `len` elements of one of `allowed`; None when absent
+    /// (`data == NULL`) and not required.
+    pub fn new(a: &ztree_array, len: usize, what: &str, allowed: &[i32], required: bool) -> Result<Option<Self>, Fail> {
+        if a.data.is_null() {
+            if required && len > 0 {
+                return Err(fail(ztree_status::ZTREE_ERR_NULL_POINTER, format!("{what}: data is NULL")));
+            }
+            return Ok(None);
+        }
+        if !allowed.contains(&a.dtype) {
+            let names: Vec<&str> = allowed.iter().map(|&d| dtype_name(d)).collect();
+            return Err(fail(
+                ztree_status::ZTREE_ERR_DTYPE,
+                format!("{what}: element type {} ({}) is not allowed here (allowed: {})", a.dtype, dtype_name(a.dtype), names.join(", ")),
+            ));
+        }
+        let size = dtype_size(a.dtype).unwrap();
+        if a.stride < 0 {
+            return Err(fail(ztree_status::ZTREE_ERR_INVALID_ARGUMENT, format!("{what}: negative stride {}", a.stride)));
+        }
+        let stride = if a.stride == 0 { size } else { a.stride as usize };
+        if len > 0 && (len - 1).checked_mul(stride).and_then(|x| x.checked_add(size)).is_none_or(|x| x > isize::MAX as usize) {
+            return Err(fail(ztree_status::ZTREE_ERR_SIZE, format!("{what}: {len} elements of stride {stride} overflow the address space")));
+        }
+        Ok(Some(Self { base: a.data as *const u8, stride, len, dtype: a.dtype }))
+    }
+
+    /// An array of no elements.
+    pub fn empty(dtype: i32) -> Self {
+        Self { base: std::ptr::NonNull::<u64>::dangling().as_ptr().cast(), stride: dtype_size(dtype).unwrap_or(8), len: 0, dtype }
+    }
+
+    #[inline(always)]
+    fn read<V: Copy>(&self, i: usize) -> V {
+        debug_assert!(i < self.len);
+        // SAFETY: `new` checked the pointer and that `len` elements of `stride` bytes fit;
+        // the caller promises they are readable. Unaligned loads accept any layout.
+        unsafe { self.base.add(i * self.stride).cast::<V>().read_unaligned() }
+    }
+
+    #[inline(always)]
+    pub fn get_f64(&self, i: usize) -> f64 {
+        match self.dtype {
+            ZTREE_DTYPE_F32 => self.read::<f32>(i) as f64,
+            ZTREE_DTYPE_F64 => self.read::<f64>(i),
+            ZTREE_DTYPE_I32 => self.read::<i32>(i) as f64,
+            ZTREE_DTYPE_I64 => self.read::<i64>(i) as f64,
+            ZTREE_DTYPE_U32 => self.read::<u32>(i) as f64,
+            _ => self.read::<u64>(i) as f64,
+        }
+    }
+}
+
+/// `D` strided coordinate arrays of element type `T`.
+pub(crate) struct StridedPoints<T, const D: usize> {
+    pub arrays: [Strided; D],
+    _t: PhantomData<T>,
+}
+
+impl<T: Real, const D: usize> StridedPoints<T, D> {
+    pub fn new(arrays: [Strided; D]) -> Self {
+        Self { arrays, _t: PhantomData }
+    }
+}
+
+impl<T: Real, const D: usize> PointSource<T, D> for StridedPoints<T, D> {
+    fn len(&self) -> usize {
+        self.arrays[0].len
+    }
+    #[inline(always)]
+    fn point(&self, i: usize) -> [T; D] {
+        std::array::from_fn(|d| self.arrays[d].read::<T>(i))
+    }
+}
+
+impl ScalarField for Strided {
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn get(&self, i: usize) -> f64 {
+        self.get_f64(i)
+    }
+}
+
+impl ParticleIds for Strided {
+    fn len(&self) -> usize {
+        self.len
+    }
+    #[inline(always)]
+    fn id(&self, i: usize) -> i64 {
+        match self.dtype {
+            ZTREE_DTYPE_I32 => self.read::<i32>(i) as i64,
+            ZTREE_DTYPE_I64 => self.read::<i64>(i),
+            ZTREE_DTYPE_U32 => self.read::<u32>(i) as i64,
+            _ => self.read::<u64>(i) as i64,
+        }
+    }
+    fn first_unrepresentable(&self) -> Option<usize> {
+        if self.dtype != ZTREE_DTYPE_U64 {
+            return None;
+        }
+        (0..self.len).find(|&i| self.read::<u64>(i) > i64::MAX as u64)
+    }
+}

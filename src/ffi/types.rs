@@ -1,0 +1,225 @@
+//! The C ABI's structs and constants (mirrored in include/ztree.h by cbindgen and in
+//! include/ztree.f90 by hand). Integer fields stand in for enums on input so that no
+//! value a C caller passes can be undefined behaviour.
+
+use std::ffi::{c_char, c_void};
+
+/// Element type of an array (`ztree_array::dtype`).
+pub const ZTREE_DTYPE_NONE: i32 = 0;
+pub const ZTREE_DTYPE_F32: i32 = 1;
+pub const ZTREE_DTYPE_F64: i32 = 2;
+pub const ZTREE_DTYPE_I32: i32 = 3;
+pub const ZTREE_DTYPE_I64: i32 = 4;
+pub const ZTREE_DTYPE_U32: i32 = 5;
+pub const ZTREE_DTYPE_U64: i32 = 6;
+
+/// Memory space of particle arrays (`ztree_particles::memory`).
+pub const ZTREE_MEMORY_HOST: i32 = 0;
+pub const ZTREE_MEMORY_CUDA_DEVICE: i32 = 1;
+
+/// kNN outputs wanted (`ztree_knn_params::outputs`, a bit mask).
+pub const ZTREE_KNN_INDICES: u32 = 1;
+pub const ZTREE_KNN_DISTANCES: u32 = 2;
+pub const ZTREE_KNN_KTH_DISTANCE: u32 = 4;
+pub const ZTREE_KNN_DENSITY: u32 = 8;
+pub const ZTREE_KNN_SCALAR_MEAN: u32 = 16;
+pub const ZTREE_KNN_PERMUTATION: u32 = 32;
+
+/// Row order of per-query outputs (`ztree_knn_params::order`).
+pub const ZTREE_ORDER_INPUT: i32 = 0;
+pub const ZTREE_ORDER_ZORDER: i32 = 1;
+
+/// Row order of the halo catalogue (`ztree_fof_params::order`).
+pub const ZTREE_CATALOGUE_ZORDER: i32 = 0;
+pub const ZTREE_CATALOGUE_GADGET: i32 = 1;
+
+/// Status of every call. `ztree_last_error` explains any status other than `ZTREE_OK`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ztree_status {
+    ZTREE_OK = 0,
+    /// A required pointer was NULL.
+    ZTREE_ERR_NULL_POINTER = 1,
+    /// An argument or parameter is invalid (k < 1, linking length <= 0, bad config, ...).
+    ZTREE_ERR_INVALID_ARGUMENT = 2,
+    /// A coordinate or field value is NaN or infinite.
+    ZTREE_ERR_NON_FINITE = 3,
+    /// A point lies outside the periodic box [0, L).
+    ZTREE_ERR_OUTSIDE_BOX = 4,
+    /// Counts or sizes are inconsistent or too large.
+    ZTREE_ERR_SIZE = 5,
+    /// An array has an element type that is not allowed there.
+    ZTREE_ERR_DTYPE = 6,
+    /// The request needs something this build or call does not provide (CUDA arrays,
+    /// a second communicator feature, ...).
+    ZTREE_ERR_UNSUPPORTED = 7,
+    /// kNN with zero source particles.
+    ZTREE_ERR_NO_SOURCES = 8,
+    /// An internal error (a bug): the message says what; the handle stays usable.
+    ZTREE_ERR_INTERNAL = 9,
+}
+
+/// A strided array of `count` elements, read in place and never written:
+/// element `i` is at byte offset `i * stride` from `data`. `stride = 0` means packed
+/// (the element size). Struct-of-arrays (`x[i]`) and array-of-structs
+/// (`P[i].Pos[0]`, stride `sizeof(P[0])`) both work.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ztree_array {
+    pub data: *const c_void,
+    /// One of `ZTREE_DTYPE_*`.
+    pub dtype: i32,
+    /// Bytes between consecutive elements (>= 0; 0 = packed).
+    pub stride: i64,
+}
+
+/// Particles as a caller holds them. Optional arrays have `data = NULL`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ztree_particles {
+    pub count: i64,
+    /// `ZTREE_MEMORY_HOST` (CUDA device arrays are reserved for the CUDA back end).
+    pub memory: i32,
+    /// Positions x, y, z (z unused in 2D): f32 or f64, all the same type.
+    pub pos: [ztree_array; 3],
+    /// Velocities (optional; same type as the positions): FoF catalogue velocities.
+    pub vel: [ztree_array; 3],
+    /// Masses (optional; f32 or f64): kNN mass density, FoF catalogue masses.
+    pub mass: ztree_array,
+    /// Particle ids (optional; i32, i64, u32 or u64): FoF halo tags are minimum ids.
+    pub ids: ztree_array,
+}
+
+/// Configuration of a context (fill with `ztree_config_default`, then change fields).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ztree_config {
+    /// 2 or 3.
+    pub dims: i32,
+    /// 0: open domain (bounding box); 1: periodic box [0, box_size[d]).
+    pub periodic: i32,
+    pub box_size: [f64; 3],
+    /// Worker threads; 0 = one per core.
+    pub threads: i32,
+    /// Tree shape: leaf size 48, coarsening 8, top target 2048, super group 32.
+    pub leaf_size: i32,
+    pub coarsening: i32,
+    pub top_target: i32,
+    pub super_group: i32,
+    /// Regularisation: split nodes larger than this many times the volume of typical
+    /// dense nodes (20); 0 turns it off.
+    pub max_volume_factor: f64,
+    /// Mass of every particle when `ztree_particles::mass` is not given (1).
+    pub particle_mass: f64,
+}
+
+/// Parameters of `ztree_knn`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ztree_knn_params {
+    /// Neighbours per query (>= 1; more than the sources pads rows with -1 / +inf).
+    pub k: i32,
+    /// Which outputs to compute: `ZTREE_KNN_*` bits.
+    pub outputs: u32,
+    /// `ZTREE_ORDER_INPUT` or `ZTREE_ORDER_ZORDER` (rows in z-order; ask for
+    /// `ZTREE_KNN_PERMUTATION` to learn which query each row is).
+    pub order: i32,
+    /// Per-source scalar (f32 or f64) averaged over the neighbours for
+    /// `ZTREE_KNN_SCALAR_MEAN`.
+    pub scalar: ztree_array,
+}
+
+/// Outputs of `ztree_knn`. For each output requested in `ztree_knn_params::outputs`:
+/// pass a caller array of the right size, or NULL to have the context provide one (valid
+/// until the next call on the context); on return the pointer says where the results are.
+/// Outputs not requested are left alone.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ztree_knn_output {
+    /// `n_queries * k` source indices (input order), nearest first; -1 pads.
+    pub indices: *mut i64,
+    /// `n_queries * k` distances, ascending; +inf pads.
+    pub distances: *mut f64,
+    /// `n_queries` distances to the k-th neighbour (+inf when fewer than k sources).
+    pub kth_distance: *mut f64,
+    /// `n_queries` densities: k (or the neighbours' mass) over the volume of the k-ball.
+    pub density: *mut f64,
+    /// `n_queries` means of `ztree_knn_params::scalar` over the neighbours.
+    pub scalar_mean: *mut f64,
+    /// `n_queries` input indices of the query in each row (with `ZTREE_ORDER_ZORDER`).
+    pub permutation: *mut i64,
+    /// Out: number of queries (rows).
+    pub n_queries: i64,
+    /// Out: queries with fewer than k neighbours.
+    pub padded_queries: i64,
+}
+
+/// One halo of the FoF catalogue.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ztree_halo {
+    /// Minimum particle id of the group (or smallest input index without ids).
+    pub tag: i64,
+    pub count: i64,
+    pub mass: f64,
+    /// Centre of mass (inside the periodic box).
+    pub pos: [f64; 3],
+    /// Mass-weighted mean velocity (0 without velocities).
+    pub vel: [f64; 3],
+    /// Velocity dispersion sqrt(<|v - v_mean|^2>_m) (0 without velocities).
+    pub vel_dispersion: f64,
+    /// sqrt(<|x - x_cm|^2>_m).
+    pub inertia_radius: f64,
+}
+
+/// Parameters of `ztree_fof`. Give exactly one of `linking_length` (absolute) and `b`
+/// (relative: b * (V/N)^(1/dims), periodic boxes only); the other must be 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ztree_fof_params {
+    pub linking_length: f64,
+    pub b: f64,
+    /// Smallest group that gets a tag and a catalogue row (>= 1; GADGET 32, HACC 20).
+    pub min_members: i32,
+    /// `ZTREE_CATALOGUE_ZORDER` or `ZTREE_CATALOGUE_GADGET` (count descending).
+    pub order: i32,
+    /// Non-zero: also return each halo's members.
+    pub members: i32,
+}
+
+/// Outputs of `ztree_fof`. `labels`: a caller array of `count` entries, or NULL to use a
+/// context-owned one. Everything else is context-owned and valid until the next call.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ztree_fof_output {
+    /// Per particle (input order): its halo's tag, or -1.
+    pub labels: *mut i64,
+    pub n_halos: i64,
+    pub halos: *const ztree_halo,
+    /// With `members`: halo h's members (input indices, ascending) are
+    /// `member_indices[member_offsets[h] .. member_offsets[h + 1]]`.
+    pub member_offsets: *const i64,
+    pub member_indices: *const i64,
+    /// The absolute linking length used.
+    pub linking_length: f64,
+    /// Connected components including singletons.
+    pub n_groups_total: i64,
+}
+
+pub const ZTREE_MAX_STAGES: usize = 16;
+
+/// Statistics of the last call on a context.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ztree_stats {
+    pub n_stages: i32,
+    /// NUL-terminated stage names ("sort", "tree", "walk", ...).
+    pub stage_name: [[c_char; 16]; ZTREE_MAX_STAGES],
+    pub stage_seconds: [f64; ZTREE_MAX_STAGES],
+    pub total_seconds: f64,
+    /// Bytes of ztree's own buffers for the call (excluding outputs).
+    pub scratch_bytes: i64,
+    pub particles: i64,
+    pub queries: i64,
+    pub halos: i64,
+}
