@@ -440,11 +440,14 @@ struct Scratch<const D: usize> {
     /// Probe points that may be within l of the target's box.
     sel: Vec<u32>,
     perm: Vec<u32>,
+    /// The leaves whose points `xp` and `xq` hold (usize::MAX: none).
+    xp_node: usize,
+    xq_node: usize,
 }
 
 impl<const D: usize> Scratch<D> {
     fn new() -> Self {
-        Self { xp: std::array::from_fn(|_| Vec::new()), xq: std::array::from_fn(|_| Vec::new()), d2: Vec::new(), hits: Vec::new(), sel: Vec::new(), perm: Vec::new() }
+        Self { xp: std::array::from_fn(|_| Vec::new()), xq: std::array::from_fn(|_| Vec::new()), d2: Vec::new(), hits: Vec::new(), sel: Vec::new(), perm: Vec::new(), xp_node: usize::MAX, xq_node: usize::MAX }
     }
 }
 
@@ -645,10 +648,14 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
 
     /// Copies the points of leaf `n` into `x` as f64; returns (first, count).
     #[inline(always)]
-    fn load(&self, n: usize, x: &mut [Vec<f64>; D]) -> (usize, usize) {
+    fn load(&self, n: usize, x: &mut [Vec<f64>; D], held: &mut usize) -> (usize, usize) {
         let t = &self.zs.tree;
         let n0 = t.src_start[n] as usize;
         let nn = t.src_count[n] as usize;
+        if *held == n {
+            return (n0, nn);
+        }
+        *held = n;
         for d in 0..D {
             x[d].clear();
             x[d].extend(self.zs.src_pos[d][n0..n0 + nn].iter().map(|v| v.to_f64()));
@@ -691,7 +698,8 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
     /// Point pairs inside leaf `a`; marks the leaf internally connected when it ends up
     /// in one group.
     fn leaf_self<M: Metric<f64, D>>(&self, metric: &M, a: usize, s: &mut Scratch<D>) {
-        let (a0, an) = self.load(a, &mut s.xp);
+        s.xq_node = usize::MAX;
+        let (a0, an) = self.load(a, &mut s.xp, &mut s.xp_node);
         Self::size(s, an);
         if an == 0 {
             return;
@@ -768,8 +776,8 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         let (p, q) = if ca && !cb { (b, a) } else { (a, b) };
         let q_conn = ca || cb;
         let both = ca && cb;
-        let (p0, pn) = self.load(p, &mut s.xp);
-        let (q0, qn) = self.load(q, &mut s.xq);
+        let (p0, pn) = self.load(p, &mut s.xp, &mut s.xp_node);
+        let (q0, qn) = self.load(q, &mut s.xq, &mut s.xq_node);
         Self::size(s, pn.max(qn));
         let (qlo, qhi) = self.bx(q);
         // Point–box lower bounds of the probe points, then the ones within l.
