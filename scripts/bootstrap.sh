@@ -5,9 +5,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
-command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+have() { command -v "$1" >/dev/null 2>&1; }
+have cc || need_apt+=(gcc)
+have g++ || need_apt+=(g++)
+have python3 || need_apt+=(python3)
 python3 -c "import venv, ensurepip" >/dev/null 2>&1 || need_apt+=(python3-venv)
+have cmake || need_apt+=(cmake)
+have gfortran || need_apt+=(gfortran)
+have mpicc || need_apt+=(libopenmpi-dev)
+have mpirun || need_apt+=(openmpi-bin)
+have pkg-config || need_apt+=(pkg-config)
+have valgrind || need_apt+=(valgrind)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "bootstrap: apt-get install ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -18,6 +26,13 @@ fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "bootstrap: cargo not found; install Rust (rustup) first" >&2
   exit 1
+fi
+
+# Pinned cbindgen for the header (generated and diffed by `make test`).
+cbindgen="$HOME/.cargo/bin/cbindgen"
+if ! "$cbindgen" --version 2>/dev/null | grep -q "0.29.4"; then
+  echo "bootstrap: cargo install cbindgen 0.29.4"
+  cargo install cbindgen --version 0.29.4 --locked -q
 fi
 
 # Python venv for the scipy cross-check test and the benchmark peers.

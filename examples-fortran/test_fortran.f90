@@ -1,0 +1,114 @@
+! Fortran test of the ztree module: kNN density and FoF against brute force, and errors.
+program test_fortran
+  use, intrinsic :: iso_c_binding
+  use, intrinsic :: ieee_arithmetic
+  use ztree
+  implicit none
+  integer, parameter :: n = 600, k = 5
+  real(c_double), target :: pos(3, n)
+  real(c_double), target :: density(n), kth(n)
+  integer(c_int64_t), target :: labels(n)
+  integer(c_int64_t) :: n_halos, parent(n), ri, rj
+  type(ztree_config) :: cfg
+  type(c_ptr) :: ctx
+  integer(c_int) :: st
+  integer :: i, j, fails
+  real(c_double) :: d2(n), r, dx(3), l
+  type(ztree_halo), allocatable :: halos(:)
+
+  fails = 0
+  call random_seed()
+  call random_number(pos)
+  pos(:, 1:100) = 0.5d0 + (pos(:, 1:100) - 0.5d0) * 0.02d0   ! one clump
+  st = ztree_config_default(cfg)
+  cfg%periodic = 1
+  cfg%box_size = 1.0d0
+  cfg%leaf_size = 8
+  cfg%top_target = 16
+  st = ztree_create(cfg, ctx)
+  call check(st == ZTREE_OK, 'create')
+
+  st = ztree_f_knn_density(ctx, pos, k, density, kth)
+  call check(st == ZTREE_OK, 'knn: ' // ztree_last_error(ctx))
+  do i = 1, n
+    do j = 1, n
+      dx = pos(:, i) - pos(:, j)
+      where (dx > 0.5d0) dx = dx - 1.0d0
+      where (dx < -0.5d0) dx = dx + 1.0d0
+      d2(j) = (dx(1) * dx(1) + dx(2) * dx(2)) + dx(3) * dx(3)
+    end do
+    r = sqrt(kth_smallest(d2, k))
+    call check(kth(i) == r, 'kth distance')
+    call check(abs(density(i) - k / (4.0d0 / 3.0d0 * acos(-1.0d0) * r**3)) <= 1d-12 * density(i), 'density')
+  end do
+
+  l = 0.01d0
+  st = ztree_f_fof_labels(ctx, pos, l, 0.0d0, 1, labels, n_halos, halos)
+  call check(st == ZTREE_OK, 'fof: ' // ztree_last_error(ctx))
+  do i = 1, n
+    parent(i) = i
+  end do
+  do i = 1, n
+    do j = i + 1, n
+      dx = pos(:, i) - pos(:, j)
+      where (dx > 0.5d0) dx = dx - 1.0d0
+      where (dx < -0.5d0) dx = dx + 1.0d0
+      if ((dx(1) * dx(1) + dx(2) * dx(2)) + dx(3) * dx(3) <= l * l) then
+        ri = root(int(i, c_int64_t))
+        rj = root(int(j, c_int64_t))
+        parent(max(ri, rj)) = min(ri, rj)
+      end if
+    end do
+  end do
+  do i = 1, n
+    do j = 1, n
+      call check((labels(i) == labels(j)) .eqv. (root(int(i, c_int64_t)) == root(int(j, c_int64_t))), 'partition')
+    end do
+  end do
+  call check(sum(halos%count) == n, 'catalogue counts')
+
+  pos(2, 7) = ieee_value(1.0d0, ieee_quiet_nan)
+  st = ztree_f_knn_density(ctx, pos, k, density)
+  call check(st == ZTREE_ERR_NON_FINITE, 'NaN is reported')
+  call check(index(ztree_last_error(ctx), 'point 6') > 0, 'message names the point: ' // ztree_last_error(ctx))
+  st = ztree_destroy(ctx)
+  if (fails > 0) then
+    print *, 'test_fortran: ', fails, ' checks failed'
+    stop 1
+  end if
+  print '(a)', 'test_fortran: all checks passed'
+
+contains
+
+  subroutine check(ok, what)
+    logical, intent(in) :: ok
+    character(len=*), intent(in) :: what
+    if (.not. ok) then
+      fails = fails + 1
+      if (fails < 20) print *, 'check failed: ', what
+    end if
+  end subroutine
+
+  recursive function root(i) result(r)
+    integer(c_int64_t), intent(in) :: i
+    integer(c_int64_t) :: r
+    r = i
+    do while (parent(r) /= r)
+      r = parent(r)
+    end do
+  end function
+
+  function kth_smallest(a, kk) result(v)
+    real(c_double), intent(in) :: a(:)
+    integer, intent(in) :: kk
+    real(c_double) :: v, b(size(a))
+    integer :: m, p
+    b = a
+    do m = 1, kk
+      p = minloc(b, 1)
+      v = b(p)
+      b(p) = huge(1.0d0)
+    end do
+  end function
+
+end program test_fortran

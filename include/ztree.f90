@@ -1,0 +1,288 @@
+! ztree Fortran interface: bind(C) mirrors of include/ztree.h and small wrappers that
+! take Fortran arrays. Compile this file into your program (CMake: link ZTree::fortran).
+!
+!   use ztree
+!   type(ztree_config) :: cfg
+!   type(c_ptr) :: ctx
+!   ierr = ztree_config_default(cfg); cfg%periodic = 1; cfg%box_size = 1.0d0
+!   ierr = ztree_create_mpi(cfg, MPI_COMM_WORLD, ctx)     ! or ztree_create(cfg, ctx)
+!   ierr = ztree_f_knn_density(ctx, pos, 16, density)        ! pos(3, n)
+!   ierr = ztree_f_fof_labels(ctx, pos, 0.0d0, 0.2d0, 20, labels, n_halos)
+!   ierr = ztree_destroy(ctx)
+module ztree
+  use, intrinsic :: iso_c_binding
+  implicit none
+  private
+
+  ! Status codes (enum ztree_status).
+  integer(c_int), parameter, public :: ZTREE_OK = 0, ZTREE_ERR_NULL_POINTER = 1, &
+    ZTREE_ERR_INVALID_ARGUMENT = 2, ZTREE_ERR_NON_FINITE = 3, ZTREE_ERR_OUTSIDE_BOX = 4, &
+    ZTREE_ERR_SIZE = 5, ZTREE_ERR_DTYPE = 6, ZTREE_ERR_UNSUPPORTED = 7, &
+    ZTREE_ERR_NO_SOURCES = 8, ZTREE_ERR_INTERNAL = 9
+  integer(c_int32_t), parameter, public :: ZTREE_DTYPE_NONE = 0, ZTREE_DTYPE_F32 = 1, &
+    ZTREE_DTYPE_F64 = 2, ZTREE_DTYPE_I32 = 3, ZTREE_DTYPE_I64 = 4, ZTREE_DTYPE_U32 = 5, &
+    ZTREE_DTYPE_U64 = 6
+  integer(c_int32_t), parameter, public :: ZTREE_MEMORY_HOST = 0, ZTREE_MEMORY_CUDA_DEVICE = 1
+  integer(c_int32_t), parameter, public :: ZTREE_KNN_INDICES = 1, ZTREE_KNN_DISTANCES = 2, &
+    ZTREE_KNN_KTH_DISTANCE = 4, ZTREE_KNN_DENSITY = 8, ZTREE_KNN_SCALAR_MEAN = 16, &
+    ZTREE_KNN_PERMUTATION = 32
+  integer(c_int32_t), parameter, public :: ZTREE_ORDER_INPUT = 0, ZTREE_ORDER_ZORDER = 1
+  integer(c_int32_t), parameter, public :: ZTREE_CATALOGUE_ZORDER = 0, ZTREE_CATALOGUE_GADGET = 1
+
+  type, bind(C), public :: ztree_array
+    type(c_ptr) :: data = c_null_ptr
+    integer(c_int32_t) :: dtype = 0
+    integer(c_int64_t) :: stride = 0
+  end type
+
+  type, bind(C), public :: ztree_particles
+    integer(c_int64_t) :: count = 0
+    integer(c_int32_t) :: memory = 0
+    type(ztree_array) :: pos(3)
+    type(ztree_array) :: vel(3)
+    type(ztree_array) :: mass
+    type(ztree_array) :: ids
+  end type
+
+  type, bind(C), public :: ztree_config
+    integer(c_int32_t) :: dims, periodic
+    real(c_double) :: box_size(3)
+    integer(c_int32_t) :: threads, leaf_size, coarsening, top_target, super_group
+    real(c_double) :: max_volume_factor, particle_mass
+  end type
+
+  type, bind(C), public :: ztree_knn_params
+    integer(c_int32_t) :: k = 1
+    integer(c_int32_t) :: outputs = 0   ! uint32_t bit mask in C
+    integer(c_int32_t) :: order = 0
+    type(ztree_array) :: scalar
+  end type
+
+  type, bind(C), public :: ztree_knn_output
+    type(c_ptr) :: indices = c_null_ptr, distances = c_null_ptr, kth_distance = c_null_ptr, &
+                   density = c_null_ptr, scalar_mean = c_null_ptr, permutation = c_null_ptr
+    integer(c_int64_t) :: n_queries = 0, padded_queries = 0
+  end type
+
+  type, bind(C), public :: ztree_halo
+    integer(c_int64_t) :: tag, count
+    real(c_double) :: mass, pos(3), vel(3), vel_dispersion, inertia_radius
+  end type
+
+  type, bind(C), public :: ztree_fof_params
+    real(c_double) :: linking_length = 0, b = 0
+    integer(c_int32_t) :: min_members = 20, order = 0, members = 0
+  end type
+
+  type, bind(C), public :: ztree_fof_output
+    type(c_ptr) :: labels = c_null_ptr
+    integer(c_int64_t) :: n_halos = 0
+    type(c_ptr) :: halos = c_null_ptr, member_offsets = c_null_ptr, member_indices = c_null_ptr
+    real(c_double) :: linking_length = 0
+    integer(c_int64_t) :: n_groups_total = 0
+  end type
+
+  type, bind(C), public :: ztree_stats
+    integer(c_int32_t) :: n_stages
+    character(kind=c_char) :: stage_name(16, 16)
+    real(c_double) :: stage_seconds(16), total_seconds
+    integer(c_int64_t) :: scratch_bytes, particles, queries, halos
+  end type
+
+  public :: ztree_config_default, ztree_create, ztree_create_mpi, ztree_destroy, ztree_knn, &
+            ztree_fof, ztree_get_stats, ztree_last_error, ztree_version, ztree_particles_xyz, &
+            ztree_f_knn_density, ztree_f_fof_labels, ztree_stage_name
+
+  interface
+    integer(c_int) function ztree_config_default(cfg) bind(C, name="ztree_config_default")
+      import :: c_int, ztree_config
+      type(ztree_config), intent(out) :: cfg
+    end function
+    integer(c_int) function ztree_create(cfg, ctx) bind(C, name="ztree_create")
+      import :: c_int, c_ptr, ztree_config
+      type(ztree_config), intent(in) :: cfg
+      type(c_ptr), intent(out) :: ctx
+    end function
+    integer(c_int) function ztree_create_mpi(cfg, comm_f, ctx) bind(C, name="ztree_create_mpi")
+      import :: c_int, c_int32_t, c_ptr, ztree_config
+      type(ztree_config), intent(in) :: cfg
+      integer(c_int32_t), value :: comm_f
+      type(c_ptr), intent(out) :: ctx
+    end function
+    integer(c_int) function ztree_destroy(ctx) bind(C, name="ztree_destroy")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: ctx
+    end function
+    integer(c_int) function ztree_knn(ctx, sources, queries, params, out) bind(C, name="ztree_knn")
+      import :: c_int, c_ptr, ztree_particles, ztree_knn_params, ztree_knn_output
+      type(c_ptr), value :: ctx
+      type(ztree_particles), intent(in) :: sources
+      type(c_ptr), value :: queries   ! c_null_ptr for a self-query, else c_loc(a ztree_particles)
+      type(ztree_knn_params), intent(in) :: params
+      type(ztree_knn_output), intent(inout) :: out
+    end function
+    integer(c_int) function ztree_fof(ctx, particles, params, out) bind(C, name="ztree_fof")
+      import :: c_int, c_ptr, ztree_particles, ztree_fof_params, ztree_fof_output
+      type(c_ptr), value :: ctx
+      type(ztree_particles), intent(in) :: particles
+      type(ztree_fof_params), intent(in) :: params
+      type(ztree_fof_output), intent(inout) :: out
+    end function
+    integer(c_int) function ztree_get_stats(ctx, out) bind(C, name="ztree_get_stats")
+      import :: c_int, c_ptr, ztree_stats
+      type(c_ptr), value :: ctx
+      type(ztree_stats), intent(out) :: out
+    end function
+    type(c_ptr) function c_last_error(ctx) bind(C, name="ztree_last_error")
+      import :: c_ptr
+      type(c_ptr), value :: ctx
+    end function
+    type(c_ptr) function c_version() bind(C, name="ztree_version")
+      import :: c_ptr
+    end function
+    integer(c_size_t) function c_strlen(s) bind(C, name="strlen")
+      import :: c_size_t, c_ptr
+      type(c_ptr), value :: s
+    end function
+  end interface
+
+  interface ztree_particles_xyz
+    module procedure particles_xyz_f64, particles_xyz_f32
+  end interface
+
+contains
+
+  function c_to_f(s) result(f)
+    type(c_ptr), intent(in) :: s
+    character(len=:), allocatable :: f
+    character(kind=c_char), pointer :: chars(:)
+    integer :: n, i
+    n = int(c_strlen(s))
+    call c_f_pointer(s, chars, [n])
+    allocate(character(len=n) :: f)
+    do i = 1, n
+      f(i:i) = chars(i)
+    end do
+  end function
+
+  !> Message of the last failed call on ctx (c_null_ptr: on this thread).
+  function ztree_last_error(ctx) result(msg)
+    type(c_ptr), intent(in) :: ctx
+    character(len=:), allocatable :: msg
+    msg = c_to_f(c_last_error(ctx))
+  end function
+
+  function ztree_version() result(v)
+    character(len=:), allocatable :: v
+    v = c_to_f(c_version())
+  end function
+
+  !> Name of stage i (1-based) of a ztree_stats.
+  function ztree_stage_name(st, i) result(name)
+    type(ztree_stats), intent(in) :: st
+    integer, intent(in) :: i
+    character(len=:), allocatable :: name
+    integer :: j
+    name = ''
+    do j = 1, 16
+      if (st%stage_name(j, i) == c_null_char) exit
+      name = name // st%stage_name(j, i)
+    end do
+  end function
+
+  !> Particles from a pos(3, n) array (the usual Fortran layout), read in place.
+  function particles_xyz_f64(pos) result(p)
+    real(c_double), intent(in), target, contiguous :: pos(:, :)
+    type(ztree_particles) :: p
+    integer :: d
+    p%count = size(pos, 2, kind=c_int64_t)
+    p%memory = ZTREE_MEMORY_HOST
+    do d = 1, 3
+      if (size(pos, 2) > 0 .and. d <= size(pos, 1)) p%pos(d)%data = c_loc(pos(d, 1))
+      p%pos(d)%dtype = ZTREE_DTYPE_F64
+      p%pos(d)%stride = int(size(pos, 1), c_int64_t) * 8
+    end do
+  end function
+
+  function particles_xyz_f32(pos) result(p)
+    real(c_float), intent(in), target, contiguous :: pos(:, :)
+    type(ztree_particles) :: p
+    integer :: d
+    p%count = size(pos, 2, kind=c_int64_t)
+    p%memory = ZTREE_MEMORY_HOST
+    do d = 1, 3
+      if (size(pos, 2) > 0 .and. d <= size(pos, 1)) p%pos(d)%data = c_loc(pos(d, 1))
+      p%pos(d)%dtype = ZTREE_DTYPE_F32
+      p%pos(d)%stride = int(size(pos, 1), c_int64_t) * 4
+    end do
+  end function
+
+  !> kNN density (k over the volume of the k-ball) of every particle of pos(3, n), and
+  !> optionally the k-th neighbour distance.
+  integer(c_int) function ztree_f_knn_density(ctx, pos, k, density, kth) result(ierr)
+    type(c_ptr), intent(in) :: ctx
+    real(c_double), intent(in), target, contiguous :: pos(:, :)
+    integer, intent(in) :: k
+    real(c_double), intent(out), target :: density(:)
+    real(c_double), intent(out), target, optional :: kth(:)
+    type(ztree_particles) :: p
+    type(ztree_knn_params) :: prm
+    type(ztree_knn_output) :: out
+    p = particles_xyz_f64(pos)
+    prm%k = int(k, c_int32_t)
+    prm%outputs = ZTREE_KNN_DENSITY
+    if (size(density) < size(pos, 2)) then
+      ierr = ZTREE_ERR_SIZE
+      return
+    end if
+    if (size(density) > 0) out%density = c_loc(density(1))
+    if (present(kth)) then
+      if (size(kth) < size(pos, 2)) then
+        ierr = ZTREE_ERR_SIZE
+        return
+      end if
+      prm%outputs = ior(prm%outputs, ZTREE_KNN_KTH_DISTANCE)
+      if (size(kth) > 0) out%kth_distance = c_loc(kth(1))
+    end if
+    ierr = ztree_knn(ctx, p, c_null_ptr, prm, out)
+  end function
+
+  !> FoF halo tags of pos(3, n) (-1: in no halo). Give linking_length (absolute) or b
+  !> (relative, periodic boxes), the other 0. Optionally a copy of the catalogue.
+  integer(c_int) function ztree_f_fof_labels(ctx, pos, linking_length, b, min_members, labels, &
+                                           n_halos, halos) result(ierr)
+    type(c_ptr), intent(in) :: ctx
+    real(c_double), intent(in), target, contiguous :: pos(:, :)
+    real(c_double), intent(in) :: linking_length, b
+    integer, intent(in) :: min_members
+    integer(c_int64_t), intent(out), target :: labels(:)
+    integer(c_int64_t), intent(out) :: n_halos
+    type(ztree_halo), allocatable, intent(out), optional :: halos(:)
+    type(ztree_particles) :: p
+    type(ztree_fof_params) :: prm
+    type(ztree_fof_output) :: out
+    type(ztree_halo), pointer :: h(:)
+    n_halos = 0
+    if (size(labels) < size(pos, 2)) then
+      ierr = ZTREE_ERR_SIZE
+      return
+    end if
+    p = particles_xyz_f64(pos)
+    prm%linking_length = linking_length
+    prm%b = b
+    prm%min_members = int(min_members, c_int32_t)
+    prm%order = ZTREE_CATALOGUE_GADGET
+    if (size(labels) > 0) out%labels = c_loc(labels(1))
+    ierr = ztree_fof(ctx, p, prm, out)
+    if (ierr /= ZTREE_OK) return
+    n_halos = out%n_halos
+    if (present(halos)) then
+      allocate(halos(n_halos))
+      if (n_halos > 0) then
+        call c_f_pointer(out%halos, h, [n_halos])
+        halos = h
+      end if
+    end if
+  end function
+
+end module ztree

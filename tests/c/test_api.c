@@ -1,0 +1,409 @@
+/* C tests of the ztree ABI: every entry point on good input (checked against brute
+ * force computed here, with the arithmetic ztree documents), and every error path
+ * (status, message, caller memory untouched). Run under valgrind by ctest. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ztree.h"
+
+#define ZT_PI 3.14159265358979323846
+
+static int failures = 0;
+#define CHECK(cond, ...)                                                        \
+  do {                                                                          \
+    if (!(cond)) {                                                              \
+      failures++;                                                               \
+      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                             \
+      fprintf(stderr, "\n");                                                    \
+    }                                                                           \
+  } while (0)
+
+static uint64_t rng_state = 12345;
+static double urand(void) {
+  rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Array-of-structs particles as a GADGET-like code holds them. */
+typedef struct {
+  float pos[3];
+  float vel[3];
+  uint32_t id;
+} particle;
+
+static ztree_array arr(const void *p, int32_t dtype, int64_t stride) {
+  ztree_array a;
+  a.data = p;
+  a.dtype = dtype;
+  a.stride = stride;
+  return a;
+}
+
+static ztree_particles soa_f64(int64_t n, const double *x, const double *y, const double *z) {
+  ztree_particles p;
+  memset(&p, 0, sizeof p);
+  p.count = n;
+  p.memory = ZTREE_MEMORY_HOST;
+  p.pos[0] = arr(x, ZTREE_DTYPE_F64, 0);
+  p.pos[1] = arr(y, ZTREE_DTYPE_F64, 0);
+  p.pos[2] = arr(z, ZTREE_DTYPE_F64, 0);
+  return p;
+}
+
+static ztree_particles aos_f32(int64_t n, const particle *ps) {
+  ztree_particles p;
+  memset(&p, 0, sizeof p);
+  p.count = n;
+  p.memory = ZTREE_MEMORY_HOST;
+  for (int d = 0; d < 3; d++) {
+    p.pos[d] = arr(&ps[0].pos[d], ZTREE_DTYPE_F32, sizeof(particle));
+    p.vel[d] = arr(&ps[0].vel[d], ZTREE_DTYPE_F32, sizeof(particle));
+  }
+  p.ids = arr(&ps[0].id, ZTREE_DTYPE_U32, sizeof(particle));
+  return p;
+}
+
+/* Minimum image distance squared, in double, as DESIGN.md §4 (no contraction). */
+static double d2_f64(const double *a, const double *b, double box) {
+  double s = 0;
+  for (int d = 0; d < 3; d++) {
+    double x = a[d] - b[d];
+    if (box > 0) {
+      if (x > box * 0.5) x -= box;
+      else if (x < -box * 0.5) x += box;
+    }
+    double xx = x * x;
+    s = s + xx;
+  }
+  return s;
+}
+
+typedef struct {
+  double d2;
+  int64_t i;
+} cand;
+
+static int cand_cmp(const void *a, const void *b) {
+  const cand *x = a, *y = b;
+  if (x->d2 != y->d2) return x->d2 < y->d2 ? -1 : 1;
+  return x->i < y->i ? -1 : (x->i > y->i);
+}
+
+static void test_knn_f64_soa(ztree_context *ctx, int n, double box) {
+  double *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *z = malloc(n * sizeof *z);
+  double *pts = malloc(3 * n * sizeof *pts);
+  for (int i = 0; i < n; i++) {
+    x[i] = pts[3 * i] = urand() * box;
+    y[i] = pts[3 * i + 1] = urand() * box;
+    z[i] = pts[3 * i + 2] = (i % 5 == 0) ? 0.5 : urand() * box; /* ties */
+  }
+  const int k = 7;
+  ztree_particles src = soa_f64(n, x, y, z);
+  ztree_knn_params kp;
+  memset(&kp, 0, sizeof kp);
+  kp.k = k;
+  kp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES | ZTREE_KNN_KTH_DISTANCE | ZTREE_KNN_DENSITY;
+  int64_t *idx = malloc(n * k * sizeof *idx);
+  double *dist = malloc(n * k * sizeof *dist);
+  ztree_knn_output out;
+  memset(&out, 0, sizeof out);
+  out.indices = idx;
+  out.distances = dist;
+  ztree_status s = ztree_knn(ctx, &src, NULL, &kp, &out);
+  CHECK(s == ZTREE_OK, "knn failed: %s", ztree_last_error(ctx));
+  CHECK(out.indices == idx && out.distances == dist, "caller arrays not used");
+  CHECK(out.kth_distance != NULL && out.density != NULL, "context-owned outputs missing");
+  CHECK(out.n_queries == n && out.padded_queries == 0, "counts");
+  cand *c = malloc(n * sizeof *c);
+  for (int q = 0; q < n && s == ZTREE_OK; q++) {
+    for (int j = 0; j < n; j++) {
+      c[j].d2 = d2_f64(&pts[3 * q], &pts[3 * j], box);
+      c[j].i = j;
+    }
+    qsort(c, n, sizeof *c, cand_cmp);
+    for (int j = 0; j < k; j++) {
+      CHECK(idx[q * k + j] == c[j].i, "q=%d j=%d index %lld vs %lld", q, j, (long long)idx[q * k + j], (long long)c[j].i);
+      CHECK(dist[q * k + j] == sqrt(c[j].d2), "q=%d j=%d distance", q, j);
+    }
+    CHECK(out.kth_distance[q] == sqrt(c[k - 1].d2), "kth of %d", q);
+    double r = sqrt(c[k - 1].d2);
+    CHECK(out.density[q] == k / (4.0 / 3.0 * ZT_PI * r * r * r), "density of %d", q);
+  }
+  /* The same with every output context-owned, in z-order with the permutation. */
+  ztree_knn_output out2;
+  memset(&out2, 0, sizeof out2);
+  kp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_PERMUTATION;
+  kp.order = ZTREE_ORDER_ZORDER;
+  s = ztree_knn(ctx, &src, NULL, &kp, &out2);
+  CHECK(s == ZTREE_OK, "knn z-order failed: %s", ztree_last_error(ctx));
+  for (int r = 0; r < n && s == ZTREE_OK; r++) {
+    int64_t q = out2.permutation[r];
+    CHECK(q >= 0 && q < n, "permutation");
+    CHECK(memcmp(&out2.indices[r * k], &idx[q * k], k * sizeof(int64_t)) == 0, "z-order row %d", r);
+  }
+  /* Separate queries, k larger than the sources: padded. */
+  double qx[2] = {0.1, 0.9}, qy[2] = {0.2, 0.8}, qz[2] = {0.3, 0.7};
+  ztree_particles qry = soa_f64(2, qx, qy, qz);
+  ztree_particles few = soa_f64(3, x, y, z);
+  kp.order = ZTREE_ORDER_INPUT;
+  kp.k = 5;
+  kp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES;
+  ztree_knn_output out3;
+  memset(&out3, 0, sizeof out3);
+  s = ztree_knn(ctx, &few, &qry, &kp, &out3);
+  CHECK(s == ZTREE_OK, "padded knn failed: %s", ztree_last_error(ctx));
+  CHECK(out3.padded_queries == 2, "padded count %lld", (long long)out3.padded_queries);
+  CHECK(out3.indices[3] == -1 && out3.indices[4] == -1 && isinf(out3.distances[4]), "padding");
+  ztree_stats st;
+  CHECK(ztree_get_stats(ctx, &st) == ZTREE_OK && st.n_stages > 0 && st.total_seconds >= 0, "stats");
+  free(c);
+  free(idx);
+  free(dist);
+  free(x);
+  free(y);
+  free(z);
+  free(pts);
+}
+
+/* Union-find for the brute-force FoF oracle. */
+static int64_t uf_find(int64_t *p, int64_t i) {
+  while (p[i] != i) i = p[i] = p[p[i]];
+  return i;
+}
+
+static void test_fof_f32_aos(ztree_context *ctx, int n) {
+  particle *ps = malloc(n * sizeof *ps);
+  for (int i = 0; i < n; i++) {
+    /* Clumps so that groups of many sizes exist, some across the periodic faces. */
+    double cx = (i % 10) * 0.1, spread = 0.02;
+    for (int d = 0; d < 3; d++) {
+      double v = (d == 0 ? cx : 0.0) + (urand() - 0.5) * spread * (1 + i % 3);
+      v = v - floor(v);
+      if (v >= 1.0) v = 0.0;
+      ps[i].pos[d] = (float)v;
+      if (ps[i].pos[d] >= 1.0f) ps[i].pos[d] = 0.0f;
+      ps[i].vel[d] = (float)(urand() - 0.5);
+    }
+    ps[i].id = (uint32_t)(1000000 + (i * 7919) % n);
+  }
+  const double l = 0.004;
+  ztree_particles p = aos_f32(n, ps);
+  ztree_fof_params fp;
+  memset(&fp, 0, sizeof fp);
+  fp.linking_length = l;
+  fp.min_members = 1;
+  fp.order = ZTREE_CATALOGUE_GADGET;
+  fp.members = 1;
+  ztree_fof_output out;
+  memset(&out, 0, sizeof out);
+  ztree_status s = ztree_fof(ctx, &p, &fp, &out);
+  CHECK(s == ZTREE_OK, "fof failed: %s", ztree_last_error(ctx));
+  if (s != ZTREE_OK) return;
+  int64_t *parent = malloc(n * sizeof *parent);
+  for (int i = 0; i < n; i++) parent[i] = i;
+  for (int i = 0; i < n; i++) {
+    for (int j = i + 1; j < n; j++) {
+      double a[3], b[3];
+      for (int d = 0; d < 3; d++) {
+        a[d] = ps[i].pos[d];
+        b[d] = ps[j].pos[d];
+      }
+      if (d2_f64(a, b, 1.0) <= l * l) {
+        int64_t ri = uf_find(parent, i), rj = uf_find(parent, j);
+        if (ri != rj) parent[ri < rj ? rj : ri] = ri < rj ? ri : rj;
+      }
+    }
+  }
+  /* Same partition: labels equal iff roots equal; the tag is the group's minimum id. */
+  int64_t *minid = malloc(n * sizeof *minid);
+  for (int i = 0; i < n; i++) minid[i] = INT64_MAX;
+  for (int i = 0; i < n; i++) {
+    int64_t r = uf_find(parent, i);
+    if ((int64_t)ps[i].id < minid[r]) minid[r] = ps[i].id;
+  }
+  int64_t groups = 0;
+  for (int i = 0; i < n; i++) {
+    groups += uf_find(parent, i) == i;
+    CHECK(out.labels[i] == minid[uf_find(parent, i)], "label of %d: %lld vs %lld", i, (long long)out.labels[i], (long long)minid[uf_find(parent, i)]);
+  }
+  CHECK(out.n_halos == groups, "halos %lld vs %lld", (long long)out.n_halos, (long long)groups);
+  int64_t total = 0;
+  for (int64_t h = 0; h < out.n_halos; h++) {
+    CHECK(h == 0 || out.halos[h].count <= out.halos[h - 1].count, "GADGET order");
+    CHECK(out.member_offsets[h + 1] - out.member_offsets[h] == out.halos[h].count, "members of %lld", (long long)h);
+    CHECK(out.halos[h].mass == out.halos[h].count * 1.0, "mass = count * particle mass");
+    for (int64_t m = out.member_offsets[h]; m < out.member_offsets[h + 1]; m++) {
+      CHECK(out.labels[out.member_indices[m]] == out.halos[h].tag, "member label");
+    }
+    total += out.halos[h].count;
+  }
+  CHECK(total == n, "every particle in one halo (min_members 1)");
+  /* Into a caller label array, with min_members 20: small groups get -1. */
+  int64_t *labels = malloc(n * sizeof *labels);
+  ztree_fof_output out2;
+  memset(&out2, 0, sizeof out2);
+  out2.labels = labels;
+  fp.min_members = 20;
+  fp.members = 0;
+  s = ztree_fof(ctx, &p, &fp, &out2);
+  CHECK(s == ZTREE_OK && out2.labels == labels && out2.member_offsets == NULL, "fof into caller labels");
+  for (int i = 0; i < n && s == ZTREE_OK; i++) {
+    int64_t r = uf_find(parent, i);
+    int64_t size = 0;
+    for (int j = 0; j < n; j++) size += uf_find(parent, j) == r;
+    CHECK(labels[i] == (size >= 20 ? minid[r] : -1), "min_members label of %d", i);
+    if (i > 200) break; /* O(n^2) check on a prefix is enough */
+  }
+  free(labels);
+  free(minid);
+  free(parent);
+  free(ps);
+}
+
+/* Every error path: status, a message, and caller memory untouched. */
+static void test_errors(ztree_context *ctx, ztree_context *open_ctx) {
+  double x[4] = {0.1, 0.2, 0.3, 0.4}, y[4] = {0.5, 0.5, 0.5, 0.5}, z[4] = {0.9, 0.8, 0.7, 0.6};
+  ztree_particles p = soa_f64(4, x, y, z);
+  ztree_knn_params kp;
+  memset(&kp, 0, sizeof kp);
+  kp.k = 2;
+  kp.outputs = ZTREE_KNN_INDICES;
+  int64_t sentinel[8];
+  for (int i = 0; i < 8; i++) sentinel[i] = 777;
+  ztree_knn_output out;
+  memset(&out, 0, sizeof out);
+  out.indices = sentinel;
+#define EXPECT(call, status)                                                                         \
+  do {                                                                                               \
+    ztree_status s_ = (call);                                                                        \
+    CHECK(s_ == (status), "%s returned %d (%s), expected %d: %s", #call, (int)s_, ztree_status_string(s_), \
+          (int)(status), ztree_last_error(ctx));                                                     \
+    CHECK(strlen(ztree_last_error(ctx)) > 0 || s_ == ZTREE_OK, "no message");                        \
+    for (int i_ = 0; i_ < 8; i_++) CHECK(sentinel[i_] == 777, "caller memory written on error");     \
+  } while (0)
+  EXPECT(ztree_knn(ctx, NULL, NULL, &kp, &out), ZTREE_ERR_NULL_POINTER);
+  EXPECT(ztree_knn(ctx, &p, NULL, NULL, &out), ZTREE_ERR_NULL_POINTER);
+  EXPECT(ztree_knn(ctx, &p, NULL, &kp, NULL), ZTREE_ERR_NULL_POINTER);
+  CHECK(ztree_knn(NULL, &p, NULL, &kp, &out) == ZTREE_ERR_NULL_POINTER, "null ctx");
+  CHECK(strlen(ztree_last_error(NULL)) > 0, "thread error message");
+  kp.k = 0;
+  EXPECT(ztree_knn(ctx, &p, NULL, &kp, &out), ZTREE_ERR_INVALID_ARGUMENT);
+  kp.k = 2;
+  x[2] = NAN;
+  EXPECT(ztree_knn(ctx, &p, NULL, &kp, &out), ZTREE_ERR_NON_FINITE);
+  CHECK(strstr(ztree_last_error(ctx), "point 2") != NULL, "message names the point: %s", ztree_last_error(ctx));
+  x[2] = 1.0; /* outside [0, 1) */
+  EXPECT(ztree_knn(ctx, &p, NULL, &kp, &out), ZTREE_ERR_OUTSIDE_BOX);
+  x[2] = 0.3;
+  ztree_particles bad = p;
+  bad.pos[1].dtype = ZTREE_DTYPE_F32;
+  EXPECT(ztree_knn(ctx, &bad, NULL, &kp, &out), ZTREE_ERR_DTYPE);
+  bad = p;
+  bad.pos[0].dtype = ZTREE_DTYPE_I32;
+  EXPECT(ztree_knn(ctx, &bad, NULL, &kp, &out), ZTREE_ERR_DTYPE);
+  bad = p;
+  bad.pos[2].data = NULL;
+  EXPECT(ztree_knn(ctx, &bad, NULL, &kp, &out), ZTREE_ERR_NULL_POINTER);
+  bad = p;
+  bad.count = -1;
+  EXPECT(ztree_knn(ctx, &bad, NULL, &kp, &out), ZTREE_ERR_SIZE);
+  bad = p;
+  bad.pos[0].stride = -8;
+  EXPECT(ztree_knn(ctx, &bad, NULL, &kp, &out), ZTREE_ERR_INVALID_ARGUMENT);
+  bad = p;
+  bad.memory = ZTREE_MEMORY_CUDA_DEVICE;
+  EXPECT(ztree_knn(ctx, &bad, NULL, &kp, &out), ZTREE_ERR_UNSUPPORTED);
+  bad = p;
+  bad.count = 0;
+  EXPECT(ztree_knn(ctx, &bad, NULL, &kp, &out), ZTREE_ERR_NO_SOURCES);
+  kp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_SCALAR_MEAN; /* no scalar given */
+  EXPECT(ztree_knn(ctx, &p, NULL, &kp, &out), ZTREE_ERR_NULL_POINTER);
+  kp.outputs = ZTREE_KNN_INDICES | 1024u;
+  EXPECT(ztree_knn(ctx, &p, NULL, &kp, &out), ZTREE_ERR_INVALID_ARGUMENT);
+
+  ztree_fof_params fp;
+  memset(&fp, 0, sizeof fp);
+  fp.min_members = 1;
+  ztree_fof_output fo;
+  memset(&fo, 0, sizeof fo);
+  fo.labels = sentinel;
+  fp.linking_length = 0;
+  EXPECT(ztree_fof(ctx, &p, &fp, &fo), ZTREE_ERR_INVALID_ARGUMENT);
+  fp.linking_length = -1;
+  EXPECT(ztree_fof(ctx, &p, &fp, &fo), ZTREE_ERR_INVALID_ARGUMENT);
+  fp.linking_length = NAN;
+  EXPECT(ztree_fof(ctx, &p, &fp, &fo), ZTREE_ERR_INVALID_ARGUMENT);
+  fp.linking_length = 0.1;
+  fp.b = 0.2;
+  EXPECT(ztree_fof(ctx, &p, &fp, &fo), ZTREE_ERR_INVALID_ARGUMENT);
+  fp.b = 0;
+  fp.min_members = 0;
+  EXPECT(ztree_fof(ctx, &p, &fp, &fo), ZTREE_ERR_INVALID_ARGUMENT);
+  fp.min_members = 1;
+  EXPECT(ztree_fof(ctx, &p, NULL, &fo), ZTREE_ERR_NULL_POINTER);
+  bad = p;
+  bad.ids = arr(x, ZTREE_DTYPE_F64, 0);
+  EXPECT(ztree_fof(ctx, &bad, &fp, &fo), ZTREE_ERR_DTYPE);
+  /* b needs a box: the open context says so. */
+  fp.linking_length = 0;
+  fp.b = 0.2;
+  ztree_status s = ztree_fof(open_ctx, &p, &fp, &fo);
+  CHECK(s == ZTREE_ERR_INVALID_ARGUMENT && strstr(ztree_last_error(open_ctx), "box") != NULL, "b without a box: %s", ztree_last_error(open_ctx));
+  for (int i = 0; i < 8; i++) CHECK(sentinel[i] == 777, "caller memory written on error");
+  /* Zero particles is fine for FoF. */
+  fp.b = 0;
+  fp.linking_length = 0.1;
+  bad = p;
+  bad.count = 0;
+  ztree_fof_output fz;
+  memset(&fz, 0, sizeof fz);
+  CHECK(ztree_fof(ctx, &bad, &fp, &fz) == ZTREE_OK && fz.n_halos == 0, "empty fof: %s", ztree_last_error(ctx));
+#undef EXPECT
+}
+
+int main(void) {
+  char v[64];
+  snprintf(v, sizeof v, "%d.%d.%d", ZTREE_VERSION_MAJOR, ZTREE_VERSION_MINOR, ZTREE_VERSION_PATCH);
+  CHECK(strcmp(v, ztree_version()) == 0, "header %s vs library %s", v, ztree_version());
+  CHECK(ztree_config_default(NULL) == ZTREE_ERR_NULL_POINTER, "config_default(NULL)");
+  ztree_config cfg;
+  CHECK(ztree_config_default(&cfg) == ZTREE_OK && cfg.dims == 3 && cfg.leaf_size == 48, "defaults");
+  ztree_context *ctx = (ztree_context *)1;
+  CHECK(ztree_create(NULL, &ctx) == ZTREE_ERR_NULL_POINTER && ctx == NULL, "create(NULL)");
+  CHECK(strlen(ztree_last_error(NULL)) > 0, "create error message");
+  cfg.dims = 4;
+  CHECK(ztree_create(&cfg, &ctx) == ZTREE_ERR_INVALID_ARGUMENT && ctx == NULL, "bad dims");
+  cfg.dims = 3;
+  cfg.periodic = 1;
+  cfg.box_size[0] = cfg.box_size[1] = cfg.box_size[2] = 1.0;
+  cfg.box_size[1] = -1;
+  CHECK(ztree_create(&cfg, &ctx) == ZTREE_ERR_INVALID_ARGUMENT, "bad box");
+  cfg.box_size[1] = 1.0;
+  cfg.threads = 2;
+  cfg.leaf_size = 8; /* small leaves: several planes even for small inputs */
+  cfg.top_target = 16;
+  CHECK(ztree_create(&cfg, &ctx) == ZTREE_OK && ctx != NULL, "create: %s", ztree_last_error(NULL));
+  ztree_config ocfg;
+  ztree_config_default(&ocfg);
+  ztree_context *open_ctx = NULL;
+  CHECK(ztree_create_mpi(&ocfg, 0, &open_ctx) == ZTREE_OK, "create_mpi");
+  CHECK(strcmp(ztree_status_string(ZTREE_ERR_DTYPE), "element type not allowed") == 0, "status string");
+
+  test_knn_f64_soa(ctx, 1500, 1.0);
+  test_fof_f32_aos(ctx, 3000);
+  test_errors(ctx, open_ctx);
+
+  CHECK(ztree_destroy(ctx) == ZTREE_OK, "destroy");
+  CHECK(ztree_destroy(open_ctx) == ZTREE_OK, "destroy");
+  CHECK(ztree_destroy(NULL) == ZTREE_OK, "destroy(NULL)");
+  if (failures) {
+    fprintf(stderr, "test_api: %d checks failed\n", failures);
+    return 1;
+  }
+  printf("test_api: all checks passed\n");
+  return 0;
+}
