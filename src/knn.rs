@@ -523,8 +523,8 @@ impl<'a, T: Real, const D: usize> Job<'a, T, D> {
                 // The first threshold was too small: widen it (every neighbour lies within r2).
                 thr = match bound {
                     Some(b) if b > thr && b < r2 => b,
-                    _ if thr * four < r2 => thr * four,
-                    _ => r2,
+                    _ if thr * four > thr && thr * four < r2 => thr * four,
+                    _ => r2, // ends the loop (also when thr is 0)
                 };
                 self.gather_candidates(metric, &qp, thr, nk, s);
             }
