@@ -314,10 +314,10 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     let uf = timings.time("init", || UnionFind::new(n));
     let flags: Vec<AtomicBool> = (0..zs.tree.num_nodes()).map(|_| AtomicBool::new(false)).collect();
     let job = Job { zs: &zs, l2: l * l, l2_lo: l * l * (1.0 - 1e-12), l2_hi: l * l * (1.0 + 1e-12), l_hi: l * (1.0 + 1e-12), box_len: domain.box_lengths(), uf: &uf, flags: &flags };
-    let walk = timings.time("walk", || match domain {
-        Domain::Open => job.walk(Open),
-        Domain::Periodic(len) => job.walk(Periodic::<f64, D>::new(len)),
-    });
+    let walk = match domain {
+        Domain::Open => job.walk(Open, &mut timings),
+        Domain::Periodic(len) => job.walk(Periodic::<f64, D>::new(len), &mut timings),
+    };
     drop(flags);
     let roots = timings.time("contract", || uf.contract());
     let uf_bytes = 4 * n + zs.tree.num_nodes();
@@ -457,41 +457,55 @@ fn to_f64<T: Real, const D: usize>(p: &[T; D]) -> [f64; D] {
 }
 
 impl<T: Real, const D: usize> Job<'_, T, D> {
-    fn walk<M: Metric<f64, D>>(&self, metric: M) -> WalkStats {
+    fn walk<M: Metric<f64, D>>(&self, metric: M, timings: &mut Timings) -> WalkStats {
         let tree = &self.zs.tree;
-        // With a plane between the leaves and the super plane, the leaves' own pairs are
-        // resolved by the node test of their parents (see `leaves_self`).
-        let early_selfs = tree.planes.len() >= 3;
-        let plane1 = tree.planes[1];
-        let on_plane1 = |a: usize| a >= plane1.first && a < plane1.first + plane1.len;
-        dual_walk(
-            tree,
-            Scratch::<D>::new,
-            |a, cands, s, out| {
-                if self.has_self_pair(cands) && !self.self_pair(&metric, a) {
-                    // Just above the leaves: resolve the children's own pairs now, so the
-                    // leaf pass knows which leaves are internally connected.
-                    if !(early_selfs && on_plane1(a) && self.leaves_self(&metric, a, s)) {
-                        out.push(a as u32);
-                    }
-                }
-                self.for_pairs(&metric, a, cands, |b| {
-                    if self.node_pair(&metric, a, b) {
-                        out.push(b as u32);
-                    }
-                });
-            },
-            |a, cands, s| {
-                if !early_selfs && self.has_self_pair(cands) && !self.self_pair(&metric, a) {
+        // First every leaf's own pairs, in parallel over leaves (small leaves are
+        // connected whole), then mark upper nodes whose children are all connected and in
+        // one group. The walk then knows which nodes are internally connected.
+        timings.time("leaf self", || {
+            let lv = tree.leaves();
+            (lv.first..lv.first + lv.len).into_par_iter().with_min_len(16).for_each_init(Scratch::<D>::new, |s, a| {
+                if !self.self_pair(&metric, a) {
                     self.leaf_self(&metric, a, s);
                 }
-                self.for_pairs(&metric, a, cands, |b| {
-                    if self.node_pair(&metric, a, b) {
-                        self.leaf_pair(&metric, a, b, s);
+            });
+            for p in 1..tree.planes.len() {
+                let pl = tree.planes[p];
+                (pl.first..pl.first + pl.len).into_par_iter().with_min_len(16).for_each(|n| {
+                    let kids = tree.children(n);
+                    if !kids.is_empty() && kids.clone().all(|c| self.connected(c)) {
+                        let r = self.uf.find(tree.src_start[n]);
+                        if kids.clone().all(|c| self.uf.find(tree.src_start[c]) == r) {
+                            self.flags[n].store(true, Relaxed);
+                        }
                     }
                 });
-            },
-        )
+            }
+        });
+        timings.time("walk", || {
+            dual_walk(
+                tree,
+                Scratch::<D>::new,
+                |a, cands, _s, out| {
+                    if self.has_self_pair(cands) && !self.self_pair(&metric, a) {
+                        out.push(a as u32);
+                    }
+                    self.for_pairs(&metric, a, cands, |b| {
+                        if self.node_pair(&metric, a, b) {
+                            out.push(b as u32);
+                        }
+                    });
+                },
+                |a, cands, s| {
+                    // The leaf's own pairs are done; only pairs with other leaves remain.
+                    self.for_pairs(&metric, a, cands, |b| {
+                        if self.node_pair(&metric, a, b) {
+                            self.leaf_pair(&metric, a, b, s);
+                        }
+                    });
+                },
+            )
+        })
     }
 
     /// Whether the receiving parent kept its pair with itself (then its children, `a`
@@ -671,28 +685,6 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
             s.sel.resize(n, 0);
             s.perm.resize(n, 0);
         }
-    }
-
-    /// The own pairs of the children (leaves) of plane-1 node `a`: internally connected
-    /// children are skipped, small ones connected whole, the others get their point
-    /// pairs. Returns true (and marks `a`) when all of `a` ended up in one group.
-    fn leaves_self<M: Metric<f64, D>>(&self, metric: &M, a: usize, s: &mut Scratch<D>) -> bool {
-        let t = &self.zs.tree;
-        let mut all = true;
-        for c in t.children(a) {
-            if !self.self_pair(metric, c) {
-                self.leaf_self(metric, c, s);
-                all &= self.connected(c);
-            }
-        }
-        if all {
-            let r = self.uf.find(t.src_start[a]);
-            if t.children(a).all(|c| self.uf.find(t.src_start[c]) == r) {
-                self.flags[a].store(true, Relaxed);
-                return true;
-            }
-        }
-        false
     }
 
     /// Point pairs inside leaf `a`; marks the leaf internally connected when it ends up
