@@ -29,8 +29,10 @@ pub mod tree;
 pub mod walk;
 pub mod zorder;
 
+pub use catalogue::{Catalogue, CatalogueOrder};
 pub use context::{Config, Context, Timings};
 pub use error::{Error, Result};
+pub use fof::{Fof, FofFields, FofParams, FofStats, LinkingLength, ParticleIds};
 pub use knn::{KnnLists, KnnOutput, KnnParams, KnnStats, OutputOrder, ScalarField, SourceFields};
 pub use points::{Bounds, Domain, PointSource, SoaPoints};
 pub use real::Real;

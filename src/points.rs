@@ -25,6 +25,16 @@ impl<T: Real, const D: usize> PointSource<T, D> for [[T; D]] {
     }
 }
 
+impl<T: Real, const D: usize> PointSource<T, D> for &[[T; D]] {
+    fn len(&self) -> usize {
+        <[[T; D]]>::len(self)
+    }
+    #[inline(always)]
+    fn point(&self, i: usize) -> [T; D] {
+        self[i]
+    }
+}
+
 impl<T: Real, const D: usize> PointSource<T, D> for Vec<[T; D]> {
     fn len(&self) -> usize {
         Vec::len(self)
