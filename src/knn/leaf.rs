@@ -9,7 +9,7 @@ use crate::tree::Tree;
 use crate::walk::Metric;
 
 /// The first threshold of a query expects this many times k sources (see `estimate_r2`).
-const ESTIMATE_FACTOR: f64 = 3.0;
+const ESTIMATE_FACTOR: f64 = 1.5;
 
 /// Per-task scratch of the walk.
 pub(super) struct Scratch<T, const D: usize> {
