@@ -115,6 +115,28 @@ impl<T: Real, const D: usize> Metric<T, D> for Periodic<T, D> {
     }
 }
 
+/// Squared distances from `q` to points `s0 .. s0 + out.len()` of `pos` (one array per
+/// dimension), summed as `(dx*dx + dy*dy) + dz*dz` (vectorisable loop).
+#[inline(always)]
+pub(crate) fn distances<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, q: &[T; D], spos: &[Vec<T>; D], s0: usize, out: &mut [T]) {
+    let n = out.len();
+    for d in 0..D {
+        let xs = &spos[d][s0..s0 + n];
+        let qd = q[d];
+        if d == 0 {
+            for (o, &x) in out.iter_mut().zip(xs) {
+                let dx = metric.diff(qd, x, d);
+                *o = dx * dx;
+            }
+        } else {
+            for (o, &x) in out.iter_mut().zip(xs) {
+                let dx = metric.diff(qd, x, d);
+                *o = *o + dx * dx;
+            }
+        }
+    }
+}
+
 /// Interaction lists of one plane in CSR form: receiving node `a` (local index in its
 /// plane) interacts with source nodes `items[offsets[a]..offsets[a + 1]]` (global indices).
 #[derive(Default, Debug)]

@@ -6,7 +6,7 @@
 use super::{Job, Sinks};
 use crate::real::Real;
 use crate::tree::Tree;
-use crate::walk::Metric;
+use crate::walk::{Metric, distances};
 
 /// The first threshold of a query expects this many times k sources (see `estimate_r2`).
 const ESTIMATE_FACTOR: f64 = 1.5;
@@ -259,27 +259,6 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
             if let (Some(p), Some(sc)) = (sinks.scalar_mean, self.scalar) {
                 let sum: f64 = s.cand[..m].iter().map(|&c| sc[c as u32 as usize]).sum();
                 p.write(row, sum / m as f64);
-            }
-        }
-    }
-}
-
-/// Squared distances from `q` to sources `s0 .. s0 + out.len()` (vectorisable loop).
-#[inline(always)]
-fn distances<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, q: &[T; D], spos: &[Vec<T>; D], s0: usize, out: &mut [T]) {
-    let n = out.len();
-    for d in 0..D {
-        let xs = &spos[d][s0..s0 + n];
-        let qd = q[d];
-        if d == 0 {
-            for (o, &x) in out.iter_mut().zip(xs) {
-                let dx = metric.diff(qd, x, d);
-                *o = dx * dx;
-            }
-        } else {
-            for (o, &x) in out.iter_mut().zip(xs) {
-                let dx = metric.diff(qd, x, d);
-                *o = *o + dx * dx;
             }
         }
     }

@@ -22,211 +22,23 @@
 //! point, whatever the number of threads or the scheduling. The catalogue is then reduced
 //! in z-order ([`crate::catalogue`]).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use rayon::prelude::*;
 
 use crate::backend::cpu::Cpu;
-use crate::catalogue::{self, Catalogue, CatalogueOrder};
+use crate::catalogue::{self, Catalogue};
 use crate::context::{Context, Timings};
 use crate::driver::{ZSet, prepare};
 use crate::error::{Error, Result};
-use crate::knn::ScalarField;
 use crate::points::{Domain, PointSource};
 use crate::real::Real;
-use crate::walk::{Candidates, Metric, Open, Periodic, WalkStats, dual_walk};
+use crate::walk::{Candidates, Metric, Open, Periodic, WalkStats, distances, dual_walk};
 
-/// The linking length of a FoF call.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum LinkingLength {
-    /// An absolute length, in the units of the coordinates (finite, > 0).
-    Absolute(f64),
-    /// `b` times the mean inter-particle separation `(V / N)^(1/D)`, with `V` the volume
-    /// (area in 2D) of the periodic box and `N` the number of particles of the call
-    /// (GADGET uses b = 0.2, HACC 0.168). An open domain has no volume: use `Absolute`
-    /// there.
-    Relative(f64),
-}
-
-impl LinkingLength {
-    /// The absolute linking length for `n` particles in `domain`.
-    pub fn resolve<const D: usize>(&self, domain: &Domain<D>, n: usize) -> Result<f64> {
-        let bad = |why: String| Err(Error::InvalidParameter { name: "linking_length", why });
-        let l = match *self {
-            LinkingLength::Absolute(l) => l,
-            LinkingLength::Relative(b) => {
-                if !(b.is_finite() && b > 0.0) {
-                    return bad(format!("the relative linking length b must be finite and > 0 (got {b})"));
-                }
-                let Some(len) = domain.box_lengths() else {
-                    return bad(
-                        "a relative linking length b * (V/N)^(1/3) needs the box volume V, and an open domain has none: \
-                         give an absolute linking length, or a periodic box"
-                            .into(),
-                    );
-                };
-                if n == 0 {
-                    return Ok(f64::INFINITY);
-                }
-                let vol: f64 = len.iter().product();
-                b * (vol / n as f64).powf(1.0 / D as f64)
-            }
-        };
-        if !(l.is_finite() && l > 0.0) {
-            return bad(format!("the linking length must be finite and > 0 (got {l})"));
-        }
-        Ok(l)
-    }
-}
-
-/// Particle ids for halo tags (the minimum id of a group). Implemented for slices and
-/// vectors of i32, i64, u32 and u64; u64 ids must be at most `i64::MAX`.
-pub trait ParticleIds: Sync {
-    fn len(&self) -> usize;
-    fn id(&self, i: usize) -> i64;
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// The first id that does not fit an i64, if any.
-    fn first_unrepresentable(&self) -> Option<usize> {
-        None
-    }
-}
-
-macro_rules! impl_ids {
-    ($($t:ty),*) => {$(
-        impl ParticleIds for [$t] {
-            fn len(&self) -> usize { <[$t]>::len(self) }
-            #[inline(always)]
-            fn id(&self, i: usize) -> i64 { self[i] as i64 }
-        }
-        impl ParticleIds for Vec<$t> {
-            fn len(&self) -> usize { <[$t]>::len(self) }
-            #[inline(always)]
-            fn id(&self, i: usize) -> i64 { self[i] as i64 }
-        }
-        impl ParticleIds for &[$t] {
-            fn len(&self) -> usize { <[$t]>::len(self) }
-            #[inline(always)]
-            fn id(&self, i: usize) -> i64 { self[i] as i64 }
-        }
-    )*};
-}
-impl_ids!(i32, i64, u32);
-
-fn first_big_u64(v: &[u64]) -> Option<usize> {
-    v.par_iter().position_first(|&x| x > i64::MAX as u64)
-}
-
-impl ParticleIds for [u64] {
-    fn len(&self) -> usize {
-        <[u64]>::len(self)
-    }
-    #[inline(always)]
-    fn id(&self, i: usize) -> i64 {
-        self[i] as i64
-    }
-    fn first_unrepresentable(&self) -> Option<usize> {
-        first_big_u64(self)
-    }
-}
-
-impl ParticleIds for Vec<u64> {
-    fn len(&self) -> usize {
-        <[u64]>::len(self)
-    }
-    #[inline(always)]
-    fn id(&self, i: usize) -> i64 {
-        self[i] as i64
-    }
-    fn first_unrepresentable(&self) -> Option<usize> {
-        first_big_u64(self)
-    }
-}
-
-impl ParticleIds for &[u64] {
-    fn len(&self) -> usize {
-        <[u64]>::len(self)
-    }
-    #[inline(always)]
-    fn id(&self, i: usize) -> i64 {
-        self[i] as i64
-    }
-    fn first_unrepresentable(&self) -> Option<usize> {
-        first_big_u64(self)
-    }
-}
-
-/// Per-particle data used by the catalogue (all in the caller's input order, read in
-/// place). Everything is optional.
-#[derive(Clone, Copy)]
-pub struct FofFields<'a, T: Real, const D: usize> {
-    /// Velocities: the catalogue then has mean velocities and velocity dispersions.
-    pub velocities: Option<&'a dyn PointSource<T, D>>,
-    /// Per-particle masses (finite). Without them every particle has `particle_mass`.
-    pub masses: Option<&'a dyn ScalarField>,
-    /// The mass of every particle when `masses` is `None` (finite, > 0; default 1).
-    pub particle_mass: f64,
-    /// Particle ids: a group's tag is then its minimum id (a stable halo tag across
-    /// ranks and steps), else its smallest input index.
-    pub ids: Option<&'a dyn ParticleIds>,
-}
-
-impl<T: Real, const D: usize> Default for FofFields<'_, T, D> {
-    fn default() -> Self {
-        Self { velocities: None, masses: None, particle_mass: 1.0, ids: None }
-    }
-}
-
-/// Parameters of a FoF call.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct FofParams {
-    pub linking_length: LinkingLength,
-    /// Groups with fewer members get no tag (label -1) and no catalogue entry; at least 1.
-    pub min_members: usize,
-    /// Order of the catalogue rows.
-    pub order: CatalogueOrder,
-    /// Also return the members (input indices) of every catalogue group.
-    pub members: bool,
-}
-
-impl Default for FofParams {
-    /// b = 0.2, 20 members, z-order, no member lists.
-    fn default() -> Self {
-        Self { linking_length: LinkingLength::Relative(0.2), min_members: 20, order: CatalogueOrder::ZOrder, members: false }
-    }
-}
-
-/// What a FoF call did.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct FofStats {
-    pub particles: usize,
-    /// The absolute linking length used.
-    pub linking_length: f64,
-    /// Connected components, singletons included.
-    pub groups_total: usize,
-    /// Groups with at least `min_members` members (the catalogue's rows).
-    pub groups: usize,
-    /// Particles in those groups.
-    pub particles_in_groups: usize,
-    pub timings: Timings,
-    /// Nodes per plane, leaves first, super nodes last.
-    pub nodes_per_plane: Vec<usize>,
-    pub walk: WalkStats,
-    /// Largest bytes of ztree's own buffers held at once (z-ordered points, tree,
-    /// union–find, catalogue scratch), excluding the outputs.
-    pub scratch_bytes: usize,
-}
-
-/// Owned result of [`Context::fof`].
-#[derive(Clone, Debug, PartialEq)]
-pub struct Fof<const D: usize> {
-    /// Per particle, in input order: its group's tag, or -1 when it is in no group with
-    /// at least `min_members` members.
-    pub labels: Vec<i64>,
-    pub catalogue: Catalogue<D>,
-    pub stats: FofStats,
-}
+mod params;
+mod union_find;
+pub use params::*;
+use union_find::UnionFind;
 
 impl Context {
     /// Friends-of-friends groups of `points`: per-particle labels (input order) and the
@@ -347,72 +159,6 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         scratch_bytes: zs.bytes() + uf_bytes.max(4 * n + cstats.scratch_bytes),
     };
     Ok((cat, stats))
-}
-
-/// Lock-free union–find over z-order indices. Every parent pointer points to a smaller
-/// (or the same) index, so the root of a set is its smallest member.
-pub(crate) struct UnionFind {
-    parent: Vec<AtomicU32>,
-}
-
-impl UnionFind {
-    pub fn new(n: usize) -> Self {
-        Self { parent: (0..n as u32).into_par_iter().map(AtomicU32::new).collect() }
-    }
-
-    /// The root of `x`, halving the path on the way (benign races: every store writes an
-    /// ancestor, and only non-roots are written).
-    #[inline(always)]
-    pub fn find(&self, mut x: u32) -> u32 {
-        loop {
-            let p = self.parent[x as usize].load(Relaxed);
-            if p == x {
-                return x;
-            }
-            let g = self.parent[p as usize].load(Relaxed);
-            if g == p {
-                return p;
-            }
-            self.parent[x as usize].store(g, Relaxed);
-            x = g;
-        }
-    }
-
-    /// Merges the sets of roots (or members) `a` and `b`: the larger root is hooked under
-    /// the smaller with a compare-and-swap, retried when another thread got there first.
-    /// Returns the smaller root at the time of the hook (a hint; it may since have been
-    /// hooked under an even smaller one).
-    #[inline]
-    pub fn union_roots(&self, mut a: u32, mut b: u32) -> u32 {
-        loop {
-            if a == b {
-                return a;
-            }
-            let (lo, hi) = if a < b { (a, b) } else { (b, a) };
-            match self.parent[hi as usize].compare_exchange(hi, lo, Relaxed, Relaxed) {
-                Ok(_) => return lo,
-                Err(_) => {
-                    a = self.find(hi);
-                    b = self.find(lo);
-                }
-            }
-        }
-    }
-
-    #[inline]
-    pub fn union(&self, a: u32, b: u32) -> u32 {
-        let (ra, rb) = (self.find(a), self.find(b));
-        self.union_roots(ra, rb)
-    }
-
-    /// Final contraction: every entry becomes its root.
-    pub fn contract(self) -> Vec<u32> {
-        (0..self.parent.len() as u32).into_par_iter().for_each(|z| {
-            let r = self.find(z);
-            self.parent[z as usize].store(r, Relaxed);
-        });
-        self.parent.into_iter().map(AtomicU32::into_inner).collect()
-    }
 }
 
 struct Job<'a, T: Real, const D: usize> {
@@ -635,22 +381,7 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
     /// are within l, their offsets in `hits`.
     #[inline(always)]
     fn within<M: Metric<f64, D>>(&self, metric: &M, p: &[f64; D], xs: &[Vec<f64>; D], from: usize, d2: &mut [f64], hits: &mut [u32]) -> usize {
-        let n = d2.len();
-        for d in 0..D {
-            let xs = &xs[d][from..from + n];
-            let pd = p[d];
-            if d == 0 {
-                for (o, &x) in d2.iter_mut().zip(xs) {
-                    let dx = metric.diff(pd, x, d);
-                    *o = dx * dx;
-                }
-            } else {
-                for (o, &x) in d2.iter_mut().zip(xs) {
-                    let dx = metric.diff(pd, x, d);
-                    *o += dx * dx;
-                }
-            }
-        }
+        distances(metric, p, xs, from, d2);
         let l2 = self.l2;
         let mut w = 0;
         for (j, &v) in d2.iter().enumerate() {

@@ -1,0 +1,71 @@
+//! Lock-free union–find for FoF groups.
+
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+use rayon::prelude::*;
+
+/// Lock-free union–find over z-order indices. Every parent pointer points to a smaller
+/// (or the same) index, so the root of a set is its smallest member.
+pub(crate) struct UnionFind {
+    parent: Vec<AtomicU32>,
+}
+
+impl UnionFind {
+    pub fn new(n: usize) -> Self {
+        Self { parent: (0..n as u32).into_par_iter().map(AtomicU32::new).collect() }
+    }
+
+    /// The root of `x`, halving the path on the way (benign races: every store writes an
+    /// ancestor, and only non-roots are written).
+    #[inline(always)]
+    pub fn find(&self, mut x: u32) -> u32 {
+        loop {
+            let p = self.parent[x as usize].load(Relaxed);
+            if p == x {
+                return x;
+            }
+            let g = self.parent[p as usize].load(Relaxed);
+            if g == p {
+                return p;
+            }
+            self.parent[x as usize].store(g, Relaxed);
+            x = g;
+        }
+    }
+
+    /// Merges the sets of roots (or members) `a` and `b`: the larger root is hooked under
+    /// the smaller with a compare-and-swap, retried when another thread got there first.
+    /// Returns the smaller root at the time of the hook (a hint; it may since have been
+    /// hooked under an even smaller one).
+    #[inline]
+    pub fn union_roots(&self, mut a: u32, mut b: u32) -> u32 {
+        loop {
+            if a == b {
+                return a;
+            }
+            let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+            match self.parent[hi as usize].compare_exchange(hi, lo, Relaxed, Relaxed) {
+                Ok(_) => return lo,
+                Err(_) => {
+                    a = self.find(hi);
+                    b = self.find(lo);
+                }
+            }
+        }
+    }
+
+    #[inline]
+    pub fn union(&self, a: u32, b: u32) -> u32 {
+        let (ra, rb) = (self.find(a), self.find(b));
+        self.union_roots(ra, rb)
+    }
+
+    /// Final contraction: every entry becomes its root.
+    pub fn contract(self) -> Vec<u32> {
+        (0..self.parent.len() as u32).into_par_iter().for_each(|z| {
+            let r = self.find(z);
+            self.parent[z as usize].store(r, Relaxed);
+        });
+        self.parent.into_iter().map(AtomicU32::into_inner).collect()
+    }
+}
