@@ -11,7 +11,7 @@ export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
 export OMPI_MCA_rmaps_base_oversubscribe = 1
 
-.PHONY: all bootstrap build header header-check package test test-rust test-c test-fortran \
+.PHONY: all bootstrap build header header-check package test test-rust test-c test-fortran bench-build \
         examples demo bench bench-knn bench-fof clean
 
 all: build
@@ -41,7 +41,9 @@ package: bootstrap
 # Every test the project has: Rust (oracles, invariants, scipy cross-check, GADGET-4
 # snapshot, doc tests), the header check, C and Fortran tests against the installed
 # package (valgrind included), and the examples build; benchmarks must compile.
-test: bootstrap header-check test-rust test-c test-fortran examples
+test: bootstrap header-check bench-build examples test-c test-fortran test-rust
+
+bench-build: bootstrap
 	$(CARGO) bench --no-run
 
 test-rust: bootstrap
