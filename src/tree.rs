@@ -151,44 +151,59 @@ impl<T: Real, const D: usize> Tree<T, D> {
 /// points, aligned at the run's start so that chunks nest across planes.
 pub fn split_caps(levels: &[u8], types: PointTypes<'_>, params: &TreeParams) -> Vec<u32> {
     let m = levels.len();
-    let mut cap = vec![0u32; m];
-    // Left pass: cap[i] = index of the nearest gap on the left with a higher level, + 1.
-    let mut stack: Vec<u32> = Vec::with_capacity(256);
-    for i in 0..m {
-        while let Some(&t) = stack.last() {
-            if levels[t as usize] <= levels[i] { stack.pop(); } else { break; }
-        }
-        cap[i] = stack.last().map_or(0, |&t| t + 1);
-        stack.push(i as u32);
-    }
-    stack.clear();
+    let mut first = vec![0u32; m];
+    let mut last = vec![0u32; m];
+    // The two monotone-stack passes are independent: run them side by side.
+    rayon::join(
+        || {
+            // first[i]: the nearest gap on the left with a higher level, + 1 (first point).
+            let mut stack: Vec<u32> = Vec::with_capacity(256);
+            for i in 0..m {
+                while let Some(&t) = stack.last() {
+                    if levels[t as usize] <= levels[i] { stack.pop(); } else { break; }
+                }
+                first[i] = stack.last().map_or(0, |&t| t + 1);
+                stack.push(i as u32);
+            }
+        },
+        || {
+            // last[i]: the nearest gap on the right with a higher level (last point).
+            let mut stack: Vec<u32> = Vec::with_capacity(256);
+            for i in (0..m).rev() {
+                while let Some(&t) = stack.last() {
+                    if levels[t as usize] <= levels[i] { stack.pop(); } else { break; }
+                }
+                last[i] = stack.last().map_or(m as u32, |&t| t);
+                stack.push(i as u32);
+            }
+        },
+    );
     let leaf = params.leaf_size as u64;
     let c = params.coarsening as u64;
-    for i in (0..m).rev() {
-        while let Some(&t) = stack.last() {
-            if levels[t as usize] <= levels[i] { stack.pop(); } else { break; }
-        }
-        let b = stack.last().map_or(m, |&t| t as usize); // last point of the cell
-        stack.push(i as u32);
-        let a = cap[i] as usize; // first point of the cell
-        let (s, q) = types.counts(a, b + 1);
-        let count = s.max(q) as u64;
-        cap[i] = if levels[i] != 0 || count <= leaf {
-            count.min(u32::MAX as u64) as u32
-        } else {
-            // Identical keys: split every n_p points from the run start, for n_p < run size.
-            let total = (b + 1 - a) as u64;
-            let t = (i + 1 - a) as u64;
-            let mut np = leaf;
-            let mut best = 0u64;
-            while np < total && t % np == 0 {
-                best = np + 1;
-                np = np.saturating_mul(c);
-            }
-            best as u32
-        };
-    }
-    cap
+    first
+        .par_iter_mut()
+        .zip(last.par_iter())
+        .enumerate()
+        .for_each(|(i, (cap, &b))| {
+            let (a, b) = (*cap as usize, b as usize);
+            let (s, q) = types.counts(a, b + 1);
+            let count = s.max(q) as u64;
+            *cap = if levels[i] != 0 || count <= leaf {
+                count.min(u32::MAX as u64) as u32
+            } else {
+                // Identical keys: split every n_p points from the run start, for n_p < run size.
+                let total = (b + 1 - a) as u64;
+                let t = (i + 1 - a) as u64;
+                let mut np = leaf;
+                let mut best = 0u64;
+                while np < total && t % np == 0 {
+                    best = np + 1;
+                    np = np.saturating_mul(c);
+                }
+                best as u32
+            };
+        });
+    first
 }
 
 /// Builds all planes over `n` merged points. `src_pos`/`qry_pos` are the sources and
