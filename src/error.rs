@@ -29,3 +29,8 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// `Err(LengthMismatch)` unless `got == expected`.
+pub(crate) fn check_len(what: &'static str, got: usize, expected: usize) -> Result<()> {
+    if got != expected { Err(Error::LengthMismatch { what, got, expected }) } else { Ok(()) }
+}

@@ -30,7 +30,7 @@ use crate::backend::cpu::Cpu;
 use crate::catalogue::{self, Catalogue};
 use crate::context::{Context, Timings};
 use crate::driver::{ZSet, prepare};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_len};
 use crate::points::{Domain, PointSource};
 use crate::real::Real;
 use crate::walk::{Candidates, Metric, Open, Periodic, WalkStats, distances, dual_walk};
@@ -67,10 +67,6 @@ impl Context {
     ) -> Result<(Catalogue<D>, FofStats)> {
         self.pool.install(|| run(self, domain, points, fields, params, labels))
     }
-}
-
-fn check_len(what: &'static str, got: usize, expected: usize) -> Result<()> {
-    if got != expected { Err(Error::LengthMismatch { what, got, expected }) } else { Ok(()) }
 }
 
 fn validate_fields<T: Real, const D: usize>(f: &FofFields<'_, T, D>, n: usize) -> Result<()> {

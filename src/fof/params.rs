@@ -68,69 +68,34 @@ pub trait ParticleIds: Sync {
     }
 }
 
+/// Implements `ParticleIds` for `[T]`, `Vec<T>` and `&[T]`; `$check` finds the first id
+/// that does not fit an i64 (only u64 can have one).
 macro_rules! impl_ids {
-    ($($t:ty),*) => {$(
-        impl ParticleIds for [$t] {
-            fn len(&self) -> usize { <[$t]>::len(self) }
+    ($t:ty, $check:expr) => {
+        impl_ids!(@one [$t], $t, $check);
+        impl_ids!(@one Vec<$t>, $t, $check);
+        impl_ids!(@one &[$t], $t, $check);
+    };
+    (@one $s:ty, $t:ty, $check:expr) => {
+        impl ParticleIds for $s {
+            fn len(&self) -> usize {
+                <[$t]>::len(self)
+            }
             #[inline(always)]
-            fn id(&self, i: usize) -> i64 { self[i] as i64 }
+            fn id(&self, i: usize) -> i64 {
+                self[i] as i64
+            }
+            fn first_unrepresentable(&self) -> Option<usize> {
+                let check: fn(&[$t]) -> Option<usize> = $check;
+                check(self)
+            }
         }
-        impl ParticleIds for Vec<$t> {
-            fn len(&self) -> usize { <[$t]>::len(self) }
-            #[inline(always)]
-            fn id(&self, i: usize) -> i64 { self[i] as i64 }
-        }
-        impl ParticleIds for &[$t] {
-            fn len(&self) -> usize { <[$t]>::len(self) }
-            #[inline(always)]
-            fn id(&self, i: usize) -> i64 { self[i] as i64 }
-        }
-    )*};
+    };
 }
-impl_ids!(i32, i64, u32);
-
-fn first_big_u64(v: &[u64]) -> Option<usize> {
-    v.par_iter().position_first(|&x| x > i64::MAX as u64)
-}
-
-impl ParticleIds for [u64] {
-    fn len(&self) -> usize {
-        <[u64]>::len(self)
-    }
-    #[inline(always)]
-    fn id(&self, i: usize) -> i64 {
-        self[i] as i64
-    }
-    fn first_unrepresentable(&self) -> Option<usize> {
-        first_big_u64(self)
-    }
-}
-
-impl ParticleIds for Vec<u64> {
-    fn len(&self) -> usize {
-        <[u64]>::len(self)
-    }
-    #[inline(always)]
-    fn id(&self, i: usize) -> i64 {
-        self[i] as i64
-    }
-    fn first_unrepresentable(&self) -> Option<usize> {
-        first_big_u64(self)
-    }
-}
-
-impl ParticleIds for &[u64] {
-    fn len(&self) -> usize {
-        <[u64]>::len(self)
-    }
-    #[inline(always)]
-    fn id(&self, i: usize) -> i64 {
-        self[i] as i64
-    }
-    fn first_unrepresentable(&self) -> Option<usize> {
-        first_big_u64(self)
-    }
-}
+impl_ids!(i32, |_| None);
+impl_ids!(i64, |_| None);
+impl_ids!(u32, |_| None);
+impl_ids!(u64, |v| v.par_iter().position_first(|&x| x > i64::MAX as u64));
 
 /// Per-particle data used by the catalogue (all in the caller's input order, read in
 /// place). Everything is optional.

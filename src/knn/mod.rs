@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use crate::backend::cpu::Cpu;
 use crate::context::{Context, Timings};
 use crate::driver::{ZSet, prepare};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_len};
 use crate::par::SharedMut;
 use crate::points::{Domain, PointSource};
 use crate::real::Real;
@@ -182,10 +182,6 @@ impl Context {
         };
         Ok(KnnLists { k, indices, distances, stats })
     }
-}
-
-fn check_len(what: &'static str, got: usize, expected: usize) -> Result<()> {
-    if got != expected { Err(Error::LengthMismatch { what, got, expected }) } else { Ok(()) }
 }
 
 fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T, D> + ?Sized>(
