@@ -16,6 +16,8 @@ have mpicc || need_apt+=(libopenmpi-dev)
 have mpirun || need_apt+=(openmpi-bin)
 have pkg-config || need_apt+=(pkg-config)
 have valgrind || need_apt+=(valgrind)
+# rsmpi generates its MPI bindings with bindgen, which needs libclang.
+ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || need_apt+=(libclang-dev clang)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "bootstrap: apt-get install ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

@@ -26,6 +26,10 @@ pub enum Error {
     NonFiniteValue { what: &'static str, index: usize, value: f64 },
     #[error("could not create a thread pool: {0}")]
     ThreadPool(String),
+    #[error("MPI: {0}")]
+    Mpi(String),
+    #[error("rank {rank} reported an error in this collective call (see the message on that rank); nothing was computed")]
+    RemoteRank { rank: usize },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

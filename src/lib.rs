@@ -18,6 +18,8 @@ pub mod backend;
 pub mod catalogue;
 pub mod context;
 pub mod driver;
+#[cfg(feature = "mpi")]
+pub mod dist;
 pub mod error;
 pub mod ffi;
 pub mod fof;
@@ -31,6 +33,8 @@ pub mod zorder;
 
 pub use catalogue::{Catalogue, CatalogueOrder};
 pub use context::{Config, Context, Timings};
+#[cfg(feature = "mpi")]
+pub use dist::{CatalogueScope, CommStats, Dist, DistFofStats, DistKnnStats, DistStats};
 pub use error::{Error, Result};
 pub use fof::{Fof, FofFields, FofParams, FofStats, LinkingLength, ParticleIds};
 pub use knn::{KnnLists, KnnOutput, KnnParams, KnnStats, OutputOrder, ScalarField, SourceFields};

@@ -91,6 +91,18 @@ impl<const D: usize> Quantizer<D> {
         Self { lo: bounds.lo, scale }
     }
 
+    /// Position of `x` on dimension `d`'s cell axis, before flooring and clamping.
+    #[inline(always)]
+    pub fn cell_coord(&self, d: usize, x: f64) -> f64 {
+        (x - self.lo[d]) * self.scale[d]
+    }
+
+    /// Lower corner of the box holding every point whose cell on dimension `d` is `c`
+    /// (up to rounding; callers pad it); `None` for a flat dimension (all one cell).
+    pub fn cell_lo(&self, d: usize, c: u64) -> Option<f64> {
+        (self.scale[d] > 0.0).then(|| self.lo[d] + c as f64 / self.scale[d])
+    }
+
     #[inline(always)]
     pub fn key(&self, p: &[f64; D]) -> u64 {
         let cell: [u64; D] = std::array::from_fn(|d| {
@@ -111,6 +123,36 @@ fn spread3(mut x: u64) -> u64 {
     x = (x | x << 4) & 0x10c3_0c30_c30c_30c3;
     x = (x | x << 2) & 0x1249_2492_4924_9249;
     x
+}
+
+/// Inverse of `spread3`: every third bit, compacted.
+fn compact3(mut x: u64) -> u64 {
+    x &= 0x1249_2492_4924_9249;
+    x = (x | x >> 2) & 0x10c3_0c30_c30c_30c3;
+    x = (x | x >> 4) & 0x100f_00f0_0f00_f00f;
+    x = (x | x >> 8) & 0x001f_0000_ff00_00ff;
+    x = (x | x >> 16) & 0x001f_0000_0000_ffff;
+    x = (x | x >> 32) & 0x1f_ffff;
+    x
+}
+
+fn compact2(mut x: u64) -> u64 {
+    x &= 0x5555_5555_5555_5555;
+    x = (x | x >> 1) & 0x3333_3333_3333_3333;
+    x = (x | x >> 2) & 0x0f0f_0f0f_0f0f_0f0f;
+    x = (x | x >> 4) & 0x00ff_00ff_00ff_00ff;
+    x = (x | x >> 8) & 0x0000_ffff_0000_ffff;
+    x = (x | x >> 16) & 0x0000_0000_ffff_ffff;
+    x
+}
+
+/// Cell coordinates of a Morton key (inverse of [`morton`]).
+pub fn unmorton<const D: usize>(key: u64) -> [u64; D] {
+    match D {
+        2 => std::array::from_fn(|d| compact2(key >> (1 - d))),
+        3 => std::array::from_fn(|d| compact3(key >> (2 - d))),
+        _ => unreachable!("ztree supports 2 and 3 dimensions"),
+    }
 }
 
 #[inline(always)]
@@ -393,6 +435,17 @@ mod tests {
         // Bit b of dimension d lands at bit D*b + (D-1-d).
         for b in 0..21 {
             assert_eq!(morton(&[0, 1u64 << b, 0]), 1u64 << (3 * b + 1));
+        }
+    }
+
+    #[test]
+    fn unmorton_inverts_morton() {
+        let mut s = 5u64;
+        for _ in 0..1000 {
+            let c3 = [lcg(&mut s) & 0x1f_ffff, lcg(&mut s) & 0x1f_ffff, lcg(&mut s) & 0x1f_ffff];
+            assert_eq!(unmorton::<3>(morton(&c3)), c3);
+            let c2 = [lcg(&mut s) & 0xffff_ffff, lcg(&mut s) & 0xffff_ffff];
+            assert_eq!(unmorton::<2>(morton(&c2)), c2);
         }
     }
 

@@ -42,6 +42,8 @@ impl From<Error> for Fail {
             Error::LengthMismatch { .. } | Error::TooManyPoints { .. } => ZTREE_ERR_SIZE,
             Error::NoSources => ZTREE_ERR_NO_SOURCES,
             Error::ThreadPool(_) => ZTREE_ERR_INTERNAL,
+            Error::Mpi(_) => ZTREE_ERR_MPI,
+            Error::RemoteRank { .. } => ZTREE_ERR_REMOTE,
             _ => ZTREE_ERR_INVALID_ARGUMENT,
         };
         fail(status, e.to_string())
@@ -245,6 +247,8 @@ pub extern "C" fn ztree_status_string(s: ztree_status) -> *const c_char {
         ztree_status::ZTREE_ERR_UNSUPPORTED => c"not supported by this build or call",
         ztree_status::ZTREE_ERR_NO_SOURCES => c"no source particles",
         ztree_status::ZTREE_ERR_INTERNAL => c"internal error",
+        ztree_status::ZTREE_ERR_MPI => c"MPI error",
+        ztree_status::ZTREE_ERR_REMOTE => c"another rank reported an error",
     };
     m.as_ptr()
 }

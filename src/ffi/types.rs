@@ -57,6 +57,11 @@ pub enum ztree_status {
     ZTREE_ERR_NO_SOURCES = 8,
     /// An internal error (a bug): the message says what; the handle stays usable.
     ZTREE_ERR_INTERNAL = 9,
+    /// An MPI call failed, or the ranks disagree on the parameters of a collective call.
+    ZTREE_ERR_MPI = 10,
+    /// Another rank of the communicator reported an error in this collective call (its own
+    /// status and message say which); nothing was computed on any rank.
+    ZTREE_ERR_REMOTE = 11,
 }
 
 /// A strided array of `count` elements, read in place and never written:

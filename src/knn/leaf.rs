@@ -243,6 +243,15 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
                     out[j] = if j < m { cand_d2::<T>(s.cand[j]).sqrt() } else { T::INFINITY };
                 }
             }
+            if let Some(p) = sinks.d2 {
+                let out = p.slice_mut(row * k, k);
+                for j in 0..k {
+                    out[j] = if j < m { cand_d2::<T>(s.cand[j]) } else { T::INFINITY };
+                }
+            }
+            if let Some(p) = sinks.kth_d2 {
+                p.write(row, if m == k { cand_d2::<T>(s.cand[k - 1]) } else { T::INFINITY });
+            }
             let kth = if m == k { cand_d2::<T>(s.cand[k - 1]).sqrt() } else { T::INFINITY };
             if let Some(p) = sinks.kth {
                 p.write(row, kth);

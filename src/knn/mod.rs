@@ -232,24 +232,42 @@ fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T,
             }
         }
     }
-    let mut timings = Timings::default();
-    let zs = prepare(&Cpu, domain, sources, queries, &ctx.config.tree, &mut timings)?;
-    let gather_field = |f: Option<&dyn ScalarField>| f.map(|f| zs.src_orig.par_iter().map(|&i| f.get(i as usize)).collect::<Vec<f64>>());
-    let (masses, scalar) = timings.time("fields", || (gather_field(fields.masses), gather_field(fields.scalar)));
-    let job = Job { zs: &zs, k, masses: masses.as_deref(), scalar: scalar.as_deref() };
     let sinks = Sinks::new(out);
-    let walk = timings.time("walk", || match domain {
-        Domain::Open => job.walk(Open, &sinks),
-        Domain::Periodic(l) => job.walk(Periodic::<T, D>::new(l), &sinks),
-    });
+    let mut stats = run_sinks(domain, sources, queries, fields, k, &ctx.config.tree, &sinks)?;
     if out.order == OutputOrder::ZOrder
         && let Some(p) = out.permutation.as_deref_mut()
     {
-        let (_, orig) = zs.queries();
+        let orig = std::mem::take(&mut stats.1);
         p.par_iter_mut().zip(orig.par_iter()).for_each(|(p, &o)| *p = o as i64);
     }
+    Ok(stats.0)
+}
+
+/// The kNN pipeline behind every entry point (checked inputs, outputs behind `sinks`);
+/// also returns the queries' input indices in z-order when the sinks are in z-order.
+pub(crate) fn run_sinks<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T, D> + ?Sized>(
+    domain: &Domain<D>,
+    sources: &S,
+    queries: Option<&Q>,
+    fields: &SourceFields<'_>,
+    k: usize,
+    tree_params: &crate::tree::TreeParams,
+    sinks: &Sinks<T>,
+) -> Result<(KnnStats, Vec<u32>)> {
+    let ns = sources.len();
+    let nq = queries.map_or(ns, |q| q.len());
+    let mut timings = Timings::default();
+    let zs = prepare(&Cpu, domain, sources, queries, tree_params, &mut timings)?;
+    let gather_field = |f: Option<&dyn ScalarField>| f.map(|f| zs.src_orig.par_iter().map(|&i| f.get(i as usize)).collect::<Vec<f64>>());
+    let (masses, scalar) = timings.time("fields", || (gather_field(fields.masses), gather_field(fields.scalar)));
+    let job = Job { zs: &zs, k, masses: masses.as_deref(), scalar: scalar.as_deref() };
+    let walk = timings.time("walk", || match domain {
+        Domain::Open => job.walk(Open, sinks),
+        Domain::Periodic(l) => job.walk(Periodic::<T, D>::new(l), sinks),
+    });
+    let perm = if sinks.zorder { zs.queries().1.to_vec() } else { Vec::new() };
     let scratch_bytes = zs.bytes() + 8 * (masses.as_ref().map_or(0, |m| m.len()) + scalar.as_ref().map_or(0, |m| m.len()));
-    Ok(KnnStats {
+    let stats = KnnStats {
         sources: ns,
         queries: nq,
         padded_queries: if ns < k { nq } else { 0 },
@@ -257,17 +275,23 @@ fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T,
         nodes_per_plane: zs.tree.planes.iter().map(|p| p.len).collect(),
         walk,
         scratch_bytes,
-    })
+    };
+    Ok((stats, perm))
 }
 
 /// Output pointers shared by the leaf tasks (each query row written by one task).
-struct Sinks<T> {
-    indices: Option<SharedMut<i64>>,
-    distances: Option<SharedMut<T>>,
-    kth: Option<SharedMut<T>>,
-    density: Option<SharedMut<f64>>,
-    scalar_mean: Option<SharedMut<f64>>,
-    zorder: bool,
+#[derive(Default)]
+pub(crate) struct Sinks<T> {
+    pub indices: Option<SharedMut<i64>>,
+    pub distances: Option<SharedMut<T>>,
+    /// Squared distances (the exact values neighbours are ranked by); +inf pads.
+    pub d2: Option<SharedMut<T>>,
+    pub kth: Option<SharedMut<T>>,
+    /// Squared distance to the k-th neighbour (+inf when fewer than k).
+    pub kth_d2: Option<SharedMut<T>>,
+    pub density: Option<SharedMut<f64>>,
+    pub scalar_mean: Option<SharedMut<f64>>,
+    pub zorder: bool,
 }
 
 impl<T: Real> Sinks<T> {
@@ -279,6 +303,7 @@ impl<T: Real> Sinks<T> {
             density: o.density.as_deref_mut().map(SharedMut::new),
             scalar_mean: o.scalar_mean.as_deref_mut().map(SharedMut::new),
             zorder: o.order == OutputOrder::ZOrder,
+            ..Default::default()
         }
     }
 }

@@ -3,6 +3,8 @@
 
 use ztree::Real;
 
+pub mod scatter;
+
 pub struct Rng(u64);
 
 impl Rng {
