@@ -1,9 +1,704 @@
-//! Distributed FoF (placeholder while the kNN half is tested).
+//! Distributed FoF. Each rank links what it owns together with ghost copies of the
+//! particles within the linking length of its key range (sent in the decomposition's
+//! all-to-all), so every linked pair is found on the owner of one of its ends. A local
+//! group containing a ghost becomes an *edge* to the ghost's owner, which names the
+//! ghost's own local group; the edges (few: only groups crossing rank boundaries) are
+//! gathered on every rank and resolved by one union–find. The catalogue row of a group
+//! spread over ranks is merged on its *home* rank (the rank holding its first particle in
+//! z-order) from per-rank partial rows, combined with the parallel-axis theorem, so each
+//! halo appears exactly once.
+
+use std::collections::HashMap;
+
+use rayon::prelude::*;
+
+use super::comm::{Reader, Wire, put_real};
+use super::{Decomp, Dist, DistStats, agree_params, agree_points, domain_words, route};
+use crate::catalogue::{self, Catalogue, CatalogueOrder};
+use crate::context::Timings;
+use crate::error::{Error, Result, check_len};
+use crate::fof::{FofFields, FofParams, FofStats, LinkingLength, ParticleIds, link, validate_fields};
+use crate::knn::ScalarField;
+use crate::points::{Domain, PointSource};
+use crate::real::Real;
+
+/// Where the catalogue rows of a distributed FoF call end up.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CatalogueScope {
+    /// Each halo on one rank: the rank holding its first particle in z-order.
     #[default]
     Distributed,
+    /// The whole catalogue on rank 0 (other ranks get an empty one).
     Root,
 }
+
+/// What a distributed FoF call did.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct DistFofStats;
+pub struct DistFofStats {
+    /// The local linking over owned particles and ghosts.
+    pub local: FofStats,
+    pub dist: DistStats,
+    /// Connected components over all ranks, singletons included.
+    pub groups_total: usize,
+    /// Catalogue rows over all ranks.
+    pub groups: usize,
+    pub particles_in_groups: usize,
+    /// Cross-rank edges resolved by the global union–find.
+    pub edges: usize,
+}
+
+const NONE: u32 = u32::MAX;
+
+/// A catalogue row as partial sums that merge exactly (parallel-axis theorem).
+#[derive(Clone, Copy)]
+struct Part<const D: usize> {
+    tag: i64,
+    count: u64,
+    mass: f64,
+    centre: [f64; D],
+    /// Σ m |x - centre|² (= mass · inertia_radius²).
+    s_x: f64,
+    vel: [f64; D],
+    /// Σ m |v - vel|².
+    s_v: f64,
+}
+
+impl<const D: usize> Part<D> {
+    fn put(&self, b: &mut Vec<u8>) {
+        self.tag.put(b);
+        self.count.put(b);
+        self.mass.put(b);
+        self.centre.iter().for_each(|c| c.put(b));
+        self.s_x.put(b);
+        self.vel.iter().for_each(|c| c.put(b));
+        self.s_v.put(b);
+    }
+    fn get(rd: &mut Reader<'_>) -> Self {
+        Self {
+            tag: rd.get(),
+            count: rd.get(),
+            mass: rd.get(),
+            centre: std::array::from_fn(|_| rd.get()),
+            s_x: rd.get(),
+            vel: std::array::from_fn(|_| rd.get()),
+            s_v: rd.get(),
+        }
+    }
+}
+
+/// Merges partial rows (the first is the reference for the periodic minimum image).
+fn merge<const D: usize>(parts: &[Part<D>], box_len: Option<[f64; D]>) -> Part<D> {
+    let c0 = parts[0].centre;
+    let mass: f64 = parts.iter().map(|p| p.mass).sum();
+    let off = |p: &Part<D>| -> [f64; D] {
+        std::array::from_fn(|d| {
+            let dx = p.centre[d] - c0[d];
+            match box_len {
+                Some(l) => dx - l[d] * (dx / l[d]).round(),
+                None => dx,
+            }
+        })
+    };
+    let mut mean = [0.0f64; D];
+    let mut vel = [0.0f64; D];
+    for p in parts {
+        let o = off(p);
+        for d in 0..D {
+            mean[d] += p.mass * o[d];
+            vel[d] += p.mass * p.vel[d];
+        }
+    }
+    mean.iter_mut().for_each(|m| *m /= mass);
+    vel.iter_mut().for_each(|v| *v /= mass);
+    let (mut s_x, mut s_v) = (0.0, 0.0);
+    for p in parts {
+        let o = off(p);
+        let (mut qx, mut qv) = (0.0, 0.0);
+        for d in 0..D {
+            qx += (o[d] - mean[d]).powi(2);
+            qv += (p.vel[d] - vel[d]).powi(2);
+        }
+        s_x += p.s_x + p.mass * qx;
+        s_v += p.s_v + p.mass * qv;
+    }
+    let centre = std::array::from_fn(|d| {
+        let c = c0[d] + mean[d];
+        match box_len {
+            Some(l) => {
+                let w = c.rem_euclid(l[d]);
+                if w >= l[d] { 0.0 } else { w }
+            }
+            None => c,
+        }
+    });
+    Part { tag: parts.iter().map(|p| p.tag).min().unwrap(), count: parts.iter().map(|p| p.count).sum(), mass, centre, s_x, vel, s_v }
+}
+
+impl Dist {
+    /// Collective friends-of-friends over the particles of all ranks. `labels` gets, in
+    /// this rank's input order, each particle's halo tag (the group's minimum particle id,
+    /// or its minimum global input index without ids) or -1. The catalogue is spread over
+    /// the ranks or gathered on rank 0 (`scope`); member lists hold global input indices.
+    pub fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+        &self,
+        domain: &Domain<D>,
+        points: &P,
+        fields: &FofFields<'_, T, D>,
+        params: &FofParams,
+        scope: CatalogueScope,
+        labels: &mut [i64],
+    ) -> Result<(Catalogue<D>, DistFofStats)> {
+        fof(self, domain, points, fields, params, scope, labels)
+    }
+}
+
+fn param_words<T: Real, const D: usize>(domain: &Domain<D>, fields: &FofFields<'_, T, D>, params: &FofParams, scope: CatalogueScope) -> Vec<u64> {
+    let (ll_kind, ll) = match params.linking_length {
+        LinkingLength::Absolute(x) => (0, x),
+        LinkingLength::Relative(b) => (1, b),
+    };
+    let mut w = vec![
+        params.min_members as u64,
+        params.order as u64,
+        params.members as u64,
+        scope as u64,
+        ll_kind,
+        ll.to_bits(),
+        fields.velocities.is_some() as u64,
+        fields.masses.is_some() as u64,
+        fields.ids.is_some() as u64,
+        fields.particle_mass.to_bits(),
+        std::mem::size_of::<T>() as u64,
+    ];
+    w.extend(domain_words(domain));
+    w
+}
+
+#[allow(clippy::too_many_arguments)]
+fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+    dist: &Dist,
+    domain: &Domain<D>,
+    points: &P,
+    fields: &FofFields<'_, T, D>,
+    params: &FofParams,
+    scope: CatalogueScope,
+    labels: &mut [i64],
+) -> Result<(Catalogue<D>, DistFofStats)> {
+    let comm = &dist.comm;
+    let pool = &dist.ctx.pool;
+    let (p, me, n) = (comm.size(), comm.rank(), points.len());
+    let mut timings = Timings::default();
+    let mut cs = super::CommStats::default();
+    let checks = (|| -> Result<()> {
+        if params.min_members < 1 {
+            return Err(Error::InvalidParameter { name: "min_members", why: "must be at least 1".into() });
+        }
+        check_len("labels output", labels.len(), n)?;
+        pool.install(|| validate_fields(fields, n))
+    })();
+    agree_params(comm, "FoF", checks.map(|_| param_words(domain, fields, params, scope)))?;
+    let keys = timings.time("dist keys", || agree_points(dist, domain, points, Ok(())))?;
+    // Resolved with the global count, so b means the same on every rank.
+    let l = comm.agree(params.linking_length.resolve(domain, keys.total as usize))?;
+    let box_len = domain.box_lengths();
+    let (has_vel, has_mass) = (fields.velocities.is_some(), fields.masses.is_some());
+    if keys.total == 0 {
+        let stats = DistFofStats { local: FofStats { linking_length: l, ..Default::default() }, ..Default::default() };
+        return Ok((Catalogue::empty(params.order, has_vel), stats));
+    }
+    let decomp = timings.time("dist split", || Decomp::build(comm, pool, domain, keys.quant, &keys.keys, keys.total));
+
+    // Owned records to the owner of each key, ghost copies to the ranks within l.
+    let owners: Vec<u32> = pool.install(|| keys.keys.par_iter().map(|&k| decomp.owner(k) as u32).collect());
+    drop(keys.keys);
+    let tsz = std::mem::size_of::<T>();
+    let own_rec = D * tsz + 16 + if has_mass { 8 } else { 0 } + if has_vel { D * tsz } else { 0 };
+    let parts = pool.install(|| {
+        route(n, 2 * p, |i, bufs, near| {
+            let x = points.point(i);
+            let o = owners[i] as usize;
+            let gidx = keys.offset + i as u64;
+            let b = &mut bufs[o];
+            x.iter().for_each(|&c| put_real(c, b));
+            gidx.put(b);
+            fields.ids.map_or(gidx as i64, |ids| ids.id(i)).put(b);
+            if let Some(m) = fields.masses {
+                m.get(i).put(b);
+            }
+            if let Some(v) = fields.velocities {
+                v.point(i).iter().for_each(|&c| put_real(c, b));
+            }
+            let xf: [f64; D] = std::array::from_fn(|d| x[d].to_f64());
+            decomp.near_ranks(&xf, l, o, near);
+            for &s in near.iter() {
+                let g = &mut bufs[p + s as usize];
+                x.iter().for_each(|&c| put_real(c, g));
+                gidx.put(g);
+            }
+        })
+    });
+    let exported = parts[p..].iter().map(|g| g.len() / (D * tsz + 8)).sum();
+    let sends: Vec<Vec<u8>> = (0..p)
+        .map(|r| {
+            let mut m = Vec::with_capacity(8 + parts[r].len() + parts[p + r].len());
+            ((parts[r].len() / own_rec) as u64).put(&mut m);
+            m.extend_from_slice(&parts[r]);
+            m.extend_from_slice(&parts[p + r]);
+            m
+        })
+        .collect();
+    drop(parts);
+    let recv = timings.time("dist exchange", || comm.exchange("decompose+ghosts", &sends, &mut cs))?;
+    drop(sends);
+    let mut pos: Vec<[T; D]> = Vec::new();
+    let mut gidx: Vec<u64> = Vec::new();
+    let mut tag: Vec<i64> = Vec::new();
+    let mut mass: Vec<f64> = Vec::new();
+    let mut vel: Vec<[T; D]> = Vec::new();
+    let mut from_count = vec![0usize; p];
+    let mut ghosts: Vec<([T; D], u64)> = Vec::new();
+    for (r, cnt) in from_count.iter_mut().enumerate() {
+        let mut rd = Reader::new(recv.from(r));
+        if rd.done() {
+            continue;
+        }
+        let no: u64 = rd.get();
+        for _ in 0..no {
+            pos.push(std::array::from_fn(|_| rd.real::<T>()));
+            gidx.push(rd.get());
+            tag.push(rd.get());
+            if has_mass {
+                mass.push(rd.get());
+            }
+            if has_vel {
+                vel.push(std::array::from_fn(|_| rd.real::<T>()));
+            }
+        }
+        *cnt = no as usize;
+        while !rd.done() {
+            ghosts.push((std::array::from_fn(|_| rd.real::<T>()), rd.get()));
+        }
+    }
+    drop(recv);
+    let n_own = pos.len();
+    let n_ghost = ghosts.len();
+    let ghost_gidx: Vec<u64> = ghosts.iter().map(|g| g.1).collect();
+    pos.extend(ghosts.iter().map(|g| g.0));
+    drop(ghosts);
+
+    // Local linking over owned particles and ghosts.
+    let mut local = FofStats { particles: n_own, linking_length: l, ..Default::default() };
+    let mut frag_of_particle = vec![NONE; n_own];
+    let mut n_frag = 0usize;
+    // Per fragment (local group restricted to owned particles): the ghosts it reached.
+    let mut edges_out: Vec<Vec<u8>> = vec![Vec::new(); p];
+    let mut zo: Vec<u32> = Vec::new(); // owned indices in z-order
+    if !pos.is_empty() {
+        let mut lt = Timings::default();
+        let tree_params = dist.ctx.config.tree;
+        let (zs, roots, walk) = pool.install(|| link(domain, &pos, l, &tree_params, &mut lt))?;
+        local.nodes_per_plane = zs.tree.planes.iter().map(|p| p.len).collect();
+        local.walk = walk;
+        local.scratch_bytes = zs.bytes() + 4 * pos.len();
+        let nu = pos.len();
+        let mut frag_of_root = vec![NONE; nu];
+        zo.reserve(n_own);
+        for z in 0..nu {
+            let u = zs.src_orig[z] as usize;
+            if u < n_own {
+                let r = roots[z] as usize;
+                if frag_of_root[r] == NONE {
+                    frag_of_root[r] = n_frag as u32;
+                    n_frag += 1;
+                }
+                frag_of_particle[u] = frag_of_root[r];
+                zo.push(u as u32);
+            }
+        }
+        // Fragments reaching ghosts: edges to the ghosts' owners (one per fragment and ghost).
+        let mut seen: HashMap<(u32, u64), ()> = HashMap::new();
+        for z in 0..nu {
+            let u = zs.src_orig[z] as usize;
+            if u >= n_own {
+                let f = frag_of_root[roots[z] as usize];
+                if f != NONE && seen.insert((f, ghost_gidx[u - n_own]), ()).is_none() {
+                    let x: [f64; D] = std::array::from_fn(|d| pos[u][d].to_f64());
+                    let o = decomp.owner(decomp.quant.key(&x));
+                    (f as u64).put(&mut edges_out[o]);
+                    ghost_gidx[u - n_own].put(&mut edges_out[o]);
+                }
+            }
+        }
+        timings.stages.extend(lt.stages);
+    }
+    pos.truncate(n_own);
+    let frag_counts = comm.all_gather_u64(n_frag as u64);
+    let frag_base: u64 = frag_counts[..me].iter().sum();
+    let frag_rank = |f: u64| -> usize {
+        let mut acc = 0;
+        for (r, &c) in frag_counts.iter().enumerate() {
+            acc += c;
+            if f < acc {
+                return r;
+            }
+        }
+        p - 1
+    };
+    // Edges: (fragment here, ghost gidx) -> owner of the ghost, who names its fragment.
+    for b in edges_out.iter_mut() {
+        // Fragment ids become global before they leave.
+        let mut out = Vec::with_capacity(b.len());
+        let mut rd = Reader::new(b);
+        while !rd.done() {
+            (frag_base + rd.get::<u64>()).put(&mut out);
+            rd.get::<u64>().put(&mut out);
+        }
+        *b = out;
+    }
+    let recv = timings.time("dist edges", || comm.exchange("fof edges", &edges_out, &mut cs))?;
+    drop(edges_out);
+    let mut frag_count = vec![0u64; n_frag];
+    let mut frag_tag = vec![i64::MAX; n_frag];
+    for u in 0..n_own {
+        let f = frag_of_particle[u] as usize;
+        frag_count[f] += 1;
+        frag_tag[f] = frag_tag[f].min(tag[u]);
+    }
+    let mut pairs = Vec::new();
+    for r in 0..p {
+        let mut rd = Reader::new(recv.from(r));
+        while !rd.done() {
+            let a: u64 = rd.get();
+            let g: u64 = rd.get();
+            let u = gidx.partition_point(|&x| x < g);
+            debug_assert!(u < n_own && gidx[u] == g);
+            let f = frag_of_particle[u];
+            (a).put(&mut pairs);
+            (frag_base + f as u64).put(&mut pairs);
+        }
+    }
+    drop(recv);
+    // Global resolution: every rank learns every edge and the count and tag of every
+    // fragment on an edge, and runs the same union–find.
+    let gathered = timings.time("dist resolve", || comm.all_gather_bytes("fof edge gather", &pairs, &mut cs))?;
+    let mut ids: HashMap<u64, usize> = HashMap::new();
+    let mut list: Vec<u64> = Vec::new();
+    let mut edges: Vec<(usize, usize)> = Vec::new();
+    {
+        let mut rd = Reader::new(&gathered.buf);
+        while !rd.done() {
+            let a: u64 = rd.get();
+            let b: u64 = rd.get();
+            let mut id = |x: u64| *ids.entry(x).or_insert_with(|| {
+                list.push(x);
+                list.len() - 1
+            });
+            let (ia, ib) = (id(a), id(b));
+            edges.push((ia, ib));
+        }
+    }
+    drop(gathered);
+    let n_edges = edges.len();
+    // Counts and tags of the involved fragments this rank holds.
+    let mut info = Vec::new();
+    for &f in &list {
+        if f >= frag_base && f < frag_base + n_frag as u64 {
+            let lf = (f - frag_base) as usize;
+            f.put(&mut info);
+            frag_count[lf].put(&mut info);
+            frag_tag[lf].put(&mut info);
+        }
+    }
+    let infos = comm.all_gather_bytes("fof fragment info", &info, &mut cs)?;
+    let mut parent: Vec<usize> = (0..list.len()).collect();
+    fn find(parent: &mut [usize], mut x: usize) -> usize {
+        while parent[x] != x {
+            parent[x] = parent[parent[x]];
+            x = parent[x];
+        }
+        x
+    }
+    for &(a, b) in &edges {
+        let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+        if ra != rb {
+            // Root: the smaller global fragment id (the group's home).
+            if list[ra] < list[rb] { parent[rb] = ra } else { parent[ra] = rb }
+        }
+    }
+    let mut set_count = vec![0u64; list.len()];
+    let mut set_tag = vec![i64::MAX; list.len()];
+    {
+        let mut rd = Reader::new(&infos.buf);
+        while !rd.done() {
+            let f: u64 = rd.get();
+            let c: u64 = rd.get();
+            let t: i64 = rd.get();
+            let r = find(&mut parent, ids[&f]);
+            set_count[r] += c;
+            set_tag[r] = set_tag[r].min(t);
+        }
+    }
+    drop(infos);
+    let merged_away: usize = (0..list.len()).filter(|&i| find(&mut parent, i) != i).count();
+    // Per local fragment: final tag, total count, home fragment (global id).
+    let min = params.min_members as u64;
+    let mut f_tag = frag_tag.clone();
+    let mut f_count = frag_count.clone();
+    let mut f_home: Vec<u64> = (0..n_frag as u64).map(|f| frag_base + f).collect();
+    for f in 0..n_frag {
+        if let Some(&i) = ids.get(&(frag_base + f as u64)) {
+            let r = find(&mut parent, i);
+            f_tag[f] = set_tag[r];
+            f_count[f] = set_count[r];
+            f_home[f] = list[r];
+        }
+    }
+    let label_of = |f: usize| if f_count[f] >= min { f_tag[f] } else { -1 };
+
+    // Catalogue: partial rows of the kept fragments, merged on the home ranks.
+    let kept = |f: usize| f_count[f] >= min;
+    let mut sel: Vec<u32> = Vec::new(); // owned, kept, in z-order
+    for &u in &zo {
+        if kept(frag_of_particle[u as usize] as usize) {
+            sel.push(u);
+        }
+    }
+    let cat_parts: Vec<(usize, Part<D>, Vec<i64>)> = timings.time("catalogue", || {
+        partial_rows(pool, &pos, &sel, &frag_of_particle, &tag, &gidx, has_mass.then_some(&mass), has_vel.then_some(&vel), fields.particle_mass, box_len, params.members)
+    });
+    let mut to_home: Vec<Vec<u8>> = vec![Vec::new(); p];
+    let mut rows: Vec<(u64, Vec<Part<D>>, Vec<i64>)> = Vec::new(); // (home fragment, parts, members)
+    let mut home_row: HashMap<u64, usize> = HashMap::new();
+    for (f, part, members) in cat_parts {
+        let home = f_home[f];
+        let hr = frag_rank(home);
+        if hr == me {
+            let i = *home_row.entry(home).or_insert_with(|| {
+                rows.push((home, Vec::new(), Vec::new()));
+                rows.len() - 1
+            });
+            // The home fragment first: it is the reference of the merge.
+            if home == frag_base + f as u64 { rows[i].1.insert(0, part) } else { rows[i].1.push(part) }
+            rows[i].2.extend(members);
+        } else {
+            let b = &mut to_home[hr];
+            home.put(b);
+            part.put(b);
+            (members.len() as u64).put(b);
+            members.iter().for_each(|m| m.put(b));
+        }
+    }
+    let recv = timings.time("dist catalogue", || comm.exchange("catalogue parts", &to_home, &mut cs))?;
+    drop(to_home);
+    for r in 0..p {
+        let mut rd = Reader::new(recv.from(r));
+        while !rd.done() {
+            let home: u64 = rd.get();
+            let part = Part::<D>::get(&mut rd);
+            let nm: u64 = rd.get();
+            let i = home_row[&home];
+            rows[i].1.push(part);
+            for _ in 0..nm {
+                rows[i].2.push(rd.get());
+            }
+        }
+    }
+    drop(recv);
+    rows.sort_by_key(|r| r.0);
+    let merged: Vec<(Part<D>, Vec<i64>)> = rows
+        .into_iter()
+        .map(|(_, parts, mut members)| {
+            members.sort_unstable();
+            (if parts.len() == 1 { parts[0] } else { merge(&parts, box_len) }, members)
+        })
+        .collect();
+    let n_rows = merged.len() as u64;
+    let in_groups: u64 = merged.iter().map(|r| r.0.count).sum();
+    let mut cat = build_catalogue(merged, params.order, has_vel, params.members);
+    if scope == CatalogueScope::Root {
+        cat = timings.time("dist gather", || gather_root(comm, cat, params.order, has_vel, params.members, &mut cs))?;
+    }
+    let totals = comm.sum_u64(&[n_rows, in_groups]);
+
+    // Labels back to the ranks (and input rows) the particles came from.
+    let mut back = vec![Vec::new(); p];
+    let mut u = 0;
+    for (r, &cnt) in from_count.iter().enumerate() {
+        for _ in 0..cnt {
+            label_of(frag_of_particle[u] as usize).put(&mut back[r]);
+            u += 1;
+        }
+    }
+    let recv = timings.time("dist results", || comm.exchange("results", &back, &mut cs))?;
+    let mut readers: Vec<Reader<'_>> = (0..p).map(|r| Reader::new(recv.from(r))).collect();
+    for (i, &o) in owners.iter().enumerate() {
+        labels[i] = readers[o as usize].get();
+    }
+    let frag_total: u64 = frag_counts.iter().sum();
+    local.groups_total = n_frag;
+    local.timings = Timings { stages: timings.stages.clone() };
+    Ok((
+        cat,
+        DistFofStats {
+            local,
+            dist: DistStats { timings, comm: cs, owned: n_own, imported: n_ghost, exported },
+            groups_total: (frag_total as usize) - merged_away,
+            groups: totals[0] as usize,
+            particles_in_groups: totals[1] as usize,
+            edges: n_edges,
+        },
+    ))
+}
+
+/// Partial rows of the kept fragments present on this rank, in z-order of their first
+/// particle here: (local fragment, row, member global indices when asked for).
+#[allow(clippy::too_many_arguments)]
+fn partial_rows<T: Real, const D: usize>(
+    pool: &rayon::ThreadPool,
+    pos: &[[T; D]],
+    sel: &[u32],
+    frag_of: &[u32],
+    tag: &Vec<i64>,
+    gidx: &[u64],
+    mass: Option<&Vec<f64>>,
+    vel: Option<&Vec<[T; D]>>,
+    particle_mass: f64,
+    box_len: Option<[f64; D]>,
+    members: bool,
+) -> Vec<(usize, Part<D>, Vec<i64>)> {
+    if sel.is_empty() {
+        return Vec::new();
+    }
+    // Roots in the selection's z-order: the index of each fragment's first selected point.
+    let mut first = HashMap::new();
+    let mut roots = Vec::with_capacity(sel.len());
+    let mut frags = Vec::new();
+    for (j, &u) in sel.iter().enumerate() {
+        let f = frag_of[u as usize];
+        let r = *first.entry(f).or_insert_with(|| {
+            frags.push(f as usize);
+            j as u32
+        });
+        roots.push(r);
+    }
+    let soa: [Vec<T>; D] = std::array::from_fn(|d| sel.iter().map(|&u| pos[u as usize][d]).collect());
+    let mut scratch = vec![0i64; pos.len()];
+    let red = catalogue::Reduce {
+        pos: &soa,
+        orig: sel,
+        roots: &roots,
+        box_len,
+        velocities: vel.map(|v| v as &dyn PointSource<T, D>),
+        masses: mass.map(|m| m as &dyn ScalarField),
+        particle_mass,
+        ids: Some(tag as &dyn ParticleIds),
+        min_members: 1,
+        order: CatalogueOrder::ZOrder,
+        members,
+    };
+    let mut t = Timings::default();
+    let (cat, _) = pool.install(|| catalogue::reduce(&red, &mut scratch, &mut t));
+    (0..cat.len())
+        .map(|g| {
+            let part = Part {
+                tag: cat.tag[g],
+                count: cat.count[g],
+                mass: cat.mass[g],
+                centre: cat.centre[g],
+                s_x: cat.mass[g] * cat.inertia_radius[g] * cat.inertia_radius[g],
+                vel: if vel.is_some() { cat.velocity[g] } else { [0.0; D] },
+                s_v: if vel.is_some() { cat.mass[g] * cat.dispersion[g] * cat.dispersion[g] } else { 0.0 },
+            };
+            let m = if members { cat.members(g).iter().map(|&u| gidx[u as usize] as i64).collect() } else { Vec::new() };
+            (frags[g], part, m)
+        })
+        .collect()
+}
+
+fn build_catalogue<const D: usize>(mut rows: Vec<(Part<D>, Vec<i64>)>, order: CatalogueOrder, vel: bool, members: bool) -> Catalogue<D> {
+    if order == CatalogueOrder::Gadget {
+        rows.sort_by(|a, b| b.0.count.cmp(&a.0.count).then(a.0.tag.cmp(&b.0.tag)));
+    }
+    let mut c = Catalogue::empty(order, vel);
+    if members {
+        c.member_offsets.push(0);
+    }
+    for (r, m) in rows {
+        c.tag.push(r.tag);
+        c.count.push(r.count);
+        c.mass.push(r.mass);
+        c.centre.push(r.centre);
+        c.inertia_radius.push((r.s_x / r.mass).sqrt());
+        if vel {
+            c.velocity.push(r.vel);
+            c.dispersion.push((r.s_v / r.mass).sqrt());
+        }
+        if members {
+            c.member_indices.extend(m);
+            c.member_offsets.push(c.member_indices.len() as u64);
+        }
+    }
+    c
+}
+
+/// The whole catalogue on rank 0, rows in global z-order (or GADGET order).
+fn gather_root<const D: usize>(comm: &super::Comm, cat: Catalogue<D>, order: CatalogueOrder, vel: bool, members: bool, cs: &mut super::CommStats) -> Result<Catalogue<D>> {
+    let mut sends = vec![Vec::new(); comm.size()];
+    let b = &mut sends[0];
+    for g in 0..cat.len() {
+        let part = Part {
+            tag: cat.tag[g],
+            count: cat.count[g],
+            mass: cat.mass[g],
+            centre: cat.centre[g],
+            s_x: cat.mass[g] * cat.inertia_radius[g].powi(2),
+            vel: if vel { cat.velocity[g] } else { [0.0; D] },
+            s_v: if vel { cat.mass[g] * cat.dispersion[g].powi(2) } else { 0.0 },
+        };
+        // Radius and dispersion travel as such (bit-exact), not as sums.
+        part.put(b);
+        cat.inertia_radius[g].put(b);
+        (if vel { cat.dispersion[g] } else { 0.0 }).put(b);
+        let m = cat.members(g);
+        (m.len() as u64).put(b);
+        m.iter().for_each(|x| x.put(b));
+    }
+    let recv = comm.exchange("catalogue gather", &sends, cs)?;
+    let mut out = Catalogue::empty(order, vel);
+    if members {
+        out.member_offsets.push(0);
+    }
+    if comm.rank() != 0 {
+        return Ok(out);
+    }
+    let mut rows: Vec<(Part<D>, f64, f64, Vec<i64>)> = Vec::new();
+    for r in 0..comm.size() {
+        let mut rd = Reader::new(recv.from(r));
+        while !rd.done() {
+            let part = Part::<D>::get(&mut rd);
+            let radius: f64 = rd.get();
+            let disp: f64 = rd.get();
+            let nm: u64 = rd.get();
+            rows.push((part, radius, disp, (0..nm).map(|_| rd.get()).collect()));
+        }
+    }
+    if order == CatalogueOrder::Gadget {
+        rows.sort_by(|a, b| b.0.count.cmp(&a.0.count).then(a.0.tag.cmp(&b.0.tag)));
+    }
+    for (r, radius, disp, m) in rows {
+        out.tag.push(r.tag);
+        out.count.push(r.count);
+        out.mass.push(r.mass);
+        out.centre.push(r.centre);
+        out.inertia_radius.push(radius);
+        if vel {
+            out.velocity.push(r.vel);
+            out.dispersion.push(disp);
+        }
+        if members {
+            out.member_indices.extend(m);
+            out.member_offsets.push(out.member_indices.len() as u64);
+        }
+    }
+    Ok(out)
+}

@@ -69,7 +69,7 @@ impl Context {
     }
 }
 
-fn validate_fields<T: Real, const D: usize>(f: &FofFields<'_, T, D>, n: usize) -> Result<()> {
+pub(crate) fn validate_fields<T: Real, const D: usize>(f: &FofFields<'_, T, D>, n: usize) -> Result<()> {
     if let Some(v) = f.velocities {
         check_len("velocities", v.len(), n)?;
         if let Some((i, d)) = (0..n).into_par_iter().find_map_first(|i| {
@@ -118,16 +118,7 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         let stats = FofStats { linking_length: l, timings, ..Default::default() };
         return Ok((Catalogue::empty(params.order, fields.velocities.is_some()), stats));
     }
-    let zs = prepare(&Cpu, domain, points, None::<&P>, &ctx.config.tree, &mut timings)?;
-    let uf = timings.time("init", || UnionFind::new(n));
-    let flags: Vec<AtomicBool> = (0..zs.tree.num_nodes()).map(|_| AtomicBool::new(false)).collect();
-    let job = Job { zs: &zs, l2: l * l, l2_lo: l * l * (1.0 - 1e-12), l2_hi: l * l * (1.0 + 1e-12), l_hi: l * (1.0 + 1e-12), box_len: domain.box_lengths(), uf: &uf, flags: &flags };
-    let walk = match domain {
-        Domain::Open => job.walk(Open, &mut timings),
-        Domain::Periodic(len) => job.walk(Periodic::<f64, D>::new(len), &mut timings),
-    };
-    drop(flags);
-    let roots = timings.time("contract", || uf.contract());
+    let (zs, roots, walk) = link(domain, points, l, &ctx.config.tree, &mut timings)?;
     let uf_bytes = 4 * n + zs.tree.num_nodes();
     let red = catalogue::Reduce {
         pos: &zs.src_pos,
@@ -155,6 +146,29 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         scratch_bytes: zs.bytes() + uf_bytes.max(4 * n + cstats.scratch_bytes),
     };
     Ok((cat, stats))
+}
+
+/// Sorts, builds the tree and links: the root (z-index of its group's first point) of
+/// every z-ordered point.
+pub(crate) fn link<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+    domain: &Domain<D>,
+    points: &P,
+    l: f64,
+    tree_params: &crate::tree::TreeParams,
+    timings: &mut Timings,
+) -> Result<(ZSet<T, D>, Vec<u32>, WalkStats)> {
+    let n = points.len();
+    let zs = prepare(&Cpu, domain, points, None::<&P>, tree_params, timings)?;
+    let uf = timings.time("init", || UnionFind::new(n));
+    let flags: Vec<AtomicBool> = (0..zs.tree.num_nodes()).map(|_| AtomicBool::new(false)).collect();
+    let job = Job { zs: &zs, l2: l * l, l2_lo: l * l * (1.0 - 1e-12), l2_hi: l * l * (1.0 + 1e-12), l_hi: l * (1.0 + 1e-12), box_len: domain.box_lengths(), uf: &uf, flags: &flags };
+    let walk = match domain {
+        Domain::Open => job.walk(Open, timings),
+        Domain::Periodic(len) => job.walk(Periodic::<f64, D>::new(len), timings),
+    };
+    drop(flags);
+    let roots = timings.time("contract", || uf.contract());
+    Ok((zs, roots, walk))
 }
 
 struct Job<'a, T: Real, const D: usize> {
