@@ -11,7 +11,7 @@ export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
 export OMPI_MCA_rmaps_base_oversubscribe = 1
 
-.PHONY: all bootstrap build header header-check package test test-rust test-c test-fortran bench-build \
+.PHONY: all bootstrap build header header-check package test test-rust test-mpi test-c test-fortran bench-build \
         examples demo bench bench-knn bench-fof clean
 
 all: build
@@ -39,15 +39,29 @@ package: bootstrap
 	cmake --install $(BUILD)/ztree --prefix $(PREFIX) >/dev/null
 
 # Every test the project has: Rust (oracles, invariants, scipy cross-check, GADGET-4
-# snapshot, doc tests), the header check, C and Fortran tests against the installed
-# package (valgrind included), and the examples build; benchmarks must compile.
-test: bootstrap header-check bench-build examples test-c test-fortran test-rust
+# snapshot, doc tests), the distributed tests on 1-4 MPI ranks, the header check, C and
+# Fortran tests against the installed package (valgrind included), the examples and a
+# distributed run of the in-situ demo; benchmarks must compile; the build without MPI
+# must compile.
+test: bootstrap header-check bench-build examples test-c test-fortran test-mpi test-rust
 
 bench-build: bootstrap
 	$(CARGO) bench --no-run
 
 test-rust: bootstrap
+	$(CARGO) check --lib --no-default-features
 	$(CARGO) test
+
+# Distributed kNN and FoF against single-rank results, on 1, 2, 3 and 4 ranks
+# (oversubscribed), then the C in-situ demo on 3 ranks.
+MPI_TESTS = mpi_knn mpi_fof
+test-mpi: examples
+	@bins=$$($(CARGO) test --no-run $(MPI_TESTS:%=--test %) --message-format=json | \
+	  python3 -c 'import sys, json; [print(m["executable"]) for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable")]'); \
+	for np in 1 2 3 4; do for b in $$bins; do \
+	  echo "mpirun -np $$np $$(basename $$b)"; mpirun -np $$np $$b || exit 1; \
+	done; done
+	mpirun -np 3 $(BUILD)/examples-c/insitu 30000 2
 
 test-c: package
 	cmake -S tests/c -B $(BUILD)/tests-c -DCMAKE_PREFIX_PATH=$(PREFIX) >/dev/null

@@ -18,7 +18,7 @@ module ztree
   integer(c_int), parameter, public :: ZTREE_OK = 0, ZTREE_ERR_NULL_POINTER = 1, &
     ZTREE_ERR_INVALID_ARGUMENT = 2, ZTREE_ERR_NON_FINITE = 3, ZTREE_ERR_OUTSIDE_BOX = 4, &
     ZTREE_ERR_SIZE = 5, ZTREE_ERR_DTYPE = 6, ZTREE_ERR_UNSUPPORTED = 7, &
-    ZTREE_ERR_NO_SOURCES = 8, ZTREE_ERR_INTERNAL = 9
+    ZTREE_ERR_NO_SOURCES = 8, ZTREE_ERR_INTERNAL = 9, ZTREE_ERR_MPI = 10, ZTREE_ERR_REMOTE = 11
   integer(c_int32_t), parameter, public :: ZTREE_DTYPE_NONE = 0, ZTREE_DTYPE_F32 = 1, &
     ZTREE_DTYPE_F64 = 2, ZTREE_DTYPE_I32 = 3, ZTREE_DTYPE_I64 = 4, ZTREE_DTYPE_U32 = 5, &
     ZTREE_DTYPE_U64 = 6
@@ -72,6 +72,8 @@ module ztree
   type, bind(C), public :: ztree_fof_params
     real(c_double) :: linking_length = 0, b = 0
     integer(c_int32_t) :: min_members = 20, order = 0, members = 0
+    !> MPI contexts: 0 = each halo on one rank; 1 = the whole catalogue on rank 0.
+    integer(c_int32_t) :: gather = 0
   end type
 
   type, bind(C), public :: ztree_fof_output
@@ -84,9 +86,11 @@ module ztree
 
   type, bind(C), public :: ztree_stats
     integer(c_int32_t) :: n_stages
-    character(kind=c_char) :: stage_name(16, 16)
-    real(c_double) :: stage_seconds(16), total_seconds
+    character(kind=c_char) :: stage_name(16, 32)
+    real(c_double) :: stage_seconds(32), total_seconds
     integer(c_int64_t) :: scratch_bytes, particles, queries, halos
+    !> MPI contexts: bytes and messages this rank sent; particles it owned.
+    integer(c_int64_t) :: bytes_sent, messages, owned
   end type
 
   public :: ztree_config_default, ztree_create, ztree_create_mpi, ztree_destroy, ztree_knn, &

@@ -54,7 +54,7 @@
 
 #define ZTREE_CATALOGUE_GADGET 1
 
-#define ZTREE_MAX_STAGES 16
+#define ZTREE_MAX_STAGES 32
 
 // Version of the ztree library this header belongs to.
 #define ZTREE_VERSION_MAJOR 0
@@ -85,6 +85,11 @@ typedef enum ztree_status {
   ZTREE_ERR_NO_SOURCES = 8,
   // An internal error (a bug): the message says what; the handle stays usable.
   ZTREE_ERR_INTERNAL = 9,
+  // An MPI call failed, or the ranks disagree on the parameters of a collective call.
+  ZTREE_ERR_MPI = 10,
+  // Another rank of the communicator reported an error in this collective call (its own
+  // status and message say which); nothing was computed on any rank.
+  ZTREE_ERR_REMOTE = 11,
 } ztree_status;
 
 // The opaque handle: create once, reuse every time step, destroy at the end.
@@ -123,6 +128,11 @@ typedef struct ztree_stats {
   int64_t particles;
   int64_t queries;
   int64_t halos;
+  // MPI contexts: bytes and point-to-point messages this rank sent in the call
+  // (0 for serial contexts), and the particles it owned after the decomposition.
+  int64_t bytes_sent;
+  int64_t messages;
+  int64_t owned;
 } ztree_stats;
 
 // A strided array of `count` elements, read in place and never written:
@@ -200,6 +210,10 @@ typedef struct ztree_fof_params {
   int32_t order;
   // Non-zero: also return each halo's members.
   int32_t members;
+  // MPI contexts: 0 = each halo is returned by exactly one rank (the one holding its
+  // first particle in z-order); non-zero = the whole catalogue on rank 0 (other ranks
+  // get none). Ignored by serial contexts.
+  int32_t gather;
 } ztree_fof_params;
 
 // One halo of the FoF catalogue.
@@ -248,8 +262,13 @@ enum ztree_status ztree_config_default(struct ztree_config *cfg);
 enum ztree_status ztree_create(const struct ztree_config *cfg, struct ztree_context **out);
 
 // Creates a context for a communicator, given as its Fortran handle (`MPI_Comm_c2f` in
-// C, the integer in Fortran) so that this header needs no mpi.h. Until distributed
-// walks land, each rank computes on the particles it passes (results are per rank).
+// C, the integer in Fortran) so that this header needs no mpi.h. Collective: every rank
+// of the communicator calls it (ztree duplicates the communicator). Every `ztree_knn` and
+// `ztree_fof` on the context is then collective too: each rank passes the particles it
+// holds (any number, zero included) and gets the results for exactly those particles, in
+// its input order, identical to one serial call on all ranks' particles concatenated in
+// rank order. Indices in results are such global indices: the particle counts of the
+// lower ranks plus the index on its rank. Destroy the context before MPI_Finalize.
 enum ztree_status ztree_create_mpi(const struct ztree_config *cfg,
                                    int32_t comm_f,
                                    struct ztree_context **out);

@@ -127,8 +127,36 @@ impl Comm {
         self.size
     }
 
-    pub(crate) fn raw(&self) -> &SimpleCommunicator {
-        &self.comm
+    /// Duplicates the communicator whose Fortran handle is `f` (how C and Fortran callers
+    /// pass it, so the C header needs no mpi.h). MPI must be initialised.
+    pub(crate) fn from_fortran(f: i32) -> Result<Self> {
+        if !mpi::is_initialized() || mpi::is_finalized() {
+            return Err(Error::Mpi("MPI is not initialised (or already finalised): call MPI_Init before ztree_create_mpi".into()));
+        }
+        use mpi::ffi;
+        use mpi::raw::FromRaw;
+        // SAFETY: MPI is initialised; f2c maps any integer to a handle or MPI_COMM_NULL,
+        // which is rejected before use. The duplicate is owned by the returned value.
+        unsafe {
+            let c = ffi::RSMPI_Comm_f2c(f);
+            if c == ffi::RSMPI_COMM_NULL {
+                return Err(Error::Mpi(format!("communicator handle {f} is MPI_COMM_NULL")));
+            }
+            let mut dup = std::mem::MaybeUninit::<ffi::MPI_Comm>::uninit();
+            let rc = ffi::MPI_Comm_dup(c, dup.as_mut_ptr());
+            if rc != ffi::MPI_SUCCESS as i32 {
+                return Err(Error::Mpi(format!("MPI_Comm_dup failed on communicator handle {f} (error {rc})")));
+            }
+            Ok(Self::new(SimpleCommunicator::from_raw(dup.assume_init())))
+        }
+    }
+
+    /// Frees the duplicated communicator, or leaks it when MPI is already finalised
+    /// (freeing it then would abort the program).
+    pub(crate) fn release(self) {
+        if mpi::is_finalized() {
+            std::mem::forget(self.comm);
+        }
     }
 
     /// Every rank learns whether any rank failed: this rank's own error, or `RemoteRank`

@@ -31,7 +31,6 @@ pub(crate) struct Decomp<const D: usize> {
     starts: Vec<u128>,
     /// Per rank: boxes (padded outwards) holding every point its key range can hold.
     regions: Vec<Vec<[[f64; D]; 2]>>,
-    me: usize,
 }
 
 /// The domain's bounding box agreed by all ranks (empty ranks contribute nothing).
@@ -55,7 +54,7 @@ impl<const D: usize> Decomp<D> {
         }
         let box_len = domain.box_lengths();
         let regions = (0..comm.size()).map(|r| region_boxes(&quant, box_len.is_some(), starts[r], starts[r + 1])).collect();
-        Self { quant, box_len, starts, regions, me: comm.rank() }
+        Self { quant, box_len, starts, regions }
     }
 
     /// The rank owning `key`.
@@ -137,15 +136,6 @@ impl<const D: usize> Decomp<D> {
             s += g * g;
         }
         s
-    }
-
-    /// Whether this rank's key range is empty.
-    pub fn is_empty(&self, r: usize) -> bool {
-        self.starts[r] >= self.starts[r + 1]
-    }
-
-    pub fn me(&self) -> usize {
-        self.me
     }
 }
 

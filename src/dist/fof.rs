@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 
 use super::comm::{Reader, Wire, put_real};
-use super::{Decomp, Dist, DistStats, agree_params, agree_points, domain_words, route};
+use super::{Decomp, Dist, DistStats, On, agree_params, agree_points, domain_words, route};
 use crate::catalogue::{self, Catalogue, CatalogueOrder};
 use crate::context::Timings;
 use crate::error::{Error, Result, check_len};
@@ -148,7 +148,7 @@ impl Dist {
         scope: CatalogueScope,
         labels: &mut [i64],
     ) -> Result<(Catalogue<D>, DistFofStats)> {
-        fof(self, domain, points, fields, params, scope, labels)
+        fof(self.on(), domain, points, fields, params, scope, labels)
     }
 }
 
@@ -175,8 +175,8 @@ fn param_words<T: Real, const D: usize>(domain: &Domain<D>, fields: &FofFields<'
 }
 
 #[allow(clippy::too_many_arguments)]
-fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
-    dist: &Dist,
+pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+    dist: On<'_>,
     domain: &Domain<D>,
     points: &P,
     fields: &FofFields<'_, T, D>,
@@ -184,7 +184,7 @@ fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     scope: CatalogueScope,
     labels: &mut [i64],
 ) -> Result<(Catalogue<D>, DistFofStats)> {
-    let comm = &dist.comm;
+    let comm = dist.comm;
     let pool = &dist.ctx.pool;
     let (p, me, n) = (comm.size(), comm.rank(), points.len());
     let mut timings = Timings::default();

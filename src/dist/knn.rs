@@ -8,7 +8,7 @@
 use rayon::prelude::*;
 
 use super::comm::{Reader, Wire, put_real};
-use super::{Decomp, Dist, DistStats, agree_params, agree_points, domain_words, route};
+use super::{Decomp, Dist, DistStats, On, agree_params, agree_points, domain_words, route};
 use crate::context::Timings;
 use crate::error::{Error, Result, check_len};
 use crate::knn::{KnnOutput, KnnParams, KnnStats, OutputOrder, ScalarField, Sinks, SourceFields, run_sinks};
@@ -51,11 +51,11 @@ impl Dist {
         params: &KnnParams,
         out: &mut KnnOutput<'_, T>,
     ) -> Result<DistKnnStats> {
-        knn_self(self, domain, points, fields, params, out)
+        knn_self(self.on(), domain, points, fields, params, out)
     }
 }
 
-fn check_inputs<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(dist: &Dist, points: &P, fields: &SourceFields<'_>, k: usize, out: &KnnOutput<'_, T>) -> Result<()> {
+fn check_inputs<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(dist: On<'_>, points: &P, fields: &SourceFields<'_>, k: usize, out: &KnnOutput<'_, T>) -> Result<()> {
     let n = points.len();
     if k == 0 {
         return Err(Error::InvalidK(0));
@@ -89,15 +89,15 @@ fn check_inputs<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(dist: &D
     Ok(())
 }
 
-fn knn_self<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
-    dist: &Dist,
+pub(crate) fn knn_self<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+    dist: On<'_>,
     domain: &Domain<D>,
     points: &P,
     fields: &SourceFields<'_>,
     params: &KnnParams,
     out: &mut KnnOutput<'_, T>,
 ) -> Result<DistKnnStats> {
-    let comm = &dist.comm;
+    let comm = dist.comm;
     let pool = &dist.ctx.pool;
     let (p, me, n, k) = (comm.size(), comm.rank(), points.len(), params.k);
     let mut timings = Timings::default();

@@ -20,8 +20,8 @@
 
 pub mod comm;
 mod decomp;
-mod fof;
-mod knn;
+pub(crate) mod fof;
+pub(crate) mod knn;
 
 use mpi::topology::SimpleCommunicator;
 use rayon::prelude::*;
@@ -59,11 +59,16 @@ impl Dist {
         &self.ctx
     }
 
-    /// The communicator, for callers that must free it themselves (after MPI_Finalize
-    /// it must be leaked instead, see the C handle).
-    pub(crate) fn into_comm(self) -> Comm {
-        self.comm
+    pub(crate) fn on(&self) -> On<'_> {
+        On { ctx: &self.ctx, comm: &self.comm }
     }
+}
+
+/// A context and a communicator, borrowed for one collective call.
+#[derive(Clone, Copy)]
+pub(crate) struct On<'a> {
+    pub ctx: &'a Context,
+    pub comm: &'a Comm,
 }
 
 /// What every rank must agree on before a collective call; mismatches are an error on all
@@ -98,8 +103,8 @@ struct Keys<const D: usize> {
 
 /// Validates this rank's points (collectively: all ranks fail if one does) and computes
 /// the keys over the agreed domain.
-fn agree_points<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(dist: &Dist, domain: &Domain<D>, points: &P, checks: Result<()>) -> Result<Keys<D>> {
-    let comm = &dist.comm;
+fn agree_points<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(dist: On<'_>, domain: &Domain<D>, points: &P, checks: Result<()>) -> Result<Keys<D>> {
+    let comm = dist.comm;
     let local = checks.and_then(|_| domain.validate()).and_then(|_| dist.ctx.pool.install(|| scan_points(points, "points", domain)));
     let bounds: Bounds<D> = comm.agree(local)?;
     let gb = global_bounds(comm, &bounds);

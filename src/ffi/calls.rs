@@ -39,7 +39,17 @@ pub(crate) fn empty_stats() -> ztree_stats {
         particles: 0,
         queries: 0,
         halos: 0,
+        bytes_sent: 0,
+        messages: 0,
+        owned: 0,
     }
+}
+
+#[cfg(feature = "mpi")]
+fn add_comm_stats(s: &mut ztree_stats, d: &crate::dist::DistStats) {
+    s.bytes_sent = d.comm.bytes_sent() as i64;
+    s.messages = d.comm.messages() as i64;
+    s.owned = d.owned as i64;
 }
 
 fn fill_stats(t: &Timings, scratch: usize, particles: usize, queries: usize, halos: usize) -> ztree_stats {
@@ -227,6 +237,24 @@ fn knn_typed<T: Real, const D: usize>(
     };
     let kp = KnnParams { k };
     let dom = domain::<D>(&ctx.config);
+    #[allow(unused_mut)]
+    let mut comm_stats = None;
+    #[cfg(feature = "mpi")]
+    let stats = match (&ctx.comm, &qp) {
+        (Some(comm), None) => {
+            let on = crate::dist::On { ctx: &ctx.core, comm };
+            let st = crate::dist::knn::knn_self(on, &dom, &sp, &fields, &kp, &mut kout)?;
+            let mut local = st.local.clone();
+            local.timings = st.dist.timings.clone();
+            local.padded_queries = st.padded_queries;
+            comm_stats = Some(st.dist);
+            local
+        }
+        (Some(_), Some(_)) => return Err(fail(ZTREE_ERR_UNSUPPORTED, "ztree_knn: separate queries are not supported on an MPI context yet (pass queries = NULL for the self-query)")),
+        (None, None) => ctx.core.knn_self(&dom, &sp, &fields, &kp, &mut kout)?,
+        (None, Some(q)) => ctx.core.knn(&dom, &sp, q, &fields, &kp, &mut kout)?,
+    };
+    #[cfg(not(feature = "mpi"))]
     let stats = match &qp {
         None => ctx.core.knn_self(&dom, &sp, &fields, &kp, &mut kout)?,
         Some(q) => ctx.core.knn(&dom, &sp, q, &fields, &kp, &mut kout)?,
@@ -258,6 +286,11 @@ fn knn_typed<T: Real, const D: usize>(
     o.padded_queries = stats.padded_queries as i64;
     let extra = (dist_t.capacity() + kth_t.capacity()) * std::mem::size_of::<T>();
     ctx.stats = fill_stats(&stats.timings, stats.scratch_bytes + extra, ns, nq, 0);
+    #[cfg(feature = "mpi")]
+    if let Some(d) = &comm_stats {
+        add_comm_stats(&mut ctx.stats, d);
+    }
+    let _ = &comm_stats;
     Ok(())
 }
 
@@ -329,6 +362,23 @@ fn fof_typed<T: Real, const D: usize>(ctx: &mut ztree_context, p: &ztree_particl
     // SAFETY: the header documents that a caller `labels` array has `count` entries.
     let labels = unsafe { dest(o.labels, &mut b.labels, n) };
     let labels_ptr = labels.as_mut_ptr();
+    #[allow(unused_mut)]
+    let mut comm_stats = None;
+    #[cfg(feature = "mpi")]
+    let (cat, stats) = match &ctx.comm {
+        Some(comm) => {
+            let on = crate::dist::On { ctx: &ctx.core, comm };
+            let scope = if prm.gather != 0 { crate::dist::CatalogueScope::Root } else { crate::dist::CatalogueScope::Distributed };
+            let (cat, st) = crate::dist::fof::fof(on, &dom, &pos, &fields, &params, scope, labels)?;
+            let mut local = st.local.clone();
+            local.timings = st.dist.timings.clone();
+            local.groups_total = st.groups_total;
+            comm_stats = Some(st.dist);
+            (cat, local)
+        }
+        None => ctx.core.fof_into(&dom, &pos, &fields, &params, labels)?,
+    };
+    #[cfg(not(feature = "mpi"))]
     let (cat, stats) = ctx.core.fof_into(&dom, &pos, &fields, &params, labels)?;
     let b = &mut ctx.buffers;
     b.halos.clear();
@@ -355,5 +405,10 @@ fn fof_typed<T: Real, const D: usize>(ctx: &mut ztree_context, p: &ztree_particl
     o.linking_length = stats.linking_length;
     o.n_groups_total = stats.groups_total as i64;
     ctx.stats = fill_stats(&stats.timings, stats.scratch_bytes, n, 0, cat.len());
+    #[cfg(feature = "mpi")]
+    if let Some(d) = &comm_stats {
+        add_comm_stats(&mut ctx.stats, d);
+    }
+    let _ = &comm_stats;
     Ok(())
 }

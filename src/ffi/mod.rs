@@ -54,10 +54,9 @@ impl From<Error> for Fail {
 pub struct ztree_context {
     pub(crate) core: Context,
     pub(crate) config: ztree_config,
-    /// Fortran communicator handle given to `ztree_create_mpi` (-1 for serial contexts);
-    /// the distributed walks (issue 5) run on it.
-    #[allow(dead_code)]
-    pub(crate) comm_f: i32,
+    /// The duplicate of the communicator given to `ztree_create_mpi` (None: serial).
+    #[cfg(feature = "mpi")]
+    pub(crate) comm: Option<crate::dist::Comm>,
     pub(crate) last_error: CString,
     pub(crate) buffers: calls::Buffers,
     pub(crate) stats: ztree_stats,
@@ -168,7 +167,7 @@ fn check_config(c: &ztree_config) -> Result<Config, Fail> {
     Ok(Config { threads: c.threads as usize, tree })
 }
 
-fn create(cfg: *const ztree_config, comm_f: i32, out: *mut *mut ztree_context) -> Result<(), Fail> {
+fn create(cfg: *const ztree_config, comm_f: Option<i32>, out: *mut *mut ztree_context) -> Result<(), Fail> {
     if out.is_null() {
         return Err(fail(ztree_status::ZTREE_ERR_NULL_POINTER, "ztree_create: out is NULL"));
     }
@@ -181,10 +180,17 @@ fn create(cfg: *const ztree_config, comm_f: i32, out: *mut *mut ztree_context) -
     let c = unsafe { cfg.read() };
     let config = check_config(&c)?;
     let core = Context::new(config)?;
+    #[cfg(feature = "mpi")]
+    let comm = comm_f.map(crate::dist::Comm::from_fortran).transpose()?;
+    #[cfg(not(feature = "mpi"))]
+    if comm_f.is_some() {
+        return Err(fail(ztree_status::ZTREE_ERR_UNSUPPORTED, "ztree_create_mpi: this build of ztree has no MPI support (cargo feature `mpi`)"));
+    }
     let ctx = Box::new(ztree_context {
         core,
         config: c,
-        comm_f,
+        #[cfg(feature = "mpi")]
+        comm,
         last_error: CString::default(),
         buffers: calls::Buffers::default(),
         stats: calls::empty_stats(),
@@ -198,15 +204,20 @@ fn create(cfg: *const ztree_config, comm_f: i32, out: *mut *mut ztree_context) -
 /// `ztree_last_error(NULL)` explains.
 #[unsafe(no_mangle)]
 pub extern "C" fn ztree_create(cfg: *const ztree_config, out: *mut *mut ztree_context) -> ztree_status {
-    guard(std::ptr::null_mut(), || create(cfg, -1, out))
+    guard(std::ptr::null_mut(), || create(cfg, None, out))
 }
 
 /// Creates a context for a communicator, given as its Fortran handle (`MPI_Comm_c2f` in
-/// C, the integer in Fortran) so that this header needs no mpi.h. Until distributed
-/// walks land, each rank computes on the particles it passes (results are per rank).
+/// C, the integer in Fortran) so that this header needs no mpi.h. Collective: every rank
+/// of the communicator calls it (ztree duplicates the communicator). Every `ztree_knn` and
+/// `ztree_fof` on the context is then collective too: each rank passes the particles it
+/// holds (any number, zero included) and gets the results for exactly those particles, in
+/// its input order, identical to one serial call on all ranks' particles concatenated in
+/// rank order. Indices in results are such global indices: the particle counts of the
+/// lower ranks plus the index on its rank. Destroy the context before MPI_Finalize.
 #[unsafe(no_mangle)]
 pub extern "C" fn ztree_create_mpi(cfg: *const ztree_config, comm_f: i32, out: *mut *mut ztree_context) -> ztree_status {
-    guard(std::ptr::null_mut(), || create(cfg, comm_f, out))
+    guard(std::ptr::null_mut(), || create(cfg, Some(comm_f), out))
 }
 
 /// Destroys a context and every buffer it owns. NULL is allowed (no-op).
@@ -215,7 +226,13 @@ pub extern "C" fn ztree_destroy(ctx: *mut ztree_context) -> ztree_status {
     guard(std::ptr::null_mut(), || {
         if !ctx.is_null() {
             // SAFETY: handles come from Box::into_raw in `create`; destroy is called once.
-            drop(unsafe { Box::from_raw(ctx) });
+            #[allow(unused_mut)]
+            let mut ctx = unsafe { Box::from_raw(ctx) };
+            #[cfg(feature = "mpi")]
+            if let Some(c) = ctx.comm.take() {
+                c.release();
+            }
+            drop(ctx);
         }
         Ok(())
     })

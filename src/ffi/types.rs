@@ -190,6 +190,10 @@ pub struct ztree_fof_params {
     pub order: i32,
     /// Non-zero: also return each halo's members.
     pub members: i32,
+    /// MPI contexts: 0 = each halo is returned by exactly one rank (the one holding its
+    /// first particle in z-order); non-zero = the whole catalogue on rank 0 (other ranks
+    /// get none). Ignored by serial contexts.
+    pub gather: i32,
 }
 
 /// Outputs of `ztree_fof`. `labels`: a caller array of `count` entries, or NULL to use a
@@ -211,7 +215,7 @@ pub struct ztree_fof_output {
     pub n_groups_total: i64,
 }
 
-pub const ZTREE_MAX_STAGES: usize = 16;
+pub const ZTREE_MAX_STAGES: usize = 32;
 
 /// Statistics of the last call on a context.
 #[repr(C)]
@@ -227,4 +231,9 @@ pub struct ztree_stats {
     pub particles: i64,
     pub queries: i64,
     pub halos: i64,
+    /// MPI contexts: bytes and point-to-point messages this rank sent in the call
+    /// (0 for serial contexts), and the particles it owned after the decomposition.
+    pub bytes_sent: i64,
+    pub messages: i64,
+    pub owned: i64,
 }
