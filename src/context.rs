@@ -59,6 +59,12 @@ impl Timings {
         self.stages.push((name, t.elapsed().as_secs_f64()));
         r
     }
+    /// Records the time since `since` as a stage and restarts the clock.
+    pub(crate) fn lap(&mut self, name: &'static str, since: &mut std::time::Instant) {
+        let now = std::time::Instant::now();
+        self.stages.push((name, (now - *since).as_secs_f64()));
+        *since = now;
+    }
     pub fn total(&self) -> f64 {
         self.stages.iter().map(|s| s.1).sum()
     }

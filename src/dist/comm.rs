@@ -50,6 +50,7 @@ impl CommStats {
 pub(crate) trait Wire: Copy {
     const SIZE: usize;
     fn put(self, out: &mut Vec<u8>);
+    fn write(self, out: &mut [u8]);
     fn get(b: &[u8]) -> Self;
 }
 
@@ -60,6 +61,10 @@ macro_rules! wire_num {
             #[inline(always)]
             fn put(self, out: &mut Vec<u8>) {
                 out.extend_from_slice(&self.to_le_bytes());
+            }
+            #[inline(always)]
+            fn write(self, out: &mut [u8]) {
+                out.copy_from_slice(&self.to_le_bytes());
             }
             #[inline(always)]
             fn get(b: &[u8]) -> Self {
@@ -220,52 +225,106 @@ impl Comm {
         Ok(Received { buf, offsets: offsets.iter().map(|&o| o as usize).collect() })
     }
 
-    /// All-to-all of byte messages (`sends[r]` goes to rank `r`; the own message is copied
-    /// locally). Large exchanges go in rounds so no MPI count or displacement overflows.
-    pub(crate) fn exchange(&self, name: &'static str, sends: &[Vec<u8>], stats: &mut CommStats) -> Result<Received> {
+    /// All-to-all of byte messages (message `r` of `out` goes to rank `r`; the own message
+    /// is copied locally). One round straight between the caller's buffers when every
+    /// count fits MPI's `int`; otherwise in rounds of bounded size.
+    pub(crate) fn exchange(&self, name: &'static str, out: &Outbox, stats: &mut CommStats) -> Result<Received> {
         let p = self.size;
-        debug_assert_eq!(sends.len(), p);
-        let send_lens: Vec<u64> = sends.iter().map(|s| s.len() as u64).collect();
+        debug_assert_eq!(out.offsets.len(), p + 1);
+        let send_lens: Vec<u64> = (0..p).map(|r| out.len_to(r) as u64).collect();
         let mut recv_lens = vec![0u64; p];
         self.comm.all_to_all_into(&send_lens[..], &mut recv_lens[..]);
-        let offsets = prefix(&recv_lens);
-        let mut buf = vec![0u8; offsets[p] as usize];
-        let offsets: Vec<usize> = offsets.iter().map(|&o| o as usize).collect();
-        let longest = self.max_u64(&[send_lens.iter().copied().max().unwrap_or(0)])[0];
-        let chunk = ((i32::MAX as u64) / p as u64).max(1);
-        let rounds = longest.div_ceil(chunk);
-        for round in 0..rounds {
-            let part = |len: u64| -> u64 { len.saturating_sub(round * chunk).min(chunk) };
-            let sc: Vec<u64> = send_lens.iter().map(|&l| part(l)).collect();
-            let rc: Vec<u64> = recv_lens.iter().map(|&l| part(l)).collect();
-            // Never pass a dangling empty-Vec pointer: OpenMPI's MPI_IN_PLACE is (void *) 1.
-            let mut sbuf = Vec::with_capacity((sc.iter().sum::<u64>() as usize).max(1));
-            for (r, s) in sends.iter().enumerate() {
-                let from = (round * chunk).min(s.len() as u64) as usize;
-                sbuf.extend_from_slice(&s[from..from + sc[r] as usize]);
-            }
-            let sdispl = prefix(&sc);
-            let rdispl = prefix(&rc);
-            let mut rbuf = Vec::with_capacity((rdispl[p] as usize).max(1));
-            rbuf.resize(rdispl[p] as usize, 0u8);
-            {
-                let to_i32 = |v: &[u64]| v.iter().map(|&x| x as i32).collect::<Vec<i32>>();
-                let spart = Partition::new(&sbuf[..], to_i32(&sc), to_i32(&sdispl[..p]));
-                let mut rpart = PartitionMut::new(&mut rbuf[..], to_i32(&rc), to_i32(&rdispl[..p]));
-                self.comm.all_to_all_varcount_into(&spart, &mut rpart);
-            }
-            for r in 0..p {
-                let dst = offsets[r] + (round * chunk) as usize;
-                buf[dst..dst + rc[r] as usize].copy_from_slice(&rbuf[rdispl[r] as usize..rdispl[r + 1] as usize]);
+        let roff = prefix(&recv_lens);
+        // Never pass a dangling empty-Vec pointer: OpenMPI's MPI_IN_PLACE is (void *) 1.
+        let mut buf = Vec::with_capacity((roff[p] as usize).max(1));
+        let limit = i32::MAX as u64;
+        let fits = self.max_u64(&[send_lens.iter().sum::<u64>().max(roff[p])])[0] <= limit;
+        let to_i32 = |v: &[u64]| v.iter().map(|&x| x as i32).collect::<Vec<i32>>();
+        if fits {
+            // SAFETY: u8 has no invalid values; MPI fills every byte before it is read.
+            unsafe { buf.set_len(roff[p] as usize) };
+            let soff: Vec<u64> = out.offsets.iter().map(|&o| o as u64).collect();
+            let spart = Partition::new(&out.buf[..], to_i32(&send_lens), to_i32(&soff[..p]));
+            let mut rpart = PartitionMut::new(&mut buf[..], to_i32(&recv_lens), to_i32(&roff[..p]));
+            self.comm.all_to_all_varcount_into(&spart, &mut rpart);
+        } else {
+            buf.resize(roff[p] as usize, 0u8);
+            let longest = self.max_u64(&[send_lens.iter().copied().chain(recv_lens.iter().copied()).max().unwrap_or(0)])[0];
+            let chunk = (limit / p as u64).max(1);
+            for round in 0..longest.div_ceil(chunk) {
+                let part = |len: u64| -> u64 { len.saturating_sub(round * chunk).min(chunk) };
+                let sc: Vec<u64> = send_lens.iter().map(|&l| part(l)).collect();
+                let rc: Vec<u64> = recv_lens.iter().map(|&l| part(l)).collect();
+                let mut sbuf = Vec::with_capacity((sc.iter().sum::<u64>() as usize).max(1));
+                for r in 0..p {
+                    let from = out.offsets[r] + (round * chunk).min(send_lens[r]) as usize;
+                    sbuf.extend_from_slice(&out.buf[from..from + sc[r] as usize]);
+                }
+                let (sdispl, rdispl) = (prefix(&sc), prefix(&rc));
+                let mut rbuf = Vec::with_capacity((rdispl[p] as usize).max(1));
+                rbuf.resize(rdispl[p] as usize, 0u8);
+                {
+                    let spart = Partition::new(&sbuf[..], to_i32(&sc), to_i32(&sdispl[..p]));
+                    let mut rpart = PartitionMut::new(&mut rbuf[..], to_i32(&rc), to_i32(&rdispl[..p]));
+                    self.comm.all_to_all_varcount_into(&spart, &mut rpart);
+                }
+                for r in 0..p {
+                    let dst = (roff[r] + round * chunk) as usize;
+                    buf[dst..dst + rc[r] as usize].copy_from_slice(&rbuf[rdispl[r] as usize..rdispl[r + 1] as usize]);
+                }
             }
         }
-        let (bytes, msgs) = sends
-            .iter()
-            .enumerate()
-            .filter(|(r, s)| *r != self.rank && !s.is_empty())
-            .fold((0u64, 0u64), |(b, m), (_, s)| (b + s.len() as u64, m + 1));
+        let (bytes, msgs) = (0..p)
+            .filter(|&r| r != self.rank && send_lens[r] > 0)
+            .fold((0u64, 0u64), |(b, m), r| (b + send_lens[r], m + 1));
         stats.add(name, bytes, msgs);
-        Ok(Received { buf, offsets })
+        Ok(Received { buf, offsets: roff.iter().map(|&o| o as usize).collect() })
+    }
+}
+
+/// Messages for every rank in one buffer: message `r` is `buf[offsets[r]..offsets[r + 1]]`.
+pub(crate) struct Outbox {
+    pub buf: Vec<u8>,
+    pub offsets: Vec<usize>,
+}
+
+impl Outbox {
+    /// Concatenates per-rank messages.
+    pub fn from_parts(parts: Vec<Vec<u8>>) -> Self {
+        let mut offsets = Vec::with_capacity(parts.len() + 1);
+        offsets.push(0);
+        let total = parts.iter().map(|p| p.len()).sum::<usize>();
+        let mut buf = Vec::with_capacity(total.max(1));
+        for m in parts {
+            buf.extend_from_slice(&m);
+            offsets.push(buf.len());
+        }
+        Self { buf, offsets }
+    }
+
+    pub fn len_to(&self, r: usize) -> usize {
+        self.offsets[r + 1] - self.offsets[r]
+    }
+}
+
+/// Writes fixed-size fields into a slice (records laid out in advance).
+pub(crate) struct SliceWriter<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+}
+
+impl<'a> SliceWriter<'a> {
+    pub fn new(buf: &'a mut [u8]) -> Self {
+        Self { buf, at: 0 }
+    }
+    #[inline(always)]
+    pub fn put<W: Wire>(&mut self, v: W) {
+        v.write(&mut self.buf[self.at..self.at + W::SIZE]);
+        self.at += W::SIZE;
+    }
+    #[inline(always)]
+    pub fn real<T: crate::real::Real>(&mut self, v: T) {
+        if std::mem::size_of::<T>() == 4 { self.put(v.key_bits() as u32) } else { self.put(v.key_bits()) }
     }
 }
 

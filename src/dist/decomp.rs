@@ -31,6 +31,8 @@ pub(crate) struct Decomp<const D: usize> {
     starts: Vec<u128>,
     /// Per rank: boxes (padded outwards) holding every point its key range can hold.
     regions: Vec<Vec<[[f64; D]; 2]>>,
+    /// Half the smallest periodic box length (infinite when open).
+    half_box: f64,
 }
 
 /// The domain's bounding box agreed by all ranks (empty ranks contribute nothing).
@@ -54,7 +56,8 @@ impl<const D: usize> Decomp<D> {
         }
         let box_len = domain.box_lengths();
         let regions = (0..comm.size()).map(|r| region_boxes(&quant, box_len.is_some(), starts[r], starts[r + 1])).collect();
-        Self { quant, box_len, starts, regions }
+        let half_box = box_len.map_or(f64::INFINITY, |l| l.iter().fold(f64::INFINITY, |a, &b| a.min(b)) / 2.0);
+        Self { quant, box_len, starts, regions, half_box }
     }
 
     /// The rank owning `key`.
@@ -75,7 +78,7 @@ impl<const D: usize> Decomp<D> {
         let bits = bits_per_dim(D);
         let max_cell = (1i64 << bits) - 1;
         let r = radius * (1.0 + 1e-9);
-        let half_box = self.box_len.map_or(f64::INFINITY, |l| l.iter().fold(f64::INFINITY, |a, &b| a.min(b)) / 2.0);
+        let half_box = self.half_box;
         // Cells spanned by the cube [p - r, p + r], padded by two cells for rounding.
         let mut qlo = [0i64; D];
         let mut qhi = [0i64; D];
@@ -100,16 +103,15 @@ impl<const D: usize> Decomp<D> {
         let mut cand_lo = 0usize;
         let mut cand_hi = size - 1;
         if !wraps {
-            // The smallest level at which the cube touches at most two cells per dimension;
-            // if all of those cells lie in the owner's range, no other rank is near.
+            // The smallest level at which the cube touches at most two cells per dimension.
+            // Morton order grows with every coordinate, so the all-low and all-high corner
+            // cells bound the keys of all of those cells; if they lie in the owner's
+            // range, no other rank is near.
             let g = (0..D).map(|d| 64 - ((qhi[d] - qlo[d]) as u64).leading_zeros()).max().unwrap();
-            let (mut klo, mut khi) = (u128::MAX, 0u128);
-            for corner in 0..(1usize << D) {
-                let cell: [u64; D] = std::array::from_fn(|d| (if corner >> d & 1 == 0 { qlo[d] } else { qhi[d] } as u64) >> g);
-                let k0 = (morton(&cell) as u128) << (D as u32 * g);
-                klo = klo.min(k0);
-                khi = khi.max(k0 + (1u128 << (D as u32 * g)));
-            }
+            let lo_cell: [u64; D] = std::array::from_fn(|d| (qlo[d] as u64) >> g);
+            let hi_cell: [u64; D] = std::array::from_fn(|d| (qhi[d] as u64) >> g);
+            let klo = (morton(&lo_cell) as u128) << (D as u32 * g);
+            let khi = (morton(&hi_cell) as u128 + 1) << (D as u32 * g);
             if klo >= self.starts[owner] && khi <= self.starts[owner + 1] {
                 return;
             }

@@ -12,8 +12,8 @@ use std::collections::HashMap;
 
 use rayon::prelude::*;
 
-use super::comm::{Reader, Wire, put_real};
-use super::{Decomp, Dist, DistStats, On, agree_params, agree_points, domain_words, route};
+use super::comm::{Outbox, Reader, Wire};
+use super::{Decomp, Dist, DistStats, On, agree_params, agree_points, domain_words, route_records};
 use crate::catalogue::{self, Catalogue, CatalogueOrder};
 use crate::context::Timings;
 use crate::error::{Error, Result, check_len};
@@ -213,57 +213,81 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     drop(keys.keys);
     let tsz = std::mem::size_of::<T>();
     let own_rec = D * tsz + 16 + if has_mass { 8 } else { 0 } + if has_vel { D * tsz } else { 0 };
-    let parts = pool.install(|| {
-        route(n, 2 * p, |i, bufs, near| {
-            let x = points.point(i);
-            let o = owners[i] as usize;
-            let gidx = keys.offset + i as u64;
-            let b = &mut bufs[o];
-            x.iter().for_each(|&c| put_real(c, b));
-            gidx.put(b);
-            fields.ids.map_or(gidx as i64, |ids| ids.id(i)).put(b);
-            if let Some(m) = fields.masses {
-                m.get(i).put(b);
-            }
-            if let Some(v) = fields.velocities {
-                v.point(i).iter().for_each(|&c| put_real(c, b));
-            }
-            let xf: [f64; D] = std::array::from_fn(|d| x[d].to_f64());
-            decomp.near_ranks(&xf, l, o, near);
-            for &s in near.iter() {
-                let g = &mut bufs[p + s as usize];
-                x.iter().for_each(|&c| put_real(c, g));
-                gidx.put(g);
-            }
-        })
+    let mut lap = std::time::Instant::now();
+    let ghost_rec = D * tsz + 8;
+    let outbox = pool.install(|| {
+        route_records(
+            n,
+            p,
+            me,
+            &owners,
+            own_rec,
+            |i, w| {
+                let gidx = keys.offset + i as u64;
+                points.point(i).iter().for_each(|&c| w.real(c));
+                w.put(gidx);
+                w.put(fields.ids.map_or(gidx as i64, |ids| ids.id(i)));
+                if let Some(m) = fields.masses {
+                    w.put(m.get(i));
+                }
+                if let Some(v) = fields.velocities {
+                    v.point(i).iter().for_each(|&c| w.real(c));
+                }
+            },
+            ghost_rec,
+            Some(|i: usize, near: &mut Vec<u32>| {
+                let x = points.point(i);
+                let xf: [f64; D] = std::array::from_fn(|d| x[d].to_f64());
+                decomp.near_ranks(&xf, l, owners[i] as usize, near);
+            }),
+            |i, w| {
+                points.point(i).iter().for_each(|&c| w.real(c));
+                w.put(keys.offset + i as u64);
+            },
+        )
     });
-    let exported = parts[p..].iter().map(|g| g.len() / (D * tsz + 8)).sum();
-    let sends: Vec<Vec<u8>> = (0..p)
-        .map(|r| {
-            let mut m = Vec::with_capacity(8 + parts[r].len() + parts[p + r].len());
-            ((parts[r].len() / own_rec) as u64).put(&mut m);
-            m.extend_from_slice(&parts[r]);
-            m.extend_from_slice(&parts[p + r]);
-            m
-        })
-        .collect();
-    drop(parts);
-    let recv = timings.time("dist exchange", || comm.exchange("decompose+ghosts", &sends, &mut cs))?;
-    drop(sends);
-    let mut pos: Vec<[T; D]> = Vec::new();
-    let mut gidx: Vec<u64> = Vec::new();
-    let mut tag: Vec<i64> = Vec::new();
-    let mut mass: Vec<f64> = Vec::new();
-    let mut vel: Vec<[T; D]> = Vec::new();
+    let own_sent: usize = (0..p).map(|r| u64::get(&outbox.buf[outbox.offsets[r]..]) as usize).sum();
+    let exported = (outbox.buf.len() - 8 * p - own_sent * own_rec) / ghost_rec;
+    timings.lap("dist route", &mut lap);
+    let recv = timings.time("dist exchange", || comm.exchange("decompose+ghosts", &outbox, &mut cs))?;
+    drop(outbox);
+    lap = std::time::Instant::now();
     let mut from_count = vec![0usize; p];
-    let mut ghosts: Vec<([T; D], u64)> = Vec::new();
+    let mut n_ghost = 0;
     for (r, cnt) in from_count.iter_mut().enumerate() {
-        let mut rd = Reader::new(recv.from(r));
-        if rd.done() {
-            continue;
+        let m = recv.from(r);
+        *cnt = u64::get(m) as usize;
+        n_ghost += (m.len() - 8 - *cnt * own_rec) / ghost_rec;
+    }
+    // This rank's own particles that stay: read in place, between lower and higher ranks'.
+    let stay: Vec<u32> = (0..n as u32).filter(|&i| owners[i as usize] as usize == me).collect();
+    from_count[me] = stay.len();
+    let n_own: usize = from_count.iter().sum();
+    let mut pos: Vec<[T; D]> = Vec::with_capacity(n_own + n_ghost);
+    let mut gidx: Vec<u64> = Vec::with_capacity(n_own);
+    let mut tag: Vec<i64> = Vec::with_capacity(n_own);
+    let mut mass: Vec<f64> = Vec::with_capacity(if has_mass { n_own } else { 0 });
+    let mut vel: Vec<[T; D]> = Vec::with_capacity(if has_vel { n_own } else { 0 });
+    let mut ghost_gidx: Vec<u64> = Vec::with_capacity(n_ghost);
+    let mut ghost_pos: Vec<[T; D]> = Vec::with_capacity(n_ghost);
+    for (r, &cnt) in from_count.iter().enumerate() {
+        let mut rd = Reader::new(&recv.from(r)[8..]);
+        if r == me {
+            for &i in &stay {
+                let i = i as usize;
+                let g = keys.offset + i as u64;
+                pos.push(points.point(i));
+                gidx.push(g);
+                tag.push(fields.ids.map_or(g as i64, |ids| ids.id(i)));
+                if let Some(m) = fields.masses {
+                    mass.push(m.get(i));
+                }
+                if let Some(v) = fields.velocities {
+                    vel.push(v.point(i));
+                }
+            }
         }
-        let no: u64 = rd.get();
-        for _ in 0..no {
+        for _ in 0..(if r == me { 0 } else { cnt }) {
             pos.push(std::array::from_fn(|_| rd.real::<T>()));
             gidx.push(rd.get());
             tag.push(rd.get());
@@ -274,17 +298,15 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
                 vel.push(std::array::from_fn(|_| rd.real::<T>()));
             }
         }
-        *cnt = no as usize;
         while !rd.done() {
-            ghosts.push((std::array::from_fn(|_| rd.real::<T>()), rd.get()));
+            ghost_pos.push(std::array::from_fn(|_| rd.real::<T>()));
+            ghost_gidx.push(rd.get());
         }
     }
     drop(recv);
-    let n_own = pos.len();
-    let n_ghost = ghosts.len();
-    let ghost_gidx: Vec<u64> = ghosts.iter().map(|g| g.1).collect();
-    pos.extend(ghosts.iter().map(|g| g.0));
-    drop(ghosts);
+    pos.extend_from_slice(&ghost_pos);
+    drop(ghost_pos);
+    timings.lap("dist parse", &mut lap);
 
     // Local linking over owned particles and ghosts.
     let mut local = FofStats { particles: n_own, linking_length: l, ..Default::default() };
@@ -293,16 +315,19 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     // Per fragment (local group restricted to owned particles): the ghosts it reached.
     let mut edges_out: Vec<Vec<u8>> = vec![Vec::new(); p];
     let mut zo: Vec<u32> = Vec::new(); // owned indices in z-order
+    let mut frag_z: Vec<u32> = Vec::new(); // their fragments
     if !pos.is_empty() {
         let mut lt = Timings::default();
         let tree_params = dist.ctx.config.tree;
         let (zs, roots, walk) = pool.install(|| link(domain, &pos, l, &tree_params, &mut lt))?;
+        lap = std::time::Instant::now();
         local.nodes_per_plane = zs.tree.planes.iter().map(|p| p.len).collect();
         local.walk = walk;
         local.scratch_bytes = zs.bytes() + 4 * pos.len();
         let nu = pos.len();
         let mut frag_of_root = vec![NONE; nu];
         zo.reserve(n_own);
+        frag_z.reserve(n_own);
         for z in 0..nu {
             let u = zs.src_orig[z] as usize;
             if u < n_own {
@@ -311,17 +336,16 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
                     frag_of_root[r] = n_frag as u32;
                     n_frag += 1;
                 }
-                frag_of_particle[u] = frag_of_root[r];
+                frag_z.push(frag_of_root[r]);
                 zo.push(u as u32);
             }
         }
-        // Fragments reaching ghosts: edges to the ghosts' owners (one per fragment and ghost).
-        let mut seen: HashMap<(u32, u64), ()> = HashMap::new();
+        // Fragments reaching ghosts: an edge to the ghost's owner for each such ghost.
         for z in 0..nu {
             let u = zs.src_orig[z] as usize;
             if u >= n_own {
                 let f = frag_of_root[roots[z] as usize];
-                if f != NONE && seen.insert((f, ghost_gidx[u - n_own]), ()).is_none() {
+                if f != NONE {
                     let x: [f64; D] = std::array::from_fn(|d| pos[u][d].to_f64());
                     let o = decomp.owner(decomp.quant.key(&x));
                     (f as u64).put(&mut edges_out[o]);
@@ -355,14 +379,14 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         }
         *b = out;
     }
-    let recv = timings.time("dist edges", || comm.exchange("fof edges", &edges_out, &mut cs))?;
+    let recv = timings.time("dist edges", || comm.exchange("fof edges", &Outbox::from_parts(std::mem::take(&mut edges_out)), &mut cs))?;
     drop(edges_out);
     let mut frag_count = vec![0u64; n_frag];
     let mut frag_tag = vec![i64::MAX; n_frag];
-    for u in 0..n_own {
-        let f = frag_of_particle[u] as usize;
-        frag_count[f] += 1;
-        frag_tag[f] = frag_tag[f].min(tag[u]);
+    for (&f, &u) in frag_z.iter().zip(&zo) {
+        frag_count[f as usize] += 1;
+        frag_tag[f as usize] = frag_tag[f as usize].min(tag[u as usize]);
+        frag_of_particle[u as usize] = f;
     }
     let mut pairs = Vec::new();
     for r in 0..p {
@@ -453,18 +477,22 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
             f_home[f] = list[r];
         }
     }
-    let label_of = |f: usize| if f_count[f] >= min { f_tag[f] } else { -1 };
+    let frag_label: Vec<i64> = (0..n_frag).map(|f| if f_count[f] >= min { f_tag[f] } else { -1 }).collect();
 
     // Catalogue: partial rows of the kept fragments, merged on the home ranks.
     let kept = |f: usize| f_count[f] >= min;
     let mut sel: Vec<u32> = Vec::new(); // owned, kept, in z-order
-    for &u in &zo {
-        if kept(frag_of_particle[u as usize] as usize) {
+    let mut sel_frag: Vec<u32> = Vec::new();
+    for (&f, &u) in frag_z.iter().zip(&zo) {
+        if kept(f as usize) {
             sel.push(u);
+            sel_frag.push(f);
         }
     }
+    drop(frag_z);
+    timings.lap("dist fragments", &mut lap);
     let cat_parts: Vec<(usize, Part<D>, Vec<i64>)> = timings.time("catalogue", || {
-        partial_rows(pool, &pos, &sel, &frag_of_particle, &tag, &gidx, has_mass.then_some(&mass), has_vel.then_some(&vel), fields.particle_mass, box_len, params.members)
+        partial_rows(pool, &pos, &sel, &sel_frag, n_frag, &tag, &gidx, has_mass.then_some(&mass), has_vel.then_some(&vel), fields.particle_mass, box_len, params.members)
     });
     let mut to_home: Vec<Vec<u8>> = vec![Vec::new(); p];
     let mut rows: Vec<(u64, Vec<Part<D>>, Vec<i64>)> = Vec::new(); // (home fragment, parts, members)
@@ -488,7 +516,7 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
             members.iter().for_each(|m| m.put(b));
         }
     }
-    let recv = timings.time("dist catalogue", || comm.exchange("catalogue parts", &to_home, &mut cs))?;
+    let recv = timings.time("dist catalogue", || comm.exchange("catalogue parts", &Outbox::from_parts(std::mem::take(&mut to_home)), &mut cs))?;
     drop(to_home);
     for r in 0..p {
         let mut rd = Reader::new(recv.from(r));
@@ -521,19 +549,21 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     let totals = comm.sum_u64(&[n_rows, in_groups]);
 
     // Labels back to the ranks (and input rows) the particles came from.
+    lap = std::time::Instant::now();
     let mut back = vec![Vec::new(); p];
     let mut u = 0;
     for (r, &cnt) in from_count.iter().enumerate() {
         for _ in 0..cnt {
-            label_of(frag_of_particle[u] as usize).put(&mut back[r]);
+            frag_label[frag_of_particle[u] as usize].put(&mut back[r]);
             u += 1;
         }
     }
-    let recv = timings.time("dist results", || comm.exchange("results", &back, &mut cs))?;
+    let recv = timings.time("dist results", || comm.exchange("results", &Outbox::from_parts(std::mem::take(&mut back)), &mut cs))?;
     let mut readers: Vec<Reader<'_>> = (0..p).map(|r| Reader::new(recv.from(r))).collect();
     for (i, &o) in owners.iter().enumerate() {
         labels[i] = readers[o as usize].get();
     }
+    timings.lap("dist labels", &mut lap);
     let frag_total: u64 = frag_counts.iter().sum();
     local.groups_total = n_frag;
     local.timings = Timings { stages: timings.stages.clone() };
@@ -557,7 +587,8 @@ fn partial_rows<T: Real, const D: usize>(
     pool: &rayon::ThreadPool,
     pos: &[[T; D]],
     sel: &[u32],
-    frag_of: &[u32],
+    sel_frag: &[u32],
+    n_frag: usize,
     tag: &Vec<i64>,
     gidx: &[u64],
     mass: Option<&Vec<f64>>,
@@ -570,16 +601,16 @@ fn partial_rows<T: Real, const D: usize>(
         return Vec::new();
     }
     // Roots in the selection's z-order: the index of each fragment's first selected point.
-    let mut first = HashMap::new();
+    let mut first = vec![NONE; n_frag];
     let mut roots = Vec::with_capacity(sel.len());
     let mut frags = Vec::new();
-    for (j, &u) in sel.iter().enumerate() {
-        let f = frag_of[u as usize];
-        let r = *first.entry(f).or_insert_with(|| {
-            frags.push(f as usize);
-            j as u32
-        });
-        roots.push(r);
+    for (j, &f) in sel_frag.iter().enumerate() {
+        let f = f as usize;
+        if first[f] == NONE {
+            first[f] = j as u32;
+            frags.push(f);
+        }
+        roots.push(first[f]);
     }
     let soa: [Vec<T>; D] = std::array::from_fn(|d| sel.iter().map(|&u| pos[u as usize][d]).collect());
     let mut scratch = vec![0i64; pos.len()];
@@ -663,7 +694,7 @@ fn gather_root<const D: usize>(comm: &super::Comm, cat: Catalogue<D>, order: Cat
         (m.len() as u64).put(b);
         m.iter().for_each(|x| x.put(b));
     }
-    let recv = comm.exchange("catalogue gather", &sends, cs)?;
+    let recv = comm.exchange("catalogue gather", &Outbox::from_parts(sends), cs)?;
     let mut out = Catalogue::empty(order, vel);
     if members {
         out.member_offsets.push(0);

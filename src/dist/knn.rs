@@ -7,8 +7,8 @@
 
 use rayon::prelude::*;
 
-use super::comm::{Reader, Wire, put_real};
-use super::{Decomp, Dist, DistStats, On, agree_params, agree_points, domain_words, route};
+use super::comm::{Outbox, Reader, Wire, put_real};
+use super::{Decomp, Dist, DistStats, On, agree_params, agree_points, domain_words, route_records};
 use crate::context::Timings;
 use crate::error::{Error, Result, check_len};
 use crate::knn::{KnnOutput, KnnParams, KnnStats, OutputOrder, ScalarField, Sinks, SourceFields, run_sinks};
@@ -122,31 +122,57 @@ pub(crate) fn knn_self<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     // Every particle to the owner of its key, in input order.
     let owners: Vec<u32> = pool.install(|| keys.keys.par_iter().map(|&k| decomp.owner(k) as u32).collect());
     drop(keys.keys);
-    let sends = pool.install(|| {
-        route(n, p, |i, bufs, _| {
-            let b = &mut bufs[owners[i] as usize];
-            for c in points.point(i) {
-                put_real(c, b);
-            }
-            (keys.offset + i as u64).put(b);
-            if let Some(m) = fields.masses {
-                m.get(i).put(b);
-            }
-            if let Some(s) = fields.scalar {
-                s.get(i).put(b);
-            }
-        })
+    let rec = D * std::mem::size_of::<T>() + 8 + 8 * (has_mass as usize + has_scalar as usize);
+    let outbox = pool.install(|| {
+        route_records(
+            n,
+            p,
+            me,
+            &owners,
+            rec,
+            |i, w| {
+                points.point(i).iter().for_each(|&c| w.real(c));
+                w.put(keys.offset + i as u64);
+                if let Some(m) = fields.masses {
+                    w.put(m.get(i));
+                }
+                if let Some(s) = fields.scalar {
+                    w.put(s.get(i));
+                }
+            },
+            0,
+            None::<fn(usize, &mut Vec<u32>)>,
+            |_, _| {},
+        )
     });
-    let recv = timings.time("dist exchange", || comm.exchange("decompose", &sends, &mut cs))?;
-    drop(sends);
-    let mut own_pos: Vec<[T; D]> = Vec::new();
-    let mut own_gidx: Vec<u64> = Vec::new();
-    let mut own_mass: Vec<f64> = Vec::new();
-    let mut own_scalar: Vec<f64> = Vec::new();
-    let mut from_count = vec![0usize; p];
-    for (r, cnt) in from_count.iter_mut().enumerate() {
-        let mut rd = Reader::new(recv.from(r));
-        while !rd.done() {
+    let recv = timings.time("dist exchange", || comm.exchange("decompose", &outbox, &mut cs))?;
+    drop(outbox);
+    let mut from_count: Vec<usize> = (0..p).map(|r| u64::get(recv.from(r)) as usize).collect();
+    // This rank's own particles that stay: read in place, between lower and higher ranks'.
+    let stay: Vec<u32> = (0..n as u32).filter(|&i| owners[i as usize] as usize == me).collect();
+    from_count[me] = stay.len();
+    let no: usize = from_count.iter().sum();
+    let mut own_pos: Vec<[T; D]> = Vec::with_capacity(no);
+    let mut own_gidx: Vec<u64> = Vec::with_capacity(no);
+    let mut own_mass: Vec<f64> = Vec::with_capacity(if has_mass { no } else { 0 });
+    let mut own_scalar: Vec<f64> = Vec::with_capacity(if has_scalar { no } else { 0 });
+    for (r, &cnt) in from_count.iter().enumerate() {
+        let mut rd = Reader::new(&recv.from(r)[8..]);
+        if r == me {
+            for &i in &stay {
+                let i = i as usize;
+                own_pos.push(points.point(i));
+                own_gidx.push(keys.offset + i as u64);
+                if let Some(m) = fields.masses {
+                    own_mass.push(m.get(i));
+                }
+                if let Some(s) = fields.scalar {
+                    own_scalar.push(s.get(i));
+                }
+            }
+            continue;
+        }
+        for _ in 0..cnt {
             own_pos.push(std::array::from_fn(|_| rd.real::<T>()));
             own_gidx.push(rd.get());
             if has_mass {
@@ -155,7 +181,6 @@ pub(crate) fn knn_self<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
             if has_scalar {
                 own_scalar.push(rd.get());
             }
-            *cnt += 1;
         }
     }
     drop(recv);
@@ -240,7 +265,7 @@ pub(crate) fn knn_self<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         }
     }
     let exported = boundary.iter().map(|&q| targets[q as usize].len()).sum();
-    let recv = timings.time("dist queries", || comm.exchange("knn queries", &sends, &mut cs))?;
+    let recv = timings.time("dist queries", || comm.exchange("knn queries", &Outbox::from_parts(std::mem::take(&mut sends)), &mut cs))?;
     let mut rq_pos: Vec<[T; D]> = Vec::new();
     let mut rq_r2: Vec<T> = Vec::new();
     let mut rq_from = vec![0usize; p + 1];
@@ -282,7 +307,7 @@ pub(crate) fn knn_self<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         }
     }
     drop(sends);
-    let recv = timings.time("dist replies", || comm.exchange("knn replies", &replies, &mut cs))?;
+    let recv = timings.time("dist replies", || comm.exchange("knn replies", &Outbox::from_parts(std::mem::take(&mut replies)), &mut cs))?;
     drop(replies);
 
     // Merge: the k best of the own and remote candidates, in the single-rank order.
@@ -371,7 +396,7 @@ pub(crate) fn knn_self<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
             q += 1;
         }
     }
-    let recv = timings.time("dist results", || comm.exchange("results", &back, &mut cs))?;
+    let recv = timings.time("dist results", || comm.exchange("results", &Outbox::from_parts(std::mem::take(&mut back)), &mut cs))?;
     drop(back);
     let mut readers: Vec<Reader<'_>> = (0..p).map(|r| Reader::new(recv.from(r))).collect();
     for (i, &o) in owners.iter().enumerate() {

@@ -28,12 +28,13 @@ use rayon::prelude::*;
 
 use crate::context::{Config, Context, Timings};
 use crate::error::{Error, Result};
-use crate::par::chunk_ranges;
+use crate::par::{SharedMut, chunk_ranges};
 use crate::points::{Bounds, Domain, PointSource};
 use crate::real::Real;
 use crate::zorder::{Quantizer, scan_points};
 
 pub use comm::{Comm, CommStage, CommStats};
+use comm::{Outbox, SliceWriter, Wire};
 use decomp::{Decomp, global_bounds};
 pub use fof::{CatalogueScope, DistFofStats};
 pub use knn::DistKnnStats;
@@ -124,32 +125,88 @@ fn agree_points<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(dist: On
     Ok(Keys { quant, keys, total, offset })
 }
 
-/// Encodes records for every destination, in input order, in parallel over chunks:
-/// `enc(i, bufs)` appends particle `i`'s records to the buffers of its destinations.
-fn route<F>(n: usize, ranks: usize, enc: F) -> Vec<Vec<u8>>
+/// Lays out the decomposition's messages in one buffer, in parallel over chunks of the
+/// input: to each rank, a u64 count of owned records, the owned records (input order),
+/// then the ghost records (input order). Particle `i` goes to `owner[i]`, and as a ghost
+/// to the ranks `near(i)` lists; `own`/`ghost` encode records of exactly
+/// `own_size`/`ghost_size` bytes. Particles that stay on this rank (`owner[i] == me`) are
+/// not encoded: the caller reads them in place.
+#[allow(clippy::too_many_arguments)]
+fn route_records<O, N, G>(n: usize, p: usize, me: usize, owner: &[u32], own_size: usize, own: O, ghost_size: usize, near: Option<N>, ghost: G) -> Outbox
 where
-    F: Fn(usize, &mut [Vec<u8>], &mut Vec<u32>) + Sync,
+    O: Fn(usize, &mut SliceWriter<'_>) + Sync,
+    N: Fn(usize, &mut Vec<u32>) + Sync,
+    G: Fn(usize, &mut SliceWriter<'_>) + Sync,
 {
-    let parts: Vec<Vec<Vec<u8>>> = chunk_ranges(n, rayon::current_num_threads() * 4)
-        .into_par_iter()
+    let chunks = chunk_ranges(n, rayon::current_num_threads() * 4);
+    // Pass 1: owned counts and ghost destinations per chunk.
+    let counted: Vec<(Vec<usize>, Vec<(u32, u32)>)> = chunks
+        .par_iter()
         .map(|r| {
-            let mut bufs = vec![Vec::new(); ranks];
+            let mut cnt = vec![0usize; p];
+            let mut gh = Vec::new();
             let mut scratch = Vec::new();
-            for i in r {
-                enc(i, &mut bufs, &mut scratch);
+            for i in r.clone() {
+                if owner[i] as usize != me {
+                    cnt[owner[i] as usize] += 1;
+                }
+                if let Some(near) = &near {
+                    near(i, &mut scratch);
+                    gh.extend(scratch.iter().map(|&s| (i as u32, s)));
+                }
             }
-            bufs
+            (cnt, gh)
         })
         .collect();
-    (0..ranks)
-        .map(|d| {
-            let mut out = Vec::with_capacity(parts.iter().map(|p| p[d].len()).sum());
-            for p in &parts {
-                out.extend_from_slice(&p[d]);
+    let gcount = |c: usize| {
+        let mut g = vec![0usize; p];
+        counted[c].1.iter().for_each(|&(_, s)| g[s as usize] += 1);
+        g
+    };
+    let gcounts: Vec<Vec<usize>> = (0..chunks.len()).map(gcount).collect();
+    let own_tot: Vec<usize> = (0..p).map(|r| counted.iter().map(|c| c.0[r]).sum()).collect();
+    let ghost_tot: Vec<usize> = (0..p).map(|r| gcounts.iter().map(|g| g[r]).sum()).collect();
+    let mut offsets = vec![0usize];
+    for r in 0..p {
+        offsets.push(offsets[r] + 8 + own_tot[r] * own_size + ghost_tot[r] * ghost_size);
+    }
+    // Where each chunk writes its records for each rank.
+    let mut own_at = vec![vec![0usize; p]; chunks.len()];
+    let mut ghost_at = vec![vec![0usize; p]; chunks.len()];
+    for r in 0..p {
+        let (mut o, mut g) = (offsets[r] + 8, offsets[r] + 8 + own_tot[r] * own_size);
+        for c in 0..chunks.len() {
+            own_at[c][r] = o;
+            ghost_at[c][r] = g;
+            o += counted[c].0[r] * own_size;
+            g += gcounts[c][r] * ghost_size;
+        }
+    }
+    let mut buf = vec![0u8; offsets[p].max(1)];
+    buf.truncate(offsets[p]);
+    for r in 0..p {
+        (own_tot[r] as u64).write(&mut buf[offsets[r]..offsets[r] + 8]);
+    }
+    let out = SharedMut::new(&mut buf);
+    chunks.par_iter().enumerate().for_each(|(c, r)| {
+        let (mut oa, mut ga) = (own_at[c].clone(), ghost_at[c].clone());
+        for i in r.clone() {
+            let d = owner[i] as usize;
+            if d == me {
+                continue;
             }
-            out
-        })
-        .collect()
+            // SAFETY: the layout above gives every record its own byte range.
+            own(i, &mut SliceWriter::new(unsafe { out.slice_mut(oa[d], own_size) }));
+            oa[d] += own_size;
+        }
+        for &(i, s) in &counted[c].1 {
+            let s = s as usize;
+            // SAFETY: as above.
+            ghost(i as usize, &mut SliceWriter::new(unsafe { out.slice_mut(ga[s], ghost_size) }));
+            ga[s] += ghost_size;
+        }
+    });
+    Outbox { buf, offsets }
 }
 
 /// Common stage timing and communication bookkeeping of a distributed call.
