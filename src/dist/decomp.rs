@@ -33,7 +33,19 @@ pub(crate) struct Decomp<const D: usize> {
     regions: Vec<Vec<[[f64; D]; 2]>>,
     /// Half the smallest periodic box length (infinite when open).
     half_box: f64,
+    interior: Interior,
 }
+
+/// Coarse cells (in Morton order) whose 3^D neighbourhood lies in one rank's key range:
+/// a point in such a cell has no other rank within `max_r` (one cell width).
+struct Interior {
+    shift: u32,
+    max_r: f64,
+    flags: Vec<bool>,
+}
+
+/// Size of the interior table: 2^15 cells (32^3 in 3D, 181^2 in 2D).
+const INTERIOR_BITS: u32 = 15;
 
 /// The domain's bounding box agreed by all ranks (empty ranks contribute nothing).
 pub(crate) fn global_bounds<const D: usize>(comm: &Comm, local: &Bounds<D>) -> Bounds<D> {
@@ -57,7 +69,8 @@ impl<const D: usize> Decomp<D> {
         let box_len = domain.box_lengths();
         let regions = (0..comm.size()).map(|r| region_boxes(&quant, box_len.is_some(), starts[r], starts[r + 1])).collect();
         let half_box = box_len.map_or(f64::INFINITY, |l| l.iter().fold(f64::INFINITY, |a, &b| a.min(b)) / 2.0);
-        Self { quant, box_len, starts, regions, half_box }
+        let interior = interior_table(&quant, box_len.is_some(), &starts);
+        Self { quant, box_len, starts, regions, half_box, interior }
     }
 
     /// The rank owning `key`.
@@ -69,15 +82,19 @@ impl<const D: usize> Decomp<D> {
     /// Fills `out` with the ranks other than `owner` whose key range may hold a point within
     /// `radius` (inclusive) of `p`, a point owned by `owner`. Conservative:
     /// may name a rank holding no such point, never misses one.
-    pub fn near_ranks(&self, p: &[f64; D], radius: f64, owner: usize, out: &mut Vec<u32>) {
+    pub fn near_ranks(&self, p: &[f64; D], key: u64, radius: f64, owner: usize, out: &mut Vec<u32>) {
         out.clear();
         let size = self.starts.len() - 1;
         if size == 1 {
             return;
         }
+        let r = radius * (1.0 + 1e-9);
+        // Most points sit in a coarse cell whose neighbours all belong to their owner.
+        if r <= self.interior.max_r && self.interior.flags[(key >> self.interior.shift) as usize] {
+            return;
+        }
         let bits = bits_per_dim(D);
         let max_cell = (1i64 << bits) - 1;
-        let r = radius * (1.0 + 1e-9);
         let half_box = self.half_box;
         // Cells spanned by the cube [p - r, p + r], padded by two cells for rounding.
         let mut qlo = [0i64; D];
@@ -226,6 +243,64 @@ fn splitters<const D: usize>(comm: &Comm, pool: &rayon::ThreadPool, keys: &[u64]
         }
     }
     sp.iter().map(|s| s.at.unwrap()).collect()
+}
+
+fn interior_table<const D: usize>(quant: &Quantizer<D>, periodic: bool, starts: &[u128]) -> Interior {
+    let bits = bits_per_dim(D);
+    let level = INTERIOR_BITS / D as u32;
+    let shift = D as u32 * (bits - level);
+    let n1 = 1usize << level;
+    let ncell = 1usize << (D as u32 * level);
+    const MIXED: u16 = u16::MAX;
+    let owner = |k: u128| starts[1..].partition_point(|&s| s <= k);
+    // Owner of every cell (plain x-major index), MIXED when a splitter cuts it.
+    let plain = |c: &[u64; D]| c.iter().fold(0usize, |a, &x| a * n1 + x as usize);
+    let mut own = vec![MIXED; ncell];
+    for m in 0..ncell as u64 {
+        let lo = (m as u128) << shift;
+        let hi = ((m + 1) as u128) << shift;
+        let (a, b) = (owner(lo), owner(hi - 1));
+        own[plain(&unmorton::<D>(m))] = if a == b { a.min(MIXED as usize - 1) as u16 } else { MIXED };
+    }
+    // Min and max over each cell's 3^D neighbourhood (separable; wrapped when periodic).
+    let filter = |src: &[u16], pick: fn(u16, u16) -> u16| -> Vec<u16> {
+        let mut cur = src.to_vec();
+        for d in 0..D {
+            let stride = n1.pow((D - 1 - d) as u32);
+            let next: Vec<u16> = (0..ncell)
+                .map(|i| {
+                    let c = (i / stride) % n1;
+                    let mut v = cur[i];
+                    if c > 0 {
+                        v = pick(v, cur[i - stride]);
+                    } else if periodic {
+                        v = pick(v, cur[i + (n1 - 1) * stride]);
+                    }
+                    if c + 1 < n1 {
+                        v = pick(v, cur[i + stride]);
+                    } else if periodic {
+                        v = pick(v, cur[i - (n1 - 1) * stride]);
+                    }
+                    v
+                })
+                .collect();
+            cur = next;
+        }
+        cur
+    };
+    let lo = filter(&own, u16::min);
+    let hi = filter(&own, u16::max);
+    let flags = (0..ncell as u64)
+        .map(|m| {
+            let i = plain(&unmorton::<D>(m));
+            own[i] != MIXED && lo[i] == own[i] && hi[i] == own[i]
+        })
+        .collect();
+    // One cell width in every dimension (flat dimensions are all one cell: no limit).
+    let width = (0..D)
+        .filter_map(|d| Some(quant.cell_lo(d, 1u64 << (bits - level))? - quant.cell_lo(d, 0)?))
+        .fold(f64::INFINITY, f64::min);
+    Interior { shift, max_r: width * (1.0 - 1e-6), flags }
 }
 
 /// Boxes covering the key range `[a, b)`: its maximal aligned Morton blocks, padded.

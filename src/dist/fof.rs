@@ -210,7 +210,6 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
 
     // Owned records to the owner of each key, ghost copies to the ranks within l.
     let owners: Vec<u32> = pool.install(|| keys.keys.par_iter().map(|&k| decomp.owner(k) as u32).collect());
-    drop(keys.keys);
     let tsz = std::mem::size_of::<T>();
     let own_rec = D * tsz + 16 + if has_mass { 8 } else { 0 } + if has_vel { D * tsz } else { 0 };
     let mut lap = std::time::Instant::now();
@@ -238,7 +237,7 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
             Some(|i: usize, near: &mut Vec<u32>| {
                 let x = points.point(i);
                 let xf: [f64; D] = std::array::from_fn(|d| x[d].to_f64());
-                decomp.near_ranks(&xf, l, owners[i] as usize, near);
+                decomp.near_ranks(&xf, keys.keys[i], l, owners[i] as usize, near);
             }),
             |i, w| {
                 points.point(i).iter().for_each(|&c| w.real(c));

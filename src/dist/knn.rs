@@ -223,35 +223,13 @@ pub(crate) fn knn_self<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
                     let mag = x.iter().fold(span, |a, &b| a.max(b.abs()));
                     // Distances in T carry rounding: widen the ball by more than it.
                     let r = kth_d2[q].to_f64().sqrt() * (1.0 + 64.0 * eps) + 64.0 * eps * mag;
-                    decomp.near_ranks(&x, r, me, scr);
+                    decomp.near_ranks(&x, decomp.quant.key(&x), r, me, scr);
                     scr.clone()
                 })
                 .collect()
         })
     });
     let boundary: Vec<u32> = (0..no as u32).filter(|&q| !targets[q as usize].is_empty()).collect();
-
-    // This rank's own candidates of those queries.
-    let (b_idx, b_d2) = if want.lists {
-        let mut bi = Vec::with_capacity(boundary.len() * k);
-        let mut bd = Vec::with_capacity(boundary.len() * k);
-        for &q in &boundary {
-            let q = q as usize;
-            bi.extend_from_slice(&l_idx[q * k..(q + 1) * k]);
-            bd.extend_from_slice(&l_d2[q * k..(q + 1) * k]);
-        }
-        (bi, bd)
-    } else if !boundary.is_empty() && no > 0 {
-        let bq: Vec<[T; D]> = boundary.iter().map(|&q| own_pos[q as usize]).collect();
-        let mut bi = vec![-1i64; bq.len() * k];
-        let mut bd = vec![T::INFINITY; bq.len() * k];
-        let sinks = Sinks { indices: Some(SharedMut::new(&mut bi)), d2: Some(SharedMut::new(&mut bd)), ..Default::default() };
-        let st = pool.install(|| run_sinks(domain, &own_pos, Some(&bq), &SourceFields::default(), k, tree, &sinks))?.0;
-        timings.stages.push(("dist boundary lists", st.timings.total()));
-        (bi, bd)
-    } else {
-        (vec![-1i64; boundary.len() * k], vec![T::INFINITY; boundary.len() * k])
-    };
 
     // Ship the boundary queries; answer the ones shipped here.
     let mut sends = vec![Vec::new(); p];
@@ -279,13 +257,43 @@ pub(crate) fn knn_self<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     }
     let nr = rq_pos.len();
     let kr = k.min(no);
-    let mut r_idx = vec![-1i64; nr * kr];
-    let mut r_d2 = vec![T::INFINITY; nr * kr];
-    if nr > 0 && kr > 0 {
-        let sinks = Sinks { indices: Some(SharedMut::new(&mut r_idx)), d2: Some(SharedMut::new(&mut r_d2)), ..Default::default() };
-        let st = pool.install(|| run_sinks(domain, &own_pos, Some(&rq_pos), &SourceFields::default(), kr, tree, &sinks))?.0;
+    // One pass over this rank's sources answers the queries shipped here and, unless the
+    // lists were kept from the local pass, gives the own candidates of the boundary
+    // queries (one tree build instead of two).
+    let own_from_pass = !want.lists && !boundary.is_empty();
+    let nb = if own_from_pass { boundary.len() } else { 0 };
+    let mut all_idx = vec![-1i64; (nb + nr) * kr];
+    let mut all_d2 = vec![T::INFINITY; (nb + nr) * kr];
+    if nb + nr > 0 && kr > 0 {
+        let mut qs: Vec<[T; D]> = Vec::with_capacity(nb + nr);
+        if own_from_pass {
+            qs.extend(boundary.iter().map(|&q| own_pos[q as usize]));
+        }
+        qs.extend_from_slice(&rq_pos);
+        let sinks = Sinks { indices: Some(SharedMut::new(&mut all_idx)), d2: Some(SharedMut::new(&mut all_d2)), ..Default::default() };
+        let st = pool.install(|| run_sinks(domain, &own_pos, Some(&qs), &SourceFields::default(), kr, tree, &sinks))?.0;
         timings.stages.push(("dist serve", st.timings.total()));
     }
+    let (r_idx, r_d2) = (&all_idx[nb * kr..], &all_d2[nb * kr..]);
+    // This rank's own candidates of the boundary queries (k per row, padded).
+    let (b_idx, b_d2) = if want.lists {
+        let mut bi = Vec::with_capacity(boundary.len() * k);
+        let mut bd = Vec::with_capacity(boundary.len() * k);
+        for &q in &boundary {
+            let q = q as usize;
+            bi.extend_from_slice(&l_idx[q * k..(q + 1) * k]);
+            bd.extend_from_slice(&l_d2[q * k..(q + 1) * k]);
+        }
+        (bi, bd)
+    } else {
+        let mut bi = vec![-1i64; boundary.len() * k];
+        let mut bd = vec![T::INFINITY; boundary.len() * k];
+        for b in 0..nb {
+            bi[b * k..b * k + kr].copy_from_slice(&all_idx[b * kr..(b + 1) * kr]);
+            bd[b * k..b * k + kr].copy_from_slice(&all_d2[b * kr..(b + 1) * kr]);
+        }
+        (bi, bd)
+    };
     let mut replies = vec![Vec::new(); p];
     for r in 0..p {
         let b = &mut replies[r];
