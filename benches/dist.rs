@@ -8,7 +8,7 @@
 //! cargo bench --bench dist --no-run, then e.g.
 //!   mpirun -np 1 target/release/deps/dist-* --threads 2
 //!   mpirun -np 2 target/release/deps/dist-* --threads 1
-//! Flags: [--n 4e6] [--k 16] [--reps 3] [--threads T] [--spread slabs|random]
+//! Flags: [--n 4e6] [--k 16] [--reps 3] [--threads T] [--spread slabs|random] [--no-knn]
 
 mod common;
 
@@ -27,11 +27,16 @@ struct Args {
     reps: usize,
     threads: usize,
     slabs: bool,
+    knn: bool,
 }
 
 fn parse() -> Args {
-    let mut a = Args { n: 4_000_000, k: 16, reps: 3, threads: 1, slabs: true };
-    let v: Vec<String> = std::env::args().skip(1).filter(|s| s != "--bench").collect();
+    let mut a = Args { n: 4_000_000, k: 16, reps: 3, threads: 1, slabs: true, knn: true };
+    let mut v: Vec<String> = std::env::args().skip(1).filter(|s| s != "--bench").collect();
+    if let Some(j) = v.iter().position(|s| s == "--no-knn") {
+        a.knn = false;
+        v.remove(j);
+    }
     let num = |s: &str| s.parse::<f64>().expect("a number") as usize;
     let mut i = 0;
     while i + 1 < v.len() {
@@ -157,6 +162,9 @@ fn main() {
         print_stages("stages (s, slowest rank)", &fof_stages);
     }
 
+    if !a.knn {
+        return;
+    }
     // kNN density.
     let mut density = vec![0.0f64; n];
     let (mut best, mut best_stats, mut peak) = (f64::INFINITY, None, 0usize);

@@ -73,10 +73,33 @@ where
         let p = if v < ns { sources.point(v) } else { queries.unwrap().point(v - ns) };
         std::array::from_fn(|d| p[d].to_f64())
     };
-    let (mut keys, mut idx) = timings.time("keys", || {
-        let keys: Vec<u64> = (0..n as u32).into_par_iter().map(|v| quant.key(&coord(v))).collect();
-        (keys, (0..n as u32).collect::<Vec<u32>>())
-    });
+    let keys = timings.time("keys", || (0..n as u32).into_par_iter().map(|v| quant.key(&coord(v))).collect::<Vec<u64>>());
+    finish(backend, sources, queries, keys, params, timings)
+}
+
+/// `prepare` after the keys: sort, levels, gather, tree. `keys` may come from any
+/// quantizer over the points (a distributed call passes the global one's): keys only
+/// shape the tree, never a result.
+pub(crate) fn finish<B: Backend, T: Real, const D: usize, S, Q>(
+    backend: &B,
+    sources: &S,
+    queries: Option<&Q>,
+    mut keys: Vec<u64>,
+    params: &TreeParams,
+    timings: &mut Timings,
+) -> Result<ZSet<T, D>>
+where
+    S: PointSource<T, D> + ?Sized,
+    Q: PointSource<T, D> + ?Sized,
+{
+    let ns = sources.len();
+    let n = keys.len();
+    let coord = |v: u32| -> [f64; D] {
+        let v = v as usize;
+        let p = if v < ns { sources.point(v) } else { queries.unwrap().point(v - ns) };
+        std::array::from_fn(|d| p[d].to_f64())
+    };
+    let mut idx: Vec<u32> = (0..n as u32).collect();
     timings.time("sort", || backend.sort_keys(&mut keys, &mut idx));
     let levels = timings.time("levels", || {
         let mut levels = primary_levels(&keys);

@@ -268,6 +268,8 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     let mut mass: Vec<f64> = Vec::with_capacity(if has_mass { n_own } else { 0 });
     let mut vel: Vec<[T; D]> = Vec::with_capacity(if has_vel { n_own } else { 0 });
     let mut ghost_gidx: Vec<u64> = Vec::with_capacity(n_ghost);
+    // Keys of the local set under the global quantizer (the stayers' are known).
+    let mut ukeys: Vec<u64> = Vec::with_capacity(n_own + n_ghost);
     let mut ghost_pos: Vec<[T; D]> = Vec::with_capacity(n_ghost);
     for (r, &cnt) in from_count.iter().enumerate() {
         let mut rd = Reader::new(&recv.from(r)[8..]);
@@ -275,6 +277,7 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
             for &i in &stay {
                 let i = i as usize;
                 let g = keys.offset + i as u64;
+                ukeys.push(keys.keys[i]);
                 pos.push(points.point(i));
                 gidx.push(g);
                 tag.push(fields.ids.map_or(g as i64, |ids| ids.id(i)));
@@ -287,7 +290,9 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
             }
         }
         for _ in 0..(if r == me { 0 } else { cnt }) {
-            pos.push(std::array::from_fn(|_| rd.real::<T>()));
+            let x: [T; D] = std::array::from_fn(|_| rd.real::<T>());
+            ukeys.push(decomp.quant.key(&std::array::from_fn(|d| x[d].to_f64())));
+            pos.push(x);
             gidx.push(rd.get());
             tag.push(rd.get());
             if has_mass {
@@ -303,8 +308,10 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         }
     }
     drop(recv);
+    ukeys.extend(ghost_pos.iter().map(|x| decomp.quant.key(&std::array::from_fn(|d| x[d].to_f64()))));
     pos.extend_from_slice(&ghost_pos);
     drop(ghost_pos);
+    drop(keys.keys);
     timings.lap("dist parse", &mut lap);
 
     // Local linking over owned particles and ghosts.
@@ -318,7 +325,7 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     if !pos.is_empty() {
         let mut lt = Timings::default();
         let tree_params = dist.ctx.config.tree;
-        let (zs, roots, walk) = pool.install(|| link(domain, &pos, l, &tree_params, &mut lt))?;
+        let (zs, roots, walk) = pool.install(|| link(domain, &pos, Some(ukeys), l, &tree_params, &mut lt))?;
         lap = std::time::Instant::now();
         local.nodes_per_plane = zs.tree.planes.iter().map(|p| p.len).collect();
         local.walk = walk;
@@ -465,17 +472,20 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     let merged_away: usize = (0..list.len()).filter(|&i| find(&mut parent, i) != i).count();
     // Per local fragment: final tag, total count, home fragment (global id).
     let min = params.min_members as u64;
-    let mut f_tag = frag_tag.clone();
-    let mut f_count = frag_count.clone();
-    let mut f_home: Vec<u64> = (0..n_frag as u64).map(|f| frag_base + f).collect();
-    for f in 0..n_frag {
-        if let Some(&i) = ids.get(&(frag_base + f as u64)) {
+    // Only fragments on an edge change; the others are whole groups (home: themselves).
+    let (mut f_tag, mut f_count) = (frag_tag, frag_count);
+    let mut f_home: HashMap<usize, u64> = HashMap::new();
+    for i in 0..list.len() {
+        let f = list[i];
+        if f >= frag_base && f < frag_base + n_frag as u64 {
+            let lf = (f - frag_base) as usize;
             let r = find(&mut parent, i);
-            f_tag[f] = set_tag[r];
-            f_count[f] = set_count[r];
-            f_home[f] = list[r];
+            f_tag[lf] = set_tag[r];
+            f_count[lf] = set_count[r];
+            f_home.insert(lf, list[r]);
         }
     }
+    let home_of = |f: usize| f_home.get(&f).copied().unwrap_or(frag_base + f as u64);
     let frag_label: Vec<i64> = (0..n_frag).map(|f| if f_count[f] >= min { f_tag[f] } else { -1 }).collect();
 
     // Catalogue: partial rows of the kept fragments, merged on the home ranks.
@@ -497,7 +507,7 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     let mut rows: Vec<(u64, Vec<Part<D>>, Vec<i64>)> = Vec::new(); // (home fragment, parts, members)
     let mut home_row: HashMap<u64, usize> = HashMap::new();
     for (f, part, members) in cat_parts {
-        let home = f_home[f];
+        let home = home_of(f);
         let hr = frag_rank(home);
         if hr == me {
             let i = *home_row.entry(home).or_insert_with(|| {
@@ -549,9 +559,15 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
 
     // Labels back to the ranks (and input rows) the particles came from.
     lap = std::time::Instant::now();
+    // The stayers' labels are written in place; the others travel back.
     let mut back = vec![Vec::new(); p];
     let mut u = 0;
     for (r, &cnt) in from_count.iter().enumerate() {
+        if r == me {
+            u += cnt;
+            continue;
+        }
+        back[r].reserve(8 * cnt);
         for _ in 0..cnt {
             frag_label[frag_of_particle[u] as usize].put(&mut back[r]);
             u += 1;
@@ -559,8 +575,14 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     }
     let recv = timings.time("dist results", || comm.exchange("results", &Outbox::from_parts(std::mem::take(&mut back)), &mut cs))?;
     let mut readers: Vec<Reader<'_>> = (0..p).map(|r| Reader::new(recv.from(r))).collect();
+    let mut stay_u = from_count[..me].iter().sum::<usize>();
     for (i, &o) in owners.iter().enumerate() {
-        labels[i] = readers[o as usize].get();
+        labels[i] = if o as usize == me {
+            stay_u += 1;
+            frag_label[frag_of_particle[stay_u - 1] as usize]
+        } else {
+            readers[o as usize].get()
+        };
     }
     timings.lap("dist labels", &mut lap);
     let frag_total: u64 = frag_counts.iter().sum();

@@ -118,7 +118,7 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         let stats = FofStats { linking_length: l, timings, ..Default::default() };
         return Ok((Catalogue::empty(params.order, fields.velocities.is_some()), stats));
     }
-    let (zs, roots, walk) = link(domain, points, l, &ctx.config.tree, &mut timings)?;
+    let (zs, roots, walk) = link(domain, points, None, l, &ctx.config.tree, &mut timings)?;
     let uf_bytes = 4 * n + zs.tree.num_nodes();
     let red = catalogue::Reduce {
         pos: &zs.src_pos,
@@ -149,16 +149,21 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
 }
 
 /// Sorts, builds the tree and links: the root (z-index of its group's first point) of
-/// every z-ordered point.
+/// every z-ordered point. `keys`: the points' Morton keys when the caller has them (the
+/// points are then taken as validated).
 pub(crate) fn link<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     domain: &Domain<D>,
     points: &P,
+    keys: Option<Vec<u64>>,
     l: f64,
     tree_params: &crate::tree::TreeParams,
     timings: &mut Timings,
 ) -> Result<(ZSet<T, D>, Vec<u32>, WalkStats)> {
     let n = points.len();
-    let zs = prepare(&Cpu, domain, points, None::<&P>, tree_params, timings)?;
+    let zs = match keys {
+        Some(k) if n <= crate::driver::MAX_POINTS => crate::driver::finish(&Cpu, points, None::<&P>, k, tree_params, timings)?,
+        _ => prepare(&Cpu, domain, points, None::<&P>, tree_params, timings)?,
+    };
     let uf = timings.time("init", || UnionFind::new(n));
     let flags: Vec<AtomicBool> = (0..zs.tree.num_nodes()).map(|_| AtomicBool::new(false)).collect();
     let job = Job { zs: &zs, l2: l * l, l2_lo: l * l * (1.0 - 1e-12), l2_hi: l * l * (1.0 + 1e-12), l_hi: l * (1.0 + 1e-12), box_len: domain.box_lengths(), uf: &uf, flags: &flags };
