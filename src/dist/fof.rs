@@ -196,6 +196,20 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         check_len("labels output", labels.len(), n)?;
         pool.install(|| validate_fields(fields, n))
     })();
+    if p == 1 {
+        // One rank: the serial engine gives the same results without the exchanges.
+        checks?;
+        let (cat, local) = dist.ctx.fof_into(domain, points, fields, params, labels)?;
+        let stats = DistFofStats {
+            dist: DistStats { timings: local.timings.clone(), owned: n, ..Default::default() },
+            groups_total: local.groups_total,
+            groups: local.groups,
+            particles_in_groups: local.particles_in_groups,
+            edges: 0,
+            local,
+        };
+        return Ok((cat, stats));
+    }
     agree_params(comm, "FoF", checks.map(|_| param_words(domain, fields, params, scope)))?;
     let keys = timings.time("dist keys", || agree_points(dist, domain, points, Ok(())))?;
     // Resolved with the global count, so b means the same on every rank.

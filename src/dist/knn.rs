@@ -110,6 +110,13 @@ pub(crate) fn knn_self<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     };
     let (has_mass, has_scalar) = (fields.masses.is_some(), fields.scalar.is_some());
     let checks = check_inputs(dist, points, fields, k, out);
+    if p == 1 {
+        // One rank: the serial engine gives the same results without the exchanges.
+        checks?;
+        let local = dist.ctx.knn_self(domain, points, fields, params, out)?;
+        let dist = DistStats { timings: local.timings.clone(), owned: n, ..Default::default() };
+        return Ok(DistKnnStats { padded_queries: local.padded_queries, local, dist });
+    }
     let mut words = vec![k as u64, has_mass as u64, has_scalar as u64, want.lists as u64, want.kth as u64, want.density as u64, want.scalar_mean as u64];
     words.extend(domain_words(domain));
     agree_params(comm, "kNN", checks.map(|_| words))?;
