@@ -18,6 +18,7 @@
 //! results are identical to a single-rank call on the ranks' inputs concatenated in rank
 //! order, whatever the number of ranks.
 
+mod catalogue;
 pub mod comm;
 mod decomp;
 pub(crate) mod fof;
@@ -36,7 +37,8 @@ use crate::zorder::{Quantizer, scan_points};
 pub use comm::{Comm, CommStage, CommStats};
 use comm::{Outbox, SliceWriter, Wire};
 use decomp::{Decomp, global_bounds};
-pub use fof::{CatalogueScope, DistFofStats};
+pub use catalogue::CatalogueScope;
+pub use fof::DistFofStats;
 pub use knn::DistKnnStats;
 
 /// A [`Context`] bound to a communicator: every call is collective over it.
