@@ -390,7 +390,12 @@ int main(void) {
   ztree_config ocfg;
   ztree_config_default(&ocfg);
   ztree_context *open_ctx = NULL;
-  CHECK(ztree_create_mpi(&ocfg, 0, &open_ctx) == ZTREE_OK, "create_mpi");
+  /* Without MPI_Init an MPI context is refused with a message (no crash). */
+  open_ctx = (ztree_context *)&ocfg;
+  CHECK(ztree_create_mpi(&ocfg, 0, &open_ctx) == ZTREE_ERR_MPI && open_ctx == NULL &&
+            strstr(ztree_last_error(NULL), "MPI_Init") != NULL,
+        "create_mpi without MPI_Init: %s", ztree_last_error(NULL));
+  CHECK(ztree_create(&ocfg, &open_ctx) == ZTREE_OK, "create (open)");
   CHECK(strcmp(ztree_status_string(ZTREE_ERR_DTYPE), "element type not allowed") == 0, "status string");
 
   test_knn_f64_soa(ctx, 1500, 1.0);
