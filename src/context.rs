@@ -60,6 +60,7 @@ impl Timings {
         r
     }
     /// Records the time since `since` as a stage and restarts the clock.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) fn lap(&mut self, name: &'static str, since: &mut std::time::Instant) {
         let now = std::time::Instant::now();
         self.stages.push((name, (now - *since).as_secs_f64()));

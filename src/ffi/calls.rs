@@ -45,6 +45,12 @@ pub(crate) fn empty_stats() -> ztree_stats {
     }
 }
 
+/// What an MPI context adds to the statistics of a call.
+#[cfg(feature = "mpi")]
+type DistInfo = crate::dist::DistStats;
+#[cfg(not(feature = "mpi"))]
+type DistInfo = ();
+
 #[cfg(feature = "mpi")]
 fn add_comm_stats(s: &mut ztree_stats, d: &crate::dist::DistStats) {
     s.bytes_sent = d.comm.bytes_sent() as i64;
@@ -238,7 +244,7 @@ fn knn_typed<T: Real, const D: usize>(
     let kp = KnnParams { k };
     let dom = domain::<D>(&ctx.config);
     #[allow(unused_mut)]
-    let mut comm_stats = None;
+    let mut comm_stats: Option<DistInfo> = None;
     #[cfg(feature = "mpi")]
     let stats = match (&ctx.comm, &qp) {
         (Some(comm), None) => {
@@ -363,7 +369,7 @@ fn fof_typed<T: Real, const D: usize>(ctx: &mut ztree_context, p: &ztree_particl
     let labels = unsafe { dest(o.labels, &mut b.labels, n) };
     let labels_ptr = labels.as_mut_ptr();
     #[allow(unused_mut)]
-    let mut comm_stats = None;
+    let mut comm_stats: Option<DistInfo> = None;
     #[cfg(feature = "mpi")]
     let (cat, stats) = match &ctx.comm {
         Some(comm) => {
