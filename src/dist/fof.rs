@@ -241,10 +241,11 @@ pub(crate) fn fof<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     let mut edges_out: Vec<Vec<u8>> = vec![Vec::new(); p];
     let mut zo: Vec<u32> = Vec::new(); // owned indices in z-order
     let mut frag_z: Vec<u32> = Vec::new(); // their fragments
-    if !pos.is_empty() {
-        let mut lt = Timings::default();
-        let tree_params = dist.ctx.config.tree;
-        let (zs, roots, walk) = pool.install(|| link(domain, &pos, Some(ukeys), l, &tree_params, &mut lt))?;
+    let mut lt = Timings::default();
+    let tree_params = dist.ctx.config.tree;
+    // Agreed, so a local failure never strands the other ranks in the next exchange.
+    let linked = comm.agree(if pos.is_empty() { Ok(None) } else { pool.install(|| link(domain, &pos, Some(ukeys), l, &tree_params, &mut lt)).map(Some) })?;
+    if let Some((zs, roots, walk)) = linked {
         lap = std::time::Instant::now();
         local.nodes_per_plane = zs.tree.planes.iter().map(|p| p.len).collect();
         local.walk = walk;

@@ -214,8 +214,11 @@ pub(crate) fn knn_self<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
             d2: want.lists.then(|| SharedMut::new(&mut l_d2)),
             ..Default::default()
         };
-        local = pool.install(|| run_sinks(domain, &own_pos, None::<&Vec<[T; D]>>, &own_fields, k, tree, &sinks))?.0;
+        local = comm.agree(pool.install(|| run_sinks(domain, &own_pos, None::<&Vec<[T; D]>>, &own_fields, k, tree, &sinks)))?.0;
         timings.stages.extend(local.timings.stages.iter().cloned());
+    } else {
+        // Every rank takes part in each agreement, so a local failure never strands the others.
+        comm.agree(Ok(()))?;
     }
 
     // Queries whose k-ball reaches other ranks, and where to send them.
@@ -271,14 +274,18 @@ pub(crate) fn knn_self<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     let nb = if own_from_pass { boundary.len() } else { 0 };
     let mut all_idx = vec![-1i64; (nb + nr) * kr];
     let mut all_d2 = vec![T::INFINITY; (nb + nr) * kr];
-    if nb + nr > 0 && kr > 0 {
+    let served = if nb + nr > 0 && kr > 0 {
         let mut qs: Vec<[T; D]> = Vec::with_capacity(nb + nr);
         if own_from_pass {
             qs.extend(boundary.iter().map(|&q| own_pos[q as usize]));
         }
         qs.extend_from_slice(&rq_pos);
         let sinks = Sinks { indices: Some(SharedMut::new(&mut all_idx)), d2: Some(SharedMut::new(&mut all_d2)), ..Default::default() };
-        let st = pool.install(|| run_sinks(domain, &own_pos, Some(&qs), &SourceFields::default(), kr, tree, &sinks))?.0;
+        pool.install(|| run_sinks(domain, &own_pos, Some(&qs), &SourceFields::default(), kr, tree, &sinks)).map(|st| Some(st.0))
+    } else {
+        Ok(None)
+    };
+    if let Some(st) = comm.agree(served)? {
         timings.stages.push(("dist serve", st.timings.total()));
     }
     let (r_idx, r_d2) = (&all_idx[nb * kr..], &all_d2[nb * kr..]);
