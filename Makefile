@@ -10,6 +10,9 @@ CBINDGEN ?= $(HOME)/.cargo/bin/cbindgen
 export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
 export OMPI_MCA_rmaps_base_oversubscribe = 1
+# Containers often forbid the cross-process memory copy (CMA) OpenMPI uses for large
+# shared-memory messages; plain copies through shared memory work everywhere.
+export OMPI_MCA_btl_vader_single_copy_mechanism ?= none
 
 .PHONY: all bootstrap build header header-check package test test-rust test-mpi test-c test-fortran bench-build \
         examples demo bench bench-knn bench-fof clean
