@@ -67,14 +67,21 @@ where
         Ok(b)
     })?;
     let quant = Quantizer::new(domain, &bounds);
-    // Merged index: sources 0..ns, queries ns..n.
-    let coord = |v: u32| -> [f64; D] {
-        let v = v as usize;
-        let p = if v < ns { sources.point(v) } else { queries.unwrap().point(v - ns) };
-        std::array::from_fn(|d| p[d].to_f64())
-    };
+    let coord = |v: u32| merged_point(sources, queries, v);
     let keys = timings.time("keys", || (0..n as u32).into_par_iter().map(|v| quant.key(&coord(v))).collect::<Vec<u64>>());
     finish(backend, sources, queries, keys, params, timings)
+}
+
+/// Point `v` of the merged index (sources `0..ns`, then queries), in f64.
+#[inline(always)]
+fn merged_point<T: Real, const D: usize, S, Q>(sources: &S, queries: Option<&Q>, v: u32) -> [f64; D]
+where
+    S: PointSource<T, D> + ?Sized,
+    Q: PointSource<T, D> + ?Sized,
+{
+    let (v, ns) = (v as usize, sources.len());
+    let p = if v < ns { sources.point(v) } else { queries.unwrap().point(v - ns) };
+    std::array::from_fn(|d| p[d].to_f64())
 }
 
 /// `prepare` after the keys: sort, levels, gather, tree. `keys` may come from any
@@ -94,11 +101,7 @@ where
 {
     let ns = sources.len();
     let n = keys.len();
-    let coord = |v: u32| -> [f64; D] {
-        let v = v as usize;
-        let p = if v < ns { sources.point(v) } else { queries.unwrap().point(v - ns) };
-        std::array::from_fn(|d| p[d].to_f64())
-    };
+    let coord = |v: u32| merged_point(sources, queries, v);
     let mut idx: Vec<u32> = (0..n as u32).collect();
     timings.time("sort", || backend.sort_keys(&mut keys, &mut idx));
     let levels = timings.time("levels", || {

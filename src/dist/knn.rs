@@ -10,8 +10,8 @@ use rayon::prelude::*;
 use super::comm::{Outbox, Reader, Wire, put_real};
 use super::{Decomp, Dist, DistStats, On, agree_params, agree_points, domain_words, route_records};
 use crate::context::Timings;
-use crate::error::{Error, Result, check_len};
-use crate::knn::{KnnOutput, KnnParams, KnnStats, OutputOrder, ScalarField, Sinks, SourceFields, run_sinks};
+use crate::error::{Error, Result};
+use crate::knn::{KnnOutput, KnnParams, KnnStats, OutputOrder, ScalarField, Sinks, SourceFields, check_call, run_sinks};
 use crate::par::SharedMut;
 use crate::points::{Domain, PointSource};
 use crate::real::Real;
@@ -63,30 +63,7 @@ fn check_inputs<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(dist: On
     if out.order != OutputOrder::Input || out.permutation.is_some() {
         return Err(Error::InvalidParameter { name: "order", why: "z-order rows are per rank: distributed calls return rows in input order".into() });
     }
-    let rows = n.checked_mul(k).ok_or(Error::InvalidParameter { name: "k", why: "n_queries * k overflows".into() })?;
-    for (what, len, want) in [
-        ("indices output", out.indices.as_ref().map(|o| o.len()), rows),
-        ("distances output", out.distances.as_ref().map(|o| o.len()), rows),
-        ("kth_distance output", out.kth_distance.as_ref().map(|o| o.len()), n),
-        ("density output", out.density.as_ref().map(|o| o.len()), n),
-        ("scalar_mean output", out.scalar_mean.as_ref().map(|o| o.len()), n),
-    ] {
-        if let Some(len) = len {
-            check_len(what, len, want)?;
-        }
-    }
-    if out.scalar_mean.is_some() && fields.scalar.is_none() {
-        return Err(Error::InvalidParameter { name: "scalar_mean", why: "requested without a source scalar field".into() });
-    }
-    for (what, f) in [("masses", fields.masses), ("scalar field", fields.scalar)] {
-        if let Some(f) = f {
-            check_len(what, f.len(), n)?;
-            if let Some(i) = dist.ctx.pool.install(|| (0..n).into_par_iter().find_first(|&i| !f.get(i).is_finite())) {
-                return Err(Error::NonFiniteValue { what, index: i, value: f.get(i) });
-            }
-        }
-    }
-    Ok(())
+    dist.ctx.pool.install(|| check_call(n, n, k, fields, out))
 }
 
 pub(crate) fn knn_self<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(

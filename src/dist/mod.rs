@@ -78,10 +78,10 @@ pub(crate) struct On<'a> {
 /// ranks rather than a hang or a wrong answer.
 fn agree_params(comm: &Comm, what: &str, local: Result<Vec<u64>>) -> Result<()> {
     let v = comm.agree(local)?;
-    let lo = comm.min_f64(&v.iter().map(|&x| x as f64).collect::<Vec<_>>());
-    let neg: Vec<f64> = v.iter().map(|&x| -(x as f64)).collect();
-    let hi = comm.min_f64(&neg);
-    if lo.iter().zip(&hi).any(|(a, b)| *a != -*b) {
+    // Exact on all 64 bits (the words include f64 bit patterns): min(v) = !max(!v).
+    let hi = comm.max_u64(&v);
+    let lo_inv = comm.max_u64(&v.iter().map(|&x| !x).collect::<Vec<_>>());
+    if hi.iter().zip(&lo_inv).any(|(h, l)| *h != !*l) {
         return Err(Error::Mpi(format!("the ranks disagree on the parameters of this {what} call (domain, k, requested outputs or fields must match on every rank)")));
     }
     Ok(())

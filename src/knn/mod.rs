@@ -184,24 +184,12 @@ impl Context {
     }
 }
 
-fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T, D> + ?Sized>(
-    ctx: &Context,
-    domain: &Domain<D>,
-    sources: &S,
-    queries: Option<&Q>,
-    fields: &SourceFields<'_>,
-    params: &KnnParams,
-    out: &mut KnnOutput<'_, T>,
-) -> Result<KnnStats> {
-    let k = params.k;
+/// Checks `k`, every requested output's length for `nq` queries, and the per-source fields
+/// of `ns` sources (finite values). Shared by the serial and the distributed calls.
+pub(crate) fn check_call<T>(ns: usize, nq: usize, k: usize, fields: &SourceFields<'_>, out: &KnnOutput<'_, T>) -> Result<()> {
     if k == 0 {
         return Err(Error::InvalidK(0));
     }
-    let ns = sources.len();
-    if ns == 0 {
-        return Err(Error::NoSources);
-    }
-    let nq = queries.map_or(ns, |q| q.len());
     let rows = nq.checked_mul(k).ok_or(Error::InvalidParameter { name: "k", why: "n_queries * k overflows".into() })?;
     if let Some(o) = &out.indices {
         check_len("indices output", o.len(), rows)?;
@@ -232,6 +220,27 @@ fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T,
             }
         }
     }
+    Ok(())
+}
+
+fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T, D> + ?Sized>(
+    ctx: &Context,
+    domain: &Domain<D>,
+    sources: &S,
+    queries: Option<&Q>,
+    fields: &SourceFields<'_>,
+    params: &KnnParams,
+    out: &mut KnnOutput<'_, T>,
+) -> Result<KnnStats> {
+    let k = params.k;
+    if k == 0 {
+        return Err(Error::InvalidK(0));
+    }
+    let ns = sources.len();
+    if ns == 0 {
+        return Err(Error::NoSources);
+    }
+    check_call(ns, queries.map_or(ns, |q| q.len()), k, fields, out)?;
     let sinks = Sinks::new(out);
     let mut stats = run_sinks(domain, sources, queries, fields, k, &ctx.config.tree, &sinks)?;
     if out.order == OutputOrder::ZOrder
