@@ -14,9 +14,7 @@ use std::time::Instant;
 
 use common::*;
 use rayon::prelude::*;
-use ztree::catalogue::CatalogueOrder;
-use ztree::fof::{FofFields, FofParams, FofStats, LinkingLength, ParticleIds};
-use ztree::{Config, Context, Domain, Real, TreeParams};
+use ztree::{CatalogueOrder, Config, Context, Domain, FofFields, FofParams, FofStats, LinkingLength, ParticleIds, Real, TreeParams};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;

@@ -11,33 +11,40 @@
 //! }).collect();
 //! let ctx = Context::new(Config::default()).unwrap();
 //! let res = ctx.knn_lists(&Domain::Periodic([1.0; 3]), &pts, None, 8).unwrap();
-//! assert_eq!(res.indices[0], 0); // a point is its own nearest neighbour
+//! assert_eq!(res.indices[0], 0); // a point is its own first neighbour
 //! ```
+//!
+//! Map of the crate (docs/DESIGN.md has the design):
+//! - `api`: `Context`, `Config`, the Rust entry points (serial; `Dist` over MPI);
+//! - `input`: how particles, fields and the domain are described, and their checks;
+//! - `geom`: the per-element maths (metric, minimum image, Morton keys);
+//! - `knn`, `fof`: what a job is (parameters, outputs, statistics, reductions);
+//! - `pipeline`: the stage order, written once; `backend`: the stages (CPU);
+//! - `mpi`: the distribution layer; `ffi`: the C ABI.
 
-pub mod backend;
-pub mod catalogue;
-pub mod context;
-pub mod driver;
-#[cfg(feature = "mpi")]
-pub mod dist;
-pub mod error;
-pub mod ffi;
-pub mod fof;
-pub mod knn;
-mod par;
-pub mod points;
-pub mod real;
-pub mod tree;
-pub mod walk;
-pub mod zorder;
+// Unit tests share the integration tests' helpers, which name the crate `ztree`.
+#[cfg(test)]
+extern crate self as ztree;
 
-pub use catalogue::{Catalogue, CatalogueOrder};
-pub use context::{Config, Context, Timings};
+mod api;
+mod backend;
+mod error;
+mod ffi;
+mod fof;
+mod geom;
+mod input;
+mod knn;
 #[cfg(feature = "mpi")]
-pub use dist::{CatalogueScope, CommStats, Dist, DistFofStats, DistKnnStats, DistStats};
+mod mpi;
+mod pipeline;
+
+#[cfg(feature = "mpi")]
+pub use api::Dist;
+pub use api::{Config, Context, Timings, TreeParams, WalkStats};
 pub use error::{Error, Result};
-pub use fof::{Fof, FofFields, FofParams, FofStats, LinkingLength, ParticleIds};
-pub use knn::{KnnLists, KnnOutput, KnnParams, KnnStats, OutputOrder, ScalarField, SourceFields};
-pub use points::{Bounds, Domain, PointSource, SoaPoints};
-pub use real::Real;
-pub use tree::TreeParams;
+pub use fof::{Catalogue, CatalogueOrder, Fof, FofFields, FofParams, FofStats, LinkingLength};
+pub use geom::Real;
+pub use input::{Domain, ParticleIds, PointSource, ScalarField, SoaPoints};
+pub use knn::{KnnLists, KnnOutput, KnnParams, KnnStats, OutputOrder, SourceFields};
+#[cfg(feature = "mpi")]
+pub use mpi::{CatalogueScope, CommStage, CommStats, DistFofStats, DistKnnStats, DistStats};

@@ -1,31 +1,212 @@
-//! Back ends implement the data-parallel stages; the driver (`crate::driver`) orders them.
-//! The CPU back end uses rayon. A CUDA back end (DESIGN.md §7) implements the same trait
-//! over device buffers.
+//! Back ends: the data-parallel stages of the pipeline over buffers the back end owns.
+//!
+//! The host driver (`crate::pipeline`) orders the stages; a back end implements each one.
+//! Buffers are the back end's own type (`Backend::Buf`): host vectors for the CPU, device
+//! memory for CUDA. Nothing between two stages needs a host slice, so a device back end
+//! keeps all particle-sized data on the device; only small things (plane sizes, the
+//! catalogue) come back to the host.
+//!
+//! Reading the caller's particles is a separate trait, `Ingest<P>`, generic over the
+//! caller's representation `P` (any `PointSource` on the CPU, strided device arrays on a
+//! GPU), so the CPU's per-point reads stay monomorphised.
 
-pub mod cpu;
+pub(crate) mod cpu;
 
-use crate::points::{Bounds, Domain, PointSource};
-use crate::real::Real;
-use crate::tree::{PointTypes, Tree, TreeParams};
+use crate::api::TreeParams;
 use crate::error::Result;
+use crate::fof::catalogue::{Catalogue, CatalogueRequest};
+use crate::geom::Real;
+use crate::geom::metric::Metric;
+use crate::geom::morton::Quantizer;
+use crate::input::{Bounds, Domain};
+use crate::pipeline::{KnnSinks, Lists, PointTypes, Prepared, Tree};
 
-/// The stages of one call that a back end provides.
-pub trait Backend {
+/// Plain element types a back end's buffers hold. (`pub` in a private module: nameable
+/// only inside the crate, usable as a supertrait of the public `Real`.)
+pub trait Elem: Copy + Send + Sync + std::fmt::Debug + 'static {
+    /// The value new buffers are filled with.
+    const FILL: Self;
+}
+macro_rules! elem {
+    ($($t:ty),*) => {$(impl Elem for $t { const FILL: Self = 0 as $t; })*};
+}
+elem!(u8, u32, u64, i64, f32, f64);
+impl<T: Elem, const D: usize> Elem for [T; D] {
+    const FILL: Self = [T::FILL; D];
+}
+
+/// The stages of the pipeline, in the order `pipeline` runs them.
+pub(crate) trait Backend: Sync + Sized {
+    /// A buffer of `len` elements owned by the back end.
+    type Buf<T: Elem>: Send + Sync;
+    /// A caller's output array of `T` (per-query or per-particle results), written by
+    /// several workers at disjoint positions during one stage.
+    type Out<'a, T: Elem>: Sync
+    where
+        Self: 'a;
+    /// A caller's per-particle scalar (masses, the field to average), in input order.
+    type Scalar<'a>: Copy + Sync;
+    /// A caller's per-particle vectors (velocities), in input order.
+    type Vectors<'a, T: Real, const D: usize>: Copy + Sync;
+    /// A caller's particle ids, in input order.
+    type Ids<'a>: Copy + Sync;
+    /// The state of one FoF linking (union–find, per-node connectivity).
+    type Links: Send + Sync;
+
+    #[allow(dead_code)] // for messages and statistics once a second back end exists
     fn name(&self) -> &'static str;
+    fn len<T: Elem>(b: &Self::Buf<T>) -> usize;
+    /// Bytes held by a buffer.
+    fn bytes<T: Elem>(b: &Self::Buf<T>) -> usize;
+    fn upload<T: Elem>(&self, v: Vec<T>) -> Result<Self::Buf<T>>;
+    #[allow(dead_code)]
+    fn download<T: Elem>(&self, b: &Self::Buf<T>) -> Result<Vec<T>>;
+    /// `n` zeros.
+    fn zeros<T: Elem>(&self, n: usize) -> Result<Self::Buf<T>>;
+    /// `0, 1, .., n - 1`.
+    fn iota(&self, n: usize) -> Result<Self::Buf<u32>>;
+    fn zeros_array<T: Elem, const D: usize>(&self, n: usize) -> Result<[Self::Buf<T>; D]> {
+        let mut v = Vec::with_capacity(D);
+        for _ in 0..D {
+            v.push(self.zeros(n)?);
+        }
+        Ok(v.try_into().unwrap_or_else(|_| unreachable!()))
+    }
 
-    /// Validates points (finite, inside a periodic box) and returns their bounding box.
-    fn scan<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(&self, pts: &P, what: &'static str, domain: &Domain<D>) -> Result<Bounds<D>>;
+    // ---- prepare: keys -> sort -> gather -> levels/refine -> types -> planes ----
 
-    /// Stable sort of `keys`, carrying `vals`.
-    fn sort_keys(&self, keys: &mut Vec<u64>, vals: &mut Vec<u32>);
-
-    /// Builds the plane hierarchy over z-sorted points.
+    /// Stable sort of `keys`, applying the same permutation to `perm`.
+    fn sort_keys(&self, keys: &mut Self::Buf<u64>, perm: &mut Self::Buf<u32>) -> Result<()>;
+    /// Levels of the gaps between consecutive sorted keys (see `geom::morton`).
+    fn levels(&self, keys: &Self::Buf<u64>) -> Result<Self::Buf<u8>>;
+    /// Re-sorts runs of more than `max_run` identical keys by a key over the run's own
+    /// bounding box (ties keep their order), permuting `perm` and `pos` alike, and gives
+    /// the runs' internal gaps secondary levels.
+    fn refine_runs<T: Real, const D: usize>(
+        &self,
+        keys: &Self::Buf<u64>,
+        perm: &mut Self::Buf<u32>,
+        levels: &mut Self::Buf<u8>,
+        pos: &mut [Self::Buf<T>; D],
+        max_run: usize,
+    ) -> Result<()>;
+    /// Splits merged z-ordered points into sources (`perm < ns`) and queries: their
+    /// positions, input indices, and the per-position source prefix count.
+    #[allow(clippy::type_complexity)]
+    fn split_types<T: Real, const D: usize>(
+        &self,
+        pos: [Self::Buf<T>; D],
+        perm: Self::Buf<u32>,
+        ns: usize,
+    ) -> Result<([Self::Buf<T>; D], Self::Buf<u32>, [Self::Buf<T>; D], Self::Buf<u32>, Self::Buf<u32>)>;
+    /// The plane hierarchy over the z-ordered points.
     fn build_tree<T: Real, const D: usize>(
         &self,
-        levels: &[u8],
-        types: PointTypes<'_>,
-        src_pos: &[Vec<T>; D],
-        qry_pos: &[Vec<T>; D],
+        levels: &Self::Buf<u8>,
+        types: PointTypes<'_, Self>,
+        src_pos: &[Self::Buf<T>; D],
+        qry_pos: Option<&[Self::Buf<T>; D]>,
         params: &TreeParams,
-    ) -> Tree<T, D>;
+    ) -> Result<Tree<Self, T, D>>;
+    /// A caller scalar in the z-order of `orig` (input indices).
+    fn gather_scalar(&self, f: Self::Scalar<'_>, orig: &Self::Buf<u32>) -> Result<Self::Buf<f64>>;
+
+    // ---- the dual walk ----
+
+    /// Interaction lists of the super plane: every super node with queries against every
+    /// super node with sources.
+    fn walk_start<T: Real, const D: usize>(&self, tree: &Tree<Self, T, D>) -> Result<Lists<Self>>;
+
+    // ---- kNN ----
+
+    /// Moves the interaction lists of plane `parent` one plane down: each child keeps the
+    /// candidate sources within its k-count radius.
+    fn knn_node_pass<T: Real, const D: usize, M: Metric<T, D>>(
+        &self,
+        metric: &M,
+        tree: &Tree<Self, T, D>,
+        k: usize,
+        parent: usize,
+        lists: &Lists<Self>,
+    ) -> Result<Lists<Self>>;
+    /// The leaf pass: the k nearest sources of every query, written to `sinks`; returns
+    /// the candidate leaf pairs seen.
+    #[allow(clippy::too_many_arguments)]
+    fn knn_leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        k: usize,
+        masses: Option<&Self::Buf<f64>>,
+        scalar: Option<&Self::Buf<f64>>,
+        lists: &Lists<Self>,
+        sinks: &KnnSinks<'_, Self, T>,
+    ) -> Result<u64>;
+    /// For each of `queries` (with squared search radii `r2`), its sources within the
+    /// radius, at most `k`, by (distance², source index): rows of `k` source z-indices
+    /// (-1 pads) and squared distances (+inf pads). Answers queries against a tree that
+    /// is already built (MPI: queries shipped from other ranks).
+    #[allow(clippy::type_complexity)]
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    fn knn_ball_query<T: Real, const D: usize, M: Metric<T, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        queries: &[[T; D]],
+        r2: &[T],
+        k: usize,
+    ) -> Result<(Vec<i64>, Vec<T>)>;
+
+    // ---- FoF ----
+
+    /// A union–find over `n` points (each its own group) and per-node flags.
+    fn fof_begin<T: Real, const D: usize>(&self, zs: &Prepared<Self, T, D>) -> Result<Self::Links>;
+    /// Each leaf's own point pairs, then the nodes whose children are all internally
+    /// connected and in one group.
+    fn fof_leaf_self<T: Real, const D: usize, M: Metric<f64, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, l: f64, links: &Self::Links) -> Result<()>;
+    /// Moves the interaction lists of plane `parent` one plane down, linking node pairs
+    /// that are entirely within `l` and dropping those farther than `l` or already joined.
+    #[allow(clippy::too_many_arguments)]
+    fn fof_node_pass<T: Real, const D: usize, M: Metric<f64, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        l: f64,
+        links: &Self::Links,
+        parent: usize,
+        lists: &Lists<Self>,
+    ) -> Result<Lists<Self>>;
+    /// Point pairs between different leaves; returns the candidate leaf pairs seen.
+    fn fof_leaf_pass<T: Real, const D: usize, M: Metric<f64, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        l: f64,
+        links: &Self::Links,
+        lists: &Lists<Self>,
+    ) -> Result<u64>;
+    /// Every point's root: the z-index of its group's first point.
+    fn fof_contract(&self, links: Self::Links) -> Result<Self::Buf<u32>>;
+    /// The catalogue of the groups, and each particle's label (input order) in `labels`.
+    fn catalogue<T: Real, const D: usize>(
+        &self,
+        zs: &Prepared<Self, T, D>,
+        roots: &Self::Buf<u32>,
+        req: &CatalogueRequest<'_, Self, T, D>,
+        labels: &Self::Out<'_, i64>,
+        timings: &mut crate::api::Timings,
+    ) -> Result<(Catalogue<D>, crate::fof::catalogue::ReduceStats)>;
+}
+
+/// Reading the caller's positions of representation `P`.
+pub(crate) trait Ingest<P: ?Sized, T: Real, const D: usize>: Backend {
+    fn count(&self, pts: &P) -> usize;
+    /// Checks every point (finite; inside `[0, L)` when periodic) and returns the
+    /// bounding box; the error names the first bad point in input order.
+    fn scan(&self, pts: &P, what: &'static str, domain: &Domain<D>) -> Result<Bounds<D>>;
+    /// Morton keys of the points, written to `keys[at .. at + len]`.
+    fn keys_into(&self, pts: &P, quant: &Quantizer<D>, keys: &mut Self::Buf<u64>, at: usize) -> Result<()>;
+    /// `out[d][z] = pts[perm[z] - first][d]` for every z with `perm[z]` in
+    /// `first .. first + len`.
+    fn gather_into(&self, pts: &P, perm: &Self::Buf<u32>, first: u32, out: &mut [Self::Buf<T>; D]) -> Result<()>;
 }

@@ -6,12 +6,11 @@ use std::ffi::c_char;
 use super::input::{Strided, StridedPoints};
 use super::{Fail, fail, guard, ztree_context};
 use super::types::*;
-use crate::catalogue::CatalogueOrder;
-use crate::context::Timings;
-use crate::fof::{FofFields, FofParams, LinkingLength, ParticleIds};
-use crate::knn::{KnnOutput, KnnParams, OutputOrder, ScalarField, SourceFields};
-use crate::points::{Domain, PointSource};
-use crate::real::Real;
+use crate::api::Timings;
+use crate::fof::{CatalogueOrder, FofFields, FofParams, LinkingLength};
+use crate::geom::Real;
+use crate::input::{Domain, ParticleIds, PointSource, ScalarField};
+use crate::knn::{KnnOutput, KnnParams, OutputOrder, SourceFields};
 use ztree_status::*;
 
 /// Output buffers owned by a context, grown on demand and reused across calls.
@@ -47,12 +46,12 @@ pub(crate) fn empty_stats() -> ztree_stats {
 
 /// What an MPI context adds to the statistics of a call.
 #[cfg(feature = "mpi")]
-type DistInfo = crate::dist::DistStats;
+type DistInfo = crate::mpi::DistStats;
 #[cfg(not(feature = "mpi"))]
 type DistInfo = ();
 
 #[cfg(feature = "mpi")]
-fn add_comm_stats(s: &mut ztree_stats, d: &crate::dist::DistStats) {
+fn add_comm_stats(s: &mut ztree_stats, d: &crate::mpi::DistStats) {
     s.bytes_sent = d.comm.bytes_sent() as i64;
     s.messages = d.comm.messages() as i64;
     s.owned = d.owned as i64;
@@ -247,16 +246,15 @@ fn knn_typed<T: Real, const D: usize>(
     let mut comm_stats: Option<DistInfo> = None;
     #[cfg(feature = "mpi")]
     let stats = match (&ctx.comm, &qp) {
-        (Some(comm), None) => {
-            let on = crate::dist::On { ctx: &ctx.core, comm };
-            let st = crate::dist::knn::knn_self(on, &dom, &sp, &fields, &kp, &mut kout)?;
+        (Some(comm), _) => {
+            let on = crate::mpi::On { ctx: &ctx.core, comm };
+            let st = crate::mpi::knn::run(on, &dom, &sp, qp.as_ref(), &fields, &kp, &mut kout)?;
             let mut local = st.local.clone();
             local.timings = st.dist.timings.clone();
             local.padded_queries = st.padded_queries;
             comm_stats = Some(st.dist);
             local
         }
-        (Some(_), Some(_)) => return Err(fail(ZTREE_ERR_UNSUPPORTED, "ztree_knn: separate queries are not supported on an MPI context yet (pass queries = NULL for the self-query)")),
         (None, None) => ctx.core.knn_self(&dom, &sp, &fields, &kp, &mut kout)?,
         (None, Some(q)) => ctx.core.knn(&dom, &sp, q, &fields, &kp, &mut kout)?,
     };
@@ -373,9 +371,9 @@ fn fof_typed<T: Real, const D: usize>(ctx: &mut ztree_context, p: &ztree_particl
     #[cfg(feature = "mpi")]
     let (cat, stats) = match &ctx.comm {
         Some(comm) => {
-            let on = crate::dist::On { ctx: &ctx.core, comm };
-            let scope = if prm.gather != 0 { crate::dist::CatalogueScope::Root } else { crate::dist::CatalogueScope::Distributed };
-            let (cat, st) = crate::dist::fof::fof(on, &dom, &pos, &fields, &params, scope, labels)?;
+            let on = crate::mpi::On { ctx: &ctx.core, comm };
+            let scope = if prm.gather != 0 { crate::mpi::CatalogueScope::Root } else { crate::mpi::CatalogueScope::Distributed };
+            let (cat, st) = crate::mpi::fof::run(on, &dom, &pos, &fields, &params, scope, labels)?;
             let mut local = st.local.clone();
             local.timings = st.dist.timings.clone();
             local.groups_total = st.groups_total;

@@ -5,10 +5,8 @@ use std::marker::PhantomData;
 
 use super::types::*;
 use super::{Fail, fail};
-use crate::fof::ParticleIds;
-use crate::knn::ScalarField;
-use crate::points::PointSource;
-use crate::real::Real;
+use crate::geom::Real;
+use crate::input::{ParticleIds, PointSource, ScalarField};
 
 /// One checked strided array.
 #[derive(Clone, Copy)]

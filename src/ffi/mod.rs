@@ -1,4 +1,4 @@
-//! The C ABI (DESIGN.md §8): a thin layer over the safe core. Every exported function
+//! The C ABI (docs/DESIGN.md §8): a thin layer over the safe core. Every exported function
 //! catches panics, checks every pointer and size before use, and returns a
 //! `ztree_status`; `ztree_last_error` gives the message. Input arrays are only read;
 //! outputs go to caller arrays or to buffers owned by the context.
@@ -9,6 +9,7 @@
 mod calls;
 mod input;
 pub mod types;
+#[allow(dead_code)] // read by cbindgen (the header's ZTREE_VERSION_* macros)
 pub mod version;
 
 use std::cell::RefCell;
@@ -16,11 +17,9 @@ use std::ffi::{CStr, CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 pub use types::*;
-pub use version::*;
 
-use crate::context::{Config, Context};
+use crate::api::{Config, Context, TreeParams};
 use crate::error::Error;
-use crate::tree::TreeParams;
 
 /// A failure on its way to C: status and message.
 #[derive(Debug)]
@@ -56,7 +55,7 @@ pub struct ztree_context {
     pub(crate) config: ztree_config,
     /// The duplicate of the communicator given to `ztree_create_mpi` (None: serial).
     #[cfg(feature = "mpi")]
-    pub(crate) comm: Option<crate::dist::Comm>,
+    pub(crate) comm: Option<crate::mpi::Comm>,
     pub(crate) last_error: CString,
     pub(crate) buffers: calls::Buffers,
     pub(crate) stats: ztree_stats,
@@ -181,7 +180,7 @@ fn create(cfg: *const ztree_config, comm_f: Option<i32>, out: *mut *mut ztree_co
     let config = check_config(&c)?;
     let core = Context::new(config)?;
     #[cfg(feature = "mpi")]
-    let comm = comm_f.map(crate::dist::Comm::from_fortran).transpose()?;
+    let comm = comm_f.map(crate::mpi::Comm::from_fortran).transpose()?;
     #[cfg(not(feature = "mpi"))]
     if comm_f.is_some() {
         return Err(fail(ztree_status::ZTREE_ERR_UNSUPPORTED, "ztree_create_mpi: this build of ztree has no MPI support (cargo feature `mpi`)"));

@@ -1,15 +1,12 @@
 //! The FoF call's inputs and results: linking length, particle ids, fields, parameters,
 //! statistics.
 
-use rayon::prelude::*;
-
-use crate::catalogue::{Catalogue, CatalogueOrder};
-use crate::context::Timings;
+use super::catalogue::{Catalogue, CatalogueOrder};
+use crate::api::{Timings, WalkStats};
 use crate::error::{Error, Result};
-use crate::knn::ScalarField;
-use crate::points::{Domain, PointSource};
-use crate::real::Real;
-use crate::walk::WalkStats;
+use crate::geom::Real;
+use crate::input::validate::{check_ids, check_scalar, check_vectors};
+use crate::input::{Domain, ParticleIds, PointSource, ScalarField};
 
 /// The linking length of a FoF call.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -54,49 +51,6 @@ impl LinkingLength {
     }
 }
 
-/// Particle ids for halo tags (the minimum id of a group). Implemented for slices and
-/// vectors of i32, i64, u32 and u64; u64 ids must be at most `i64::MAX`.
-pub trait ParticleIds: Sync {
-    fn len(&self) -> usize;
-    fn id(&self, i: usize) -> i64;
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// The first id that does not fit an i64, if any.
-    fn first_unrepresentable(&self) -> Option<usize> {
-        None
-    }
-}
-
-/// Implements `ParticleIds` for `[T]`, `Vec<T>` and `&[T]`; `$check` finds the first id
-/// that does not fit an i64 (only u64 can have one).
-macro_rules! impl_ids {
-    ($t:ty, $check:expr) => {
-        impl_ids!(@one [$t], $t, $check);
-        impl_ids!(@one Vec<$t>, $t, $check);
-        impl_ids!(@one &[$t], $t, $check);
-    };
-    (@one $s:ty, $t:ty, $check:expr) => {
-        impl ParticleIds for $s {
-            fn len(&self) -> usize {
-                <[$t]>::len(self)
-            }
-            #[inline(always)]
-            fn id(&self, i: usize) -> i64 {
-                self[i] as i64
-            }
-            fn first_unrepresentable(&self) -> Option<usize> {
-                let check: fn(&[$t]) -> Option<usize> = $check;
-                check(self)
-            }
-        }
-    };
-}
-impl_ids!(i32, |_| None);
-impl_ids!(i64, |_| None);
-impl_ids!(u32, |_| None);
-impl_ids!(u64, |v| v.par_iter().position_first(|&x| x > i64::MAX as u64));
-
 /// Per-particle data used by the catalogue (all in the caller's input order, read in
 /// place). Everything is optional.
 #[derive(Clone, Copy)]
@@ -110,6 +64,24 @@ pub struct FofFields<'a, T: Real, const D: usize> {
     /// Particle ids: a group's tag is then its minimum id (a stable halo tag across
     /// ranks and steps), else its smallest input index.
     pub ids: Option<&'a dyn ParticleIds>,
+}
+
+impl<T: Real, const D: usize> FofFields<'_, T, D> {
+    /// The one check of the fields of `n` particles every entry point runs.
+    pub(crate) fn validate(&self, n: usize) -> Result<()> {
+        if let Some(v) = self.velocities {
+            check_vectors("velocities", v, n)?;
+        }
+        if let Some(m) = self.masses {
+            check_scalar("masses", m, n)?;
+        } else if !(self.particle_mass.is_finite() && self.particle_mass > 0.0) {
+            return Err(Error::InvalidParameter { name: "particle_mass", why: format!("must be finite and > 0 (got {})", self.particle_mass) });
+        }
+        if let Some(ids) = self.ids {
+            check_ids(ids, n)?;
+        }
+        Ok(())
+    }
 }
 
 impl<T: Real, const D: usize> Default for FofFields<'_, T, D> {
@@ -128,6 +100,17 @@ pub struct FofParams {
     pub order: CatalogueOrder,
     /// Also return the members (input indices) of every catalogue group.
     pub members: bool,
+}
+
+impl FofParams {
+    /// The one check of the parameters every entry point runs (the linking length is
+    /// checked when resolved).
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.min_members < 1 {
+            return Err(Error::InvalidParameter { name: "min_members", why: "must be at least 1".into() });
+        }
+        Ok(())
+    }
 }
 
 impl Default for FofParams {
@@ -158,7 +141,7 @@ pub struct FofStats {
     pub scratch_bytes: usize,
 }
 
-/// Owned result of [`Context::fof`].
+/// Owned result of [`crate::Context::fof`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fof<const D: usize> {
     /// Per particle, in input order: its group's tag, or -1 when it is in no group with

@@ -1,35 +1,171 @@
-//! The CPU back end: every stage data-parallel with rayon on the context's thread pool.
+//! The CPU back end: every stage data-parallel with rayon on the calling context's thread
+//! pool (the caller runs the pipeline inside `pool.install`). Buffers are host vectors.
 
-use crate::backend::Backend;
+pub(crate) mod catalogue;
+mod fof;
+mod fof_leaf;
+mod ingest;
+mod knn;
+mod knn_leaf;
+pub(crate) mod par;
+mod sort;
+mod tree;
+mod walk;
+
+use crate::api::{Timings, TreeParams};
+use crate::backend::{Backend, Elem};
 use crate::error::Result;
-use crate::points::{Bounds, Domain, PointSource};
-use crate::real::Real;
-use crate::tree::{PointTypes, Tree, TreeParams};
+use crate::fof::catalogue::{Catalogue, CatalogueRequest, ReduceStats};
+use crate::geom::Real;
+use crate::geom::metric::Metric;
+use crate::input::{ParticleIds, PointSource, ScalarField};
+use crate::pipeline::{KnnSinks, Lists, PointTypes, Prepared, Tree};
 
+pub(crate) use par::DisjointSlice;
+pub(crate) use sort::radix_sort;
+
+/// The CPU back end.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Cpu;
+pub(crate) struct Cpu;
 
 impl Backend for Cpu {
+    type Buf<T: Elem> = Vec<T>;
+    type Out<'a, T: Elem> = DisjointSlice<'a, T>;
+    type Scalar<'a> = &'a dyn ScalarField;
+    type Vectors<'a, T: Real, const D: usize> = &'a dyn PointSource<T, D>;
+    type Ids<'a> = &'a dyn ParticleIds;
+    type Links = fof::Links;
+
     fn name(&self) -> &'static str {
         "cpu"
     }
 
-    fn scan<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(&self, pts: &P, what: &'static str, domain: &Domain<D>) -> Result<Bounds<D>> {
-        crate::zorder::scan_points(pts, what, domain)
+    fn len<T: Elem>(b: &Vec<T>) -> usize {
+        b.len()
     }
 
-    fn sort_keys(&self, keys: &mut Vec<u64>, vals: &mut Vec<u32>) {
-        crate::zorder::radix_sort(keys, vals)
+    fn bytes<T: Elem>(b: &Vec<T>) -> usize {
+        b.capacity() * std::mem::size_of::<T>()
+    }
+
+    fn upload<T: Elem>(&self, v: Vec<T>) -> Result<Vec<T>> {
+        Ok(v)
+    }
+
+    fn download<T: Elem>(&self, b: &Vec<T>) -> Result<Vec<T>> {
+        Ok(b.clone())
+    }
+
+    fn zeros<T: Elem>(&self, n: usize) -> Result<Vec<T>> {
+        Ok(vec![T::FILL; n])
+    }
+
+    fn iota(&self, n: usize) -> Result<Vec<u32>> {
+        use rayon::prelude::*;
+        Ok((0..n as u32).into_par_iter().collect())
+    }
+
+    fn sort_keys(&self, keys: &mut Vec<u64>, perm: &mut Vec<u32>) -> Result<()> {
+        radix_sort(keys, perm);
+        Ok(())
+    }
+
+    fn levels(&self, keys: &Vec<u64>) -> Result<Vec<u8>> {
+        Ok(ingest::levels(keys))
+    }
+
+    fn refine_runs<T: Real, const D: usize>(&self, keys: &Vec<u64>, perm: &mut Vec<u32>, levels: &mut Vec<u8>, pos: &mut [Vec<T>; D], max_run: usize) -> Result<()> {
+        ingest::refine_runs(keys, perm, levels, pos, max_run);
+        Ok(())
+    }
+
+    fn split_types<T: Real, const D: usize>(&self, pos: [Vec<T>; D], perm: Vec<u32>, ns: usize) -> Result<([Vec<T>; D], Vec<u32>, [Vec<T>; D], Vec<u32>, Vec<u32>)> {
+        Ok(ingest::split_types(pos, perm, ns))
     }
 
     fn build_tree<T: Real, const D: usize>(
         &self,
-        levels: &[u8],
-        types: PointTypes<'_>,
+        levels: &Vec<u8>,
+        types: PointTypes<'_, Self>,
         src_pos: &[Vec<T>; D],
-        qry_pos: &[Vec<T>; D],
+        qry_pos: Option<&[Vec<T>; D]>,
         params: &TreeParams,
-    ) -> Tree<T, D> {
-        crate::tree::build(levels, types, src_pos, qry_pos, params)
+    ) -> Result<Tree<Self, T, D>> {
+        Ok(tree::build(levels, types, src_pos, qry_pos.unwrap_or(src_pos), params))
+    }
+
+    fn gather_scalar(&self, f: &dyn ScalarField, orig: &Vec<u32>) -> Result<Vec<f64>> {
+        Ok(ingest::gather_scalar(f, orig))
+    }
+
+    fn walk_start<T: Real, const D: usize>(&self, tree: &Tree<Self, T, D>) -> Result<Lists<Self>> {
+        Ok(walk::walk_start(tree))
+    }
+
+    fn knn_node_pass<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Self, T, D>, k: usize, parent: usize, lists: &Lists<Self>) -> Result<Lists<Self>> {
+        Ok(knn::node_pass(metric, tree, k, parent, lists))
+    }
+
+    fn knn_leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        k: usize,
+        masses: Option<&Vec<f64>>,
+        scalar: Option<&Vec<f64>>,
+        lists: &Lists<Self>,
+        sinks: &KnnSinks<'_, Self, T>,
+    ) -> Result<u64> {
+        let job = knn::KnnJob { zs, k, masses: masses.map(|m| &m[..]), scalar: scalar.map(|s| &s[..]) };
+        Ok(knn::leaf_pass(metric, &job, lists, sinks))
+    }
+
+    fn knn_ball_query<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, queries: &[[T; D]], r2: &[T], k: usize) -> Result<(Vec<i64>, Vec<T>)> {
+        Ok(knn::ball_query(metric, zs, queries, r2, k))
+    }
+
+    fn fof_begin<T: Real, const D: usize>(&self, zs: &Prepared<Self, T, D>) -> Result<fof::Links> {
+        Ok(fof::Links::new(zs.n_sources(), zs.tree.num_nodes()))
+    }
+
+    fn fof_leaf_self<T: Real, const D: usize, M: Metric<f64, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, l: f64, links: &fof::Links) -> Result<()> {
+        fof::Job::new(zs, l, metric.box_len(), links).leaf_self_pass(metric);
+        Ok(())
+    }
+
+    fn fof_node_pass<T: Real, const D: usize, M: Metric<f64, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, l: f64, links: &fof::Links, parent: usize, lists: &Lists<Self>) -> Result<Lists<Self>> {
+        Ok(fof::Job::new(zs, l, metric.box_len(), links).node_pass(metric, parent, lists))
+    }
+
+    fn fof_leaf_pass<T: Real, const D: usize, M: Metric<f64, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, l: f64, links: &fof::Links, lists: &Lists<Self>) -> Result<u64> {
+        Ok(fof::Job::new(zs, l, metric.box_len(), links).leaf_pass(metric, lists))
+    }
+
+    fn fof_contract(&self, links: fof::Links) -> Result<Vec<u32>> {
+        Ok(links.uf.contract())
+    }
+
+    fn catalogue<T: Real, const D: usize>(
+        &self,
+        zs: &Prepared<Self, T, D>,
+        roots: &Vec<u32>,
+        req: &CatalogueRequest<'_, Self, T, D>,
+        labels: &DisjointSlice<'_, i64>,
+        timings: &mut Timings,
+    ) -> Result<(Catalogue<D>, ReduceStats)> {
+        let r = catalogue::Reduce {
+            pos: &zs.src_pos,
+            orig: &zs.src_orig,
+            roots,
+            box_len: req.box_len,
+            velocities: req.velocities,
+            masses: req.masses,
+            particle_mass: req.particle_mass,
+            ids: req.ids,
+            min_members: req.min_members,
+            order: req.order,
+            members: req.members,
+        };
+        Ok(catalogue::reduce(&r, labels, timings))
     }
 }

@@ -1,0 +1,64 @@
+//! Configuration of a context: threads and the shape of the plane hierarchy.
+
+use crate::error::{Error, Result};
+
+/// Configuration of a [`Context`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Config {
+    /// Worker threads; 0 = one per available core.
+    pub threads: usize,
+    /// Shape of the plane hierarchy.
+    pub tree: TreeParams,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self { threads: 0, tree: TreeParams::default() }
+    }
+}
+
+/// Shape parameters of the plane hierarchy (jz-tree's defaults).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TreeParams {
+    /// Most points of one type in a leaf (except chunks of identical points, which are
+    /// also cut at this size).
+    pub leaf_size: usize,
+    /// Capacity ratio between consecutive planes.
+    pub coarsening: usize,
+    /// Stop coarsening once a plane has at most this many nodes.
+    pub top_target: usize,
+    /// Top nodes per super node.
+    pub super_group: usize,
+    /// Split nodes far larger in volume than typical dense nodes (paper II-D); 0 turns
+    /// regularisation off. jz-tree uses 20.
+    pub max_volume_factor: f64,
+}
+
+impl Default for TreeParams {
+    fn default() -> Self {
+        Self { leaf_size: 48, coarsening: 8, top_target: 2048, super_group: 32, max_volume_factor: 20.0 }
+    }
+}
+
+impl TreeParams {
+    pub fn validate(&self) -> Result<()> {
+        let bad = |name, why: &str| Err(Error::InvalidParameter { name, why: why.to_string() });
+        if self.leaf_size < 1 || self.leaf_size > 1 << 20 {
+            return bad("leaf_size", "must be in 1..=2^20");
+        }
+        if self.coarsening < 2 {
+            return bad("coarsening", "must be at least 2");
+        }
+        if self.top_target < 1 {
+            return bad("top_target", "must be at least 1");
+        }
+        if self.super_group < 1 {
+            return bad("super_group", "must be at least 1");
+        }
+        if !(self.max_volume_factor == 0.0 || (self.max_volume_factor.is_finite() && self.max_volume_factor >= 1.0)) {
+            return bad("max_volume_factor", "must be 0 (off) or a finite number >= 1");
+        }
+        Ok(())
+    }
+}
+

@@ -1,0 +1,61 @@
+//! The handle a simulation keeps across time steps: thread pool and configuration.
+
+use super::Config;
+use crate::error::{Error, Result};
+
+/// Owns the worker threads. Create once, call every time step. Results do not depend on
+/// the number of threads.
+pub struct Context {
+    pub(crate) pool: rayon::ThreadPool,
+    pub(crate) config: Config,
+}
+
+impl Context {
+    pub fn new(config: Config) -> Result<Self> {
+        config.tree.validate()?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(config.threads)
+            .thread_name(|i| format!("ztree-{i}"))
+            .build()
+            .map_err(|e| Error::ThreadPool(e.to_string()))?;
+        Ok(Self { pool, config })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Number of worker threads in use.
+    pub fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+}
+
+/// Wall-clock time per stage of one call, in call order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Timings {
+    pub stages: Vec<(&'static str, f64)>,
+}
+
+impl Timings {
+    pub(crate) fn time<R>(&mut self, name: &'static str, f: impl FnOnce() -> R) -> R {
+        let t = std::time::Instant::now();
+        let r = f();
+        self.stages.push((name, t.elapsed().as_secs_f64()));
+        r
+    }
+    pub fn total(&self) -> f64 {
+        self.stages.iter().map(|s| s.1).sum()
+    }
+    pub fn get(&self, name: &str) -> f64 {
+        self.stages.iter().filter(|s| s.0 == name).map(|s| s.1).sum()
+    }
+}
+
+/// Statistics of one walk.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WalkStats {
+    /// Interaction-list entries per plane, from the top (super) plane down to the leaves
+    /// (the leaf entry counts the candidate pairs handed to the leaf pass).
+    pub list_entries: Vec<u64>,
+}

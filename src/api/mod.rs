@@ -1,0 +1,14 @@
+//! The Rust public API, in one place: the context a simulation keeps, its configuration,
+//! and the kNN and FoF calls (serial here, distributed in `dist` with the `mpi` feature).
+
+mod config;
+mod context;
+#[cfg(feature = "mpi")]
+mod dist;
+mod fof;
+mod knn;
+
+pub use config::{Config, TreeParams};
+pub use context::{Context, Timings, WalkStats};
+#[cfg(feature = "mpi")]
+pub use dist::Dist;

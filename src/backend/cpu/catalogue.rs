@@ -1,0 +1,289 @@
+//! The FoF catalogue on the CPU: members gathered into group order (groups in z-order of
+//! their roots, members in z-order: a stable counting sort done in parallel over
+//! contiguous z-ranges), then each group reduced on its own, all sums in f64 and in
+//! z-order, so the catalogue does not depend on the number of threads. Definitions in
+//! `crate::fof::catalogue`.
+
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+use rayon::prelude::*;
+
+use super::par::{DisjointSlice, chunk_ranges};
+use crate::api::Timings;
+use crate::fof::catalogue::{Catalogue, CatalogueOrder, ReduceStats};
+use crate::geom::Real;
+use crate::geom::metric::min_image;
+use crate::input::{ParticleIds, PointSource, ScalarField};
+
+/// Everything the reduction reads.
+pub(crate) struct Reduce<'a, T: Real, const D: usize> {
+    /// Positions in z-order.
+    pub pos: &'a [Vec<T>; D],
+    /// Input index of each z-ordered point.
+    pub orig: &'a [u32],
+    /// Root (z-index of the group's first point) of each z-ordered point.
+    pub roots: &'a [u32],
+    pub box_len: Option<[f64; D]>,
+    pub velocities: Option<&'a dyn PointSource<T, D>>,
+    pub masses: Option<&'a dyn ScalarField>,
+    pub particle_mass: f64,
+    pub ids: Option<&'a dyn ParticleIds>,
+    pub min_members: usize,
+    pub order: CatalogueOrder,
+    pub members: bool,
+}
+
+
+const NONE: u32 = u32::MAX;
+
+/// One catalogue row.
+struct Row<const D: usize> {
+    tag: i64,
+    count: u64,
+    mass: f64,
+    centre: [f64; D],
+    radius: f64,
+    vel: [f64; D],
+    disp: f64,
+}
+
+/// Builds the catalogue and writes every particle's label (input order) into `labels`.
+pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &DisjointSlice<'_, i64>, timings: &mut Timings) -> (Catalogue<D>, ReduceStats) {
+    let n = r.roots.len();
+    let roots = r.roots;
+    let parts = chunk_ranges(n, rayon::current_num_threads().max(1) * 4);
+    // 1. Members per root; runs of equal roots (common in z-order) cost one atomic add.
+    let (slot, groups_total, kept) = timings.time("count", || {
+        let cnt: Vec<AtomicU32> = (0..n).into_par_iter().map(|_| AtomicU32::new(0)).collect();
+        parts.par_iter().for_each(|rg| {
+            let mut cur = roots[rg.start];
+            let mut c = 0u32;
+            for &x in &roots[rg.clone()] {
+                if x != cur {
+                    cnt[cur as usize].fetch_add(c, Relaxed);
+                    cur = x;
+                    c = 0;
+                }
+                c += 1;
+            }
+            cnt[cur as usize].fetch_add(c, Relaxed);
+        });
+        let groups_total = (0..n).into_par_iter().filter(|&z| roots[z] as usize == z).count();
+        let min = r.min_members.min(u32::MAX as usize) as u32;
+        let kept: Vec<u32> = (0..n as u32).into_par_iter().filter(|&z| roots[z as usize] == z && cnt[z as usize].load(Relaxed) >= min).collect();
+        // Reuse the counts as the root -> group index map (NONE: not kept). Only roots are read.
+        let counts: Vec<u32> = kept.par_iter().map(|&z| cnt[z as usize].load(Relaxed)).collect();
+        (0..n).into_par_iter().filter(|&z| roots[z] as usize == z).for_each(|z| cnt[z].store(NONE, Relaxed));
+        kept.par_iter().enumerate().for_each(|(g, &z)| cnt[z as usize].store(g as u32, Relaxed));
+        let slot: Vec<u32> = cnt.into_iter().map(AtomicU32::into_inner).collect();
+        (slot, groups_total, (kept, counts))
+    });
+    let (kept_roots, counts) = kept;
+    let ng = kept_roots.len();
+    drop(kept_roots);
+    let gid = |z: usize| slot[roots[z] as usize];
+    // 2. Group offsets, then a stable parallel counting sort of the kept members.
+    let (offsets, members, sort_bytes) = timings.time("group order", || {
+        let mut offsets = Vec::with_capacity(ng + 1);
+        let mut acc = 0u64;
+        offsets.push(0u64);
+        for &c in &counts {
+            acc += c as u64;
+            offsets.push(acc);
+        }
+        let total = acc as usize;
+        // Few chunks when there are many groups (the cursor table is chunks x groups).
+        let np = (n / ng.max(1) / 2).clamp(1, rayon::current_num_threads().max(1));
+        let parts = chunk_ranges(n, np);
+        let np = parts.len();
+        // cursors[p * ng + g]: members of group g in chunk p; then where chunk p writes.
+        let mut cursors = vec![0u32; np * ng];
+        let cur = DisjointSlice::new(&mut cursors);
+        parts.par_iter().enumerate().for_each(|(p, rg)| {
+            // SAFETY: chunk p owns row p.
+            let row = unsafe { cur.slice_mut(p * ng, ng) };
+            for z in rg.clone() {
+                let g = gid(z);
+                if g != NONE {
+                    row[g as usize] += 1;
+                }
+            }
+        });
+        (0..ng).into_par_iter().for_each(|g| {
+            let mut o = offsets[g] as u32;
+            for p in 0..np {
+                // SAFETY: column g is touched by this task only.
+                let c = unsafe { &mut cur.slice_mut(p * ng + g, 1)[0] };
+                let v = *c;
+                *c = o;
+                o += v;
+            }
+        });
+        let mut members = vec![0u32; total];
+        let mem = DisjointSlice::new(&mut members);
+        parts.par_iter().enumerate().for_each(|(p, rg)| {
+            // SAFETY: chunk p owns row p of the cursors; cursor ranges are disjoint.
+            let row = unsafe { cur.slice_mut(p * ng, ng) };
+            for z in rg.clone() {
+                let g = gid(z);
+                if g != NONE {
+                    let c = &mut row[g as usize];
+                    unsafe { mem.write(*c as usize, z as u32) };
+                    *c += 1;
+                }
+            }
+        });
+        let bytes = cursors.len() * 4;
+        (offsets, members, bytes)
+    });
+    // 3. Per-group reductions.
+    let mut rows: Vec<Row<D>> = timings.time("reduce", || {
+        (0..ng).into_par_iter().with_min_len(8).map(|g| reduce_group(r, &members[offsets[g] as usize..offsets[g + 1] as usize])).collect()
+    });
+    // 4. Labels in input order.
+    timings.time("labels", || {
+        (0..n).into_par_iter().with_min_len(4096).for_each(|z| {
+            let g = gid(z);
+            let v = if g == NONE { -1 } else { rows[g as usize].tag };
+            // SAFETY: orig is a permutation: each input slot is written once.
+            unsafe { labels.write(r.orig[z] as usize, v) };
+        });
+    });
+    // 5. Order and member lists.
+    let particles_in_groups = members.len();
+    let cat = timings.time("order", || {
+        let perm: Option<Vec<u32>> = (r.order == CatalogueOrder::Gadget).then(|| {
+            let mut p: Vec<u32> = (0..ng as u32).collect();
+            p.par_sort_unstable_by(|&a, &b| {
+                let (ra, rb) = (&rows[a as usize], &rows[b as usize]);
+                rb.count.cmp(&ra.count).then(ra.tag.cmp(&rb.tag)).then(a.cmp(&b))
+            });
+            p
+        });
+        let src = |i: usize| perm.as_ref().map_or(i, |p| p[i] as usize);
+        let (member_offsets, member_indices) = if r.members {
+            let mut mo = Vec::with_capacity(ng + 1);
+            mo.push(0u64);
+            for i in 0..ng {
+                let g = src(i);
+                mo.push(mo[i] + (offsets[g + 1] - offsets[g]));
+            }
+            let mut mi = vec![0i64; particles_in_groups];
+            let out = DisjointSlice::new(&mut mi);
+            (0..ng).into_par_iter().for_each(|i| {
+                let g = src(i);
+                let zs = &members[offsets[g] as usize..offsets[g + 1] as usize];
+                // SAFETY: row i's range is disjoint from the others.
+                let dst = unsafe { out.slice_mut(mo[i] as usize, zs.len()) };
+                for (d, &z) in dst.iter_mut().zip(zs) {
+                    *d = r.orig[z as usize] as i64;
+                }
+                dst.sort_unstable();
+            });
+            (mo, mi)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        if let Some(p) = &perm {
+            let mut taken: Vec<Option<Row<D>>> = rows.drain(..).map(Some).collect();
+            rows = p.iter().map(|&g| taken[g as usize].take().unwrap()).collect();
+        }
+        let vel = r.velocities.is_some();
+        Catalogue {
+            order: r.order,
+            tag: rows.iter().map(|x| x.tag).collect(),
+            count: rows.iter().map(|x| x.count).collect(),
+            mass: rows.iter().map(|x| x.mass).collect(),
+            centre: rows.iter().map(|x| x.centre).collect(),
+            inertia_radius: rows.iter().map(|x| x.radius).collect(),
+            velocity: if vel { rows.iter().map(|x| x.vel).collect() } else { Vec::new() },
+            dispersion: if vel { rows.iter().map(|x| x.disp).collect() } else { Vec::new() },
+            member_offsets,
+            member_indices,
+        }
+    });
+    let scratch_bytes = 4 * n + sort_bytes + 4 * particles_in_groups + ng * std::mem::size_of::<Row<D>>();
+    (cat, ReduceStats { groups_total, particles_in_groups, scratch_bytes })
+}
+
+/// Reduces one group; `zs` are its members' z-indices, ascending (the first is the root).
+fn reduce_group<T: Real, const D: usize>(r: &Reduce<'_, T, D>, zs: &[u32]) -> Row<D> {
+    let pos = |z: u32| -> [f64; D] { std::array::from_fn(|d| r.pos[d][z as usize].to_f64()) };
+    let mass = |z: u32| -> f64 { r.masses.map_or(r.particle_mass, |m| m.get(r.orig[z as usize] as usize)) };
+    let x0 = pos(zs[0]);
+    let offset = |z: u32| -> [f64; D] {
+        let x = pos(z);
+        std::array::from_fn(|d| {
+            let dx = x[d] - x0[d];
+            match r.box_len {
+                Some(l) => min_image(dx, l[d], 0.5 * l[d]),
+                None => dx,
+            }
+        })
+    };
+    let mut m_tot = 0.0f64;
+    let mut s = [0.0f64; D];
+    let mut sv = [0.0f64; D];
+    let mut tag = i64::MAX;
+    for &z in zs {
+        let m = mass(z);
+        let o = offset(z);
+        m_tot += m;
+        for d in 0..D {
+            s[d] += m * o[d];
+        }
+        if let Some(v) = r.velocities {
+            let v = v.point(r.orig[z as usize] as usize);
+            for d in 0..D {
+                sv[d] += m * v[d].to_f64();
+            }
+        }
+        let t = match r.ids {
+            Some(ids) => ids.id(r.orig[z as usize] as usize),
+            None => r.orig[z as usize] as i64,
+        };
+        tag = tag.min(t);
+    }
+    let c_off: [f64; D] = std::array::from_fn(|d| s[d] / m_tot);
+    let vm: [f64; D] = std::array::from_fn(|d| sv[d] / m_tot);
+    let mut r2 = 0.0f64;
+    let mut v2 = 0.0f64;
+    for &z in zs {
+        let m = mass(z);
+        let o = offset(z);
+        let mut q = 0.0;
+        for d in 0..D {
+            let e = o[d] - c_off[d];
+            q += e * e;
+        }
+        r2 += m * q;
+        if let Some(v) = r.velocities {
+            let v = v.point(r.orig[z as usize] as usize);
+            let mut q = 0.0;
+            for d in 0..D {
+                let e = v[d].to_f64() - vm[d];
+                q += e * e;
+            }
+            v2 += m * q;
+        }
+    }
+    let centre: [f64; D] = std::array::from_fn(|d| {
+        let c = x0[d] + c_off[d];
+        match r.box_len {
+            Some(l) => {
+                let w = c.rem_euclid(l[d]);
+                if w >= l[d] { 0.0 } else { w }
+            }
+            None => c,
+        }
+    });
+    Row {
+        tag,
+        count: zs.len() as u64,
+        mass: m_tot,
+        centre,
+        radius: (r2 / m_tot).sqrt(),
+        vel: if r.velocities.is_some() { vm } else { [0.0; D] },
+        disp: (v2 / m_tot).sqrt(),
+    }
+}

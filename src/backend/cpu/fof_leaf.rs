@@ -1,0 +1,187 @@
+//! The FoF point-pair passes on the CPU: pairs inside one leaf (a sweep along the
+//! leaf's longest side) and pairs between two leaves (a vectorised point–box filter, then
+//! point distances, with shortcuts when a leaf is internally connected).
+//!
+//! Points are linked when `d² <= l²`, evaluated in f64 from the input coordinates with the
+//! periodic minimum image per dimension, summed as `(dx² + dy²) + dz²`.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::fof::{Job, Scratch};
+use crate::geom::Real;
+use crate::geom::metric::{Metric, distances};
+
+impl<T: Real, const D: usize> Job<'_, T, D> {
+    /// Squared distances (f64, minimum image) from `p` to the points in `xs` (f64
+    /// copies, one array per dimension), summed as `(dx² + dy²) + dz²`; returns how many
+    /// are within l, their offsets in `hits`.
+    #[inline(always)]
+    fn within<M: Metric<f64, D>>(&self, metric: &M, p: &[f64; D], xs: &[Vec<f64>; D], from: usize, d2: &mut [f64], hits: &mut [u32]) -> usize {
+        distances(metric, p, xs, from, d2);
+        let l2 = self.l2;
+        let mut w = 0;
+        for (j, &v) in d2.iter().enumerate() {
+            hits[w] = j as u32;
+            w += usize::from(v <= l2);
+        }
+        w
+    }
+
+    /// Copies the points of leaf `n` into `x` as f64; returns (first, count).
+    #[inline(always)]
+    fn load(&self, n: usize, x: &mut [Vec<f64>; D], held: &mut usize) -> (usize, usize) {
+        let t = &self.zs.tree;
+        let n0 = t.src_start[n] as usize;
+        let nn = t.src_count[n] as usize;
+        if *held == n {
+            return (n0, nn);
+        }
+        *held = n;
+        for d in 0..D {
+            x[d].clear();
+            x[d].extend(self.zs.src_pos[d][n0..n0 + nn].iter().map(|v| v.to_f64()));
+        }
+        (n0, nn)
+    }
+
+    #[inline(always)]
+    fn size(s: &mut Scratch<D>, n: usize) {
+        if s.d2.len() < n {
+            s.d2.resize(n, 0.0);
+            s.hits.resize(n, 0);
+            s.sel.resize(n, 0);
+            s.perm.resize(n, 0);
+        }
+    }
+
+    /// Point pairs inside leaf `a`; marks the leaf internally connected when it ends up
+    /// in one group.
+    pub(super) fn leaf_self<M: Metric<f64, D>>(&self, metric: &M, a: usize, s: &mut Scratch<D>) {
+        s.xq_node = usize::MAX;
+        let (a0, an) = self.load(a, &mut s.xp, &mut s.xp_node);
+        Self::size(s, an);
+        if an == 0 {
+            return;
+        }
+        // Sweep along the leaf's longest side: sorted by that coordinate, the partners of
+        // a point within l lie in a window after it. Valid when no pair needs the periodic
+        // wrap in that dimension (the leaf spans at most half the box there).
+        let (lo, hi) = self.bx(a);
+        let mut dim = 0;
+        for d in 1..D {
+            if hi[d] - lo[d] > hi[dim] - lo[dim] {
+                dim = d;
+            }
+        }
+        let no_wrap = self.box_len.is_none_or(|l| hi[dim] - lo[dim] <= 0.5 * l[dim]);
+        for k in 0..an {
+            s.perm[k] = k as u32;
+        }
+        if no_wrap {
+            let xs = &s.xp[dim];
+            s.perm[..an].sort_unstable_by(|&i, &j| xs[i as usize].total_cmp(&xs[j as usize]));
+        }
+        for d in 0..D {
+            s.xq[d].clear();
+            s.xq[d].extend(s.perm[..an].iter().map(|&k| s.xp[d][k as usize]));
+        }
+        let mut one = true;
+        let mut end = 0;
+        for k in 0..an - 1 {
+            end = end.max(k + 1);
+            if no_wrap {
+                let x = s.xq[dim][k];
+                while end < an && s.xq[dim][end] - x <= self.l_hi {
+                    end += 1;
+                }
+            } else {
+                end = an;
+            }
+            let m = end - (k + 1);
+            let w = if m == 0 {
+                0
+            } else {
+                let p: [f64; D] = std::array::from_fn(|d| s.xq[d][k]);
+                self.within(metric, &p, &s.xq, k + 1, &mut s.d2[..m], &mut s.hits[..m])
+            };
+            if w > 0 {
+                let mut r = self.uf.find(a0 as u32 + s.perm[k]);
+                for &h in &s.hits[..w] {
+                    let rj = self.uf.find(a0 as u32 + s.perm[k + 1 + h as usize]);
+                    if rj != r {
+                        r = self.uf.union_roots(rj, r);
+                    }
+                }
+            } else {
+                // The first point linked to no later point is linked to none.
+                one &= k > 0;
+            }
+        }
+        if one {
+            let r = self.uf.find(a0 as u32);
+            if (a0 + 1..a0 + an).all(|z| self.uf.find(z as u32) == r) {
+                self.flags[a].store(true, Relaxed);
+            }
+        }
+    }
+
+    /// Point pairs between leaves `a` and `b` (a pair the node test could not resolve).
+    /// The points of one leaf ("probe") are tested against the other ("target"), after a
+    /// vectorised point–box filter. When the target is internally connected one link per
+    /// probe point is enough, and none for probe points already in its group; when both
+    /// are, one link in all.
+    pub(super) fn leaf_pair<M: Metric<f64, D>>(&self, metric: &M, a: usize, b: usize, s: &mut Scratch<D>) {
+        let (ca, cb) = (self.connected(a), self.connected(b));
+        let (p, q) = if ca && !cb { (b, a) } else { (a, b) };
+        let q_conn = ca || cb;
+        let both = ca && cb;
+        let (p0, pn) = self.load(p, &mut s.xp, &mut s.xp_node);
+        let (q0, qn) = self.load(q, &mut s.xq, &mut s.xq_node);
+        Self::size(s, pn.max(qn));
+        let (qlo, qhi) = self.bx(q);
+        // Point–box lower bounds of the probe points, then the ones within l.
+        let d2 = &mut s.d2[..pn];
+        for d in 0..D {
+            let (lo, hi) = (qlo[d], qhi[d]);
+            for (o, &x) in d2.iter_mut().zip(&s.xp[d][..pn]) {
+                let g = metric.gap_range(x, x, lo, hi, d).0;
+                *o = if d == 0 { g * g } else { *o + g * g };
+            }
+        }
+        let mut nsel = 0;
+        for (k, &v) in d2.iter().enumerate() {
+            s.sel[nsel] = k as u32;
+            nsel += usize::from(v <= self.l2_hi);
+        }
+        let q0u = q0 as u32;
+        for si in 0..nsel {
+            let k = s.sel[si] as usize;
+            let i = (p0 + k) as u32;
+            let pt: [f64; D] = std::array::from_fn(|d| s.xp[d][k]);
+            if q_conn && self.uf.find(i) == self.uf.find(q0u) {
+                if both {
+                    return;
+                }
+                continue;
+            }
+            if metric.box_max2(&pt, &pt, &qlo, &qhi) <= self.l2_lo {
+                self.connect(q, i);
+                if both {
+                    return;
+                }
+                continue;
+            }
+            let w = self.within(metric, &pt, &s.xq, 0, &mut s.d2[..qn], &mut s.hits[..qn]);
+            if w > 0 {
+                if q_conn {
+                    self.uf.union(i, q0u);
+                    if both {
+                        return;
+                    }
+                } else {
+                    self.link_hits(i, q0u, &s.hits[..w]);
+                }
+            }
+        }
+    }
+}

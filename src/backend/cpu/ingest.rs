@@ -1,0 +1,202 @@
+//! The CPU's first stages: reading the caller's points (validation, keys, gather into
+//! z-order), gap levels, the refinement of dense key runs, and the split of a joint set
+//! into sources and queries.
+//!
+//! Runs of identical keys longer than a leaf (a dense cluster in an open domain stretched
+//! by far outliers) are refined with a second key over the run's own bounding box, so the
+//! tree never degrades to brute force.
+
+use rayon::prelude::*;
+
+use super::Cpu;
+use super::par::{DisjointSlice, chunk_ranges};
+use crate::backend::Ingest;
+use crate::error::{Error, Result};
+use crate::geom::Real;
+use crate::geom::morton::{Quantizer, level_of};
+use crate::input::validate::check_point;
+use crate::input::{Bounds, Domain, PointSource, ScalarField};
+
+impl<T: Real, const D: usize, P: PointSource<T, D> + ?Sized> Ingest<P, T, D> for Cpu {
+    fn count(&self, pts: &P) -> usize {
+        pts.len()
+    }
+
+    fn scan(&self, pts: &P, what: &'static str, domain: &Domain<D>) -> Result<Bounds<D>> {
+        let n = pts.len();
+        let box_len = domain.box_lengths();
+        let chunks = chunk_ranges(n, rayon::current_num_threads() * 4);
+        let partial: Vec<Result<Bounds<D>>> = chunks
+            .into_par_iter()
+            .map(|r| {
+                let mut b = Bounds::<D>::EMPTY;
+                for i in r {
+                    b.include(&check_point(&pts.point(i), i, what, box_len.as_ref())?);
+                }
+                Ok(b)
+            })
+            .collect();
+        // The first error in input order, whatever the thread count.
+        let mut all = Bounds::<D>::EMPTY;
+        for r in partial {
+            all = all.merge(&r?);
+        }
+        Ok(all)
+    }
+
+    fn keys_into(&self, pts: &P, quant: &Quantizer<D>, keys: &mut Vec<u64>, at: usize) -> Result<()> {
+        let n = pts.len();
+        keys[at..at + n].par_iter_mut().enumerate().with_min_len(1024).for_each(|(i, k)| {
+            let p = pts.point(i);
+            *k = quant.key(&std::array::from_fn(|d| p[d].to_f64()));
+        });
+        Ok(())
+    }
+
+    fn gather_into(&self, pts: &P, perm: &Vec<u32>, first: u32, out: &mut [Vec<T>; D]) -> Result<()> {
+        let n = pts.len() as u32;
+        let outs: [DisjointSlice<'_, T>; D] = {
+            let mut it = out.iter_mut();
+            std::array::from_fn(|_| DisjointSlice::new(it.next().unwrap()))
+        };
+        perm.par_iter().enumerate().with_min_len(1024).for_each(|(z, &v)| {
+            if v >= first && v - first < n {
+                let p = pts.point((v - first) as usize);
+                for d in 0..D {
+                    // SAFETY: each z is written by one task only.
+                    unsafe { outs[d].write(z, p[d]) }
+                }
+            }
+        });
+        Ok(())
+    }
+}
+
+/// Levels of the gaps between consecutive sorted points: 64 + bit length of the key
+/// difference; 0 between points whose keys are identical. (Gaps inside a refined run get
+/// the bit length of their secondary key difference, 1..=63.)
+pub(crate) fn levels(keys: &[u64]) -> Vec<u8> {
+    if keys.len() < 2 {
+        return Vec::new();
+    }
+    keys.par_windows(2).map(|w| if w[0] == w[1] { 0 } else { 64 + level_of(w[0], w[1]) }).collect()
+}
+
+/// Refines runs of identical keys longer than `max_run`: each run is re-sorted by a Morton
+/// key over its own bounding box (stable: ties keep their z-order, which inside a run is
+/// input order), permuting `perm` and the z-ordered positions alike, and its internal gaps
+/// get secondary levels.
+pub(crate) fn refine_runs<T: Real, const D: usize>(keys: &[u64], perm: &mut [u32], levels: &mut [u8], pos: &mut [Vec<T>; D], max_run: usize) {
+    let n = keys.len();
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut start = 0;
+    while start < n {
+        let mut end = start + 1;
+        while end < n && keys[end] == keys[start] {
+            end += 1;
+        }
+        if end - start > max_run {
+            runs.push((start, end));
+        }
+        start = end;
+    }
+    if runs.is_empty() {
+        return;
+    }
+    // Disjoint pieces of every array, one per run, refined in parallel.
+    let perm_s = DisjointSlice::new(perm);
+    let lev_s = DisjointSlice::new(levels);
+    let pos_s: [DisjointSlice<'_, T>; D] = {
+        let mut it = pos.iter_mut();
+        std::array::from_fn(|_| DisjointSlice::new(it.next().unwrap()))
+    };
+    runs.into_par_iter().with_max_len(1).for_each(|(s0, e0)| {
+        // SAFETY: runs are disjoint; each task touches only its run's points and gaps.
+        let (v, l) = unsafe { (perm_s.slice_mut(s0, e0 - s0), lev_s.slice_mut(s0, e0 - 1 - s0)) };
+        let p: [&mut [T]; D] = std::array::from_fn(|d| unsafe { pos_s[d].slice_mut(s0, e0 - s0) });
+        refine_one(v, l, p);
+    });
+}
+
+fn refine_one<T: Real, const D: usize>(perm: &mut [u32], levels: &mut [u8], pos: [&mut [T]; D]) {
+    let m = perm.len();
+    let pts: Vec<[f64; D]> = (0..m).map(|i| std::array::from_fn(|d| pos[d][i].to_f64())).collect();
+    let mut bounds = Bounds::<D>::EMPTY;
+    for p in &pts {
+        bounds.include(p);
+    }
+    if (0..D).all(|d| bounds.hi[d] == bounds.lo[d]) {
+        return; // truly identical points: chunked into leaves by the tree
+    }
+    let q = Quantizer::<D>::over(&bounds);
+    let mut keys: Vec<u64> = pts.iter().map(|p| q.key(p)).collect();
+    let mut order: Vec<u32> = (0..m as u32).collect();
+    super::sort::radix_sort(&mut keys, &mut order); // stable: ties keep their order
+    let old: Vec<u32> = order.iter().map(|&i| perm[i as usize]).collect();
+    perm.copy_from_slice(&old);
+    for d in 0..D {
+        let old: Vec<T> = order.iter().map(|&i| pos[d][i as usize]).collect();
+        pos[d].copy_from_slice(&old);
+    }
+    for (i, l) in levels.iter_mut().enumerate() {
+        *l = level_of(keys[i], keys[i + 1]);
+    }
+}
+
+/// Splits merged z-ordered points into sources (`perm[z] < ns`) and queries.
+#[allow(clippy::type_complexity)]
+pub(crate) fn split_types<T: Real, const D: usize>(pos: [Vec<T>; D], perm: Vec<u32>, ns: usize) -> ([Vec<T>; D], Vec<u32>, [Vec<T>; D], Vec<u32>, Vec<u32>) {
+    let n = perm.len();
+    let nq = n - ns;
+    let mut prefix = Vec::with_capacity(n + 1);
+    let mut s = 0u32;
+    prefix.push(0);
+    for &v in &perm {
+        s += u32::from((v as usize) < ns);
+        prefix.push(s);
+    }
+    let mut spos: [Vec<T>; D] = std::array::from_fn(|_| vec![T::ZERO; ns]);
+    let mut qpos: [Vec<T>; D] = std::array::from_fn(|_| vec![T::ZERO; nq]);
+    let mut sorig = vec![0u32; ns];
+    let mut qorig = vec![0u32; nq];
+    {
+        let sp: [DisjointSlice<'_, T>; D] = {
+            let mut it = spos.iter_mut();
+            std::array::from_fn(|_| DisjointSlice::new(it.next().unwrap()))
+        };
+        let qp: [DisjointSlice<'_, T>; D] = {
+            let mut it = qpos.iter_mut();
+            std::array::from_fn(|_| DisjointSlice::new(it.next().unwrap()))
+        };
+        let so = DisjointSlice::new(&mut sorig);
+        let qo = DisjointSlice::new(&mut qorig);
+        perm.par_iter().enumerate().with_min_len(1024).for_each(|(z, &v)| {
+            let v = v as usize;
+            // SAFETY: the prefix count gives every source (query) its own slot.
+            unsafe {
+                if v < ns {
+                    let j = prefix[z] as usize;
+                    for d in 0..D {
+                        sp[d].write(j, pos[d][z]);
+                    }
+                    so.write(j, v as u32);
+                } else {
+                    let j = z - prefix[z] as usize;
+                    for d in 0..D {
+                        qp[d].write(j, pos[d][z]);
+                    }
+                    qo.write(j, (v - ns) as u32);
+                }
+            }
+        });
+    }
+    (spos, sorig, qpos, qorig, prefix)
+}
+
+/// `f` in the z-order of `orig`.
+pub(crate) fn gather_scalar(f: &dyn ScalarField, orig: &[u32]) -> Vec<f64> {
+    orig.par_iter().with_min_len(1024).map(|&i| f.get(i as usize)).collect()
+}
+
+#[allow(dead_code)]
+fn _unused(_: Error) {}

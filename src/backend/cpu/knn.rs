@@ -1,0 +1,175 @@
+//! kNN on the CPU (docs/DESIGN.md §4): the node–node test and the plane passes; the leaf
+//! pass is in `knn_leaf`.
+//!
+//! Node–node test for a receiving node A: `r_A` is the smallest radius such that the
+//! candidate sources B with `d_max(A, B) <= r_A` hold at least k points; A keeps the
+//! candidates with `d_min(A, B) <= r_A`.
+
+use super::Cpu;
+use super::knn_leaf::Scratch;
+use super::walk::{Candidates, walk_leaves, walk_plane};
+use crate::geom::Real;
+use crate::geom::metric::Metric;
+use crate::pipeline::{KnnSinks, Lists, Prepared, Tree};
+
+/// What the kNN passes of one call share.
+pub(super) struct KnnJob<'a, T: Real, const D: usize> {
+    pub zs: &'a Prepared<Cpu, T, D>,
+    pub k: usize,
+    /// Source masses and scalar in z-order, when the reductions need them.
+    pub masses: Option<&'a [f64]>,
+    pub scalar: Option<&'a [f64]>,
+}
+
+/// The node–node test (k only).
+#[derive(Clone, Copy)]
+pub(super) struct KnnNodeTest {
+    pub k: usize,
+}
+
+pub(super) fn node_pass<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, tree: &Tree<Cpu, T, D>, k: usize, parent: usize, lists: &Lists<Cpu>) -> Lists<Cpu> {
+    let t = KnnNodeTest { k };
+    walk_plane(tree, parent, lists, Scratch::<T, D>::new, |a, cands, s, out| {
+        let r2 = t.select(metric, tree, a, cands, s);
+        out.extend(s.eval.iter().filter(|e| e.0 <= r2).map(|e| e.1));
+    })
+}
+
+pub(super) fn leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, job: &KnnJob<'_, T, D>, lists: &Lists<Cpu>, sinks: &KnnSinks<'_, Cpu, T>) -> u64 {
+    let tree = &job.zs.tree;
+    let t = KnnNodeTest { k: job.k };
+    walk_leaves(tree, lists, Scratch::<T, D>::new, |a, cands: &Candidates<'_>, s| {
+        let r2 = t.select(metric, tree, a, cands, s);
+        let est = job.estimate_r2(tree, a, r2);
+        job.keep_leaves(tree, r2, est, s);
+        job.leaf(metric, a, r2, est, s, sinks);
+    })
+}
+
+impl KnnNodeTest {
+    /// The node–node test: returns r_A² and leaves in `s.eval` every candidate that may be
+    /// kept, with its d_min². Candidate groups are visited nearest first (the receiving
+    /// parent's own children first), and a whole group is skipped when its source node is
+    /// already farther than the current radius: its children cannot be kept, nor can they
+    /// lower the radius (their d_max is at least their d_min). So the result equals a full
+    /// evaluation of every candidate.
+    #[inline]
+    pub(super) fn select<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, a: usize, c: &Candidates<'_>, s: &mut Scratch<T, D>) -> T {
+        let (alo, ahi) = (&tree.qry_lo[a], &tree.qry_hi[a]);
+        s.gmin.clear();
+        for &b in c.sources {
+            let b = b as usize;
+            s.gmin.push(metric.box_min2(alo, ahi, &tree.src_lo[b], &tree.src_hi[b]));
+        }
+        let first = c.sources.iter().position(|&b| b == c.parent).unwrap_or_else(|| {
+            let mut best = 0;
+            for g in 1..s.gmin.len() {
+                if s.gmin[g] < s.gmin[best] {
+                    best = g;
+                }
+            }
+            best
+        });
+        s.near.clear();
+        s.eval.clear();
+        let mut sum = 0u64;
+        let mut r = self.eval_group(metric, tree, alo, ahi, c.group(first), s, &mut sum);
+        for g in 0..c.sources.len() {
+            if g != first && s.gmin[g] <= r {
+                r = self.eval_group(metric, tree, alo, ahi, c.group(g), s, &mut sum);
+            }
+        }
+        r
+    }
+
+    /// Adds one group of candidates to `s.eval` and the k-count radius; returns the radius.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn eval_group<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, alo: &[T; D], ahi: &[T; D], group: &[u32], s: &mut Scratch<T, D>, sum: &mut u64) -> T {
+        let k = self.k as u64;
+        for &c in group {
+            let cu = c as usize;
+            let (blo, bhi) = (&tree.src_lo[cu], &tree.src_hi[cu]);
+            let dmin = metric.box_min2(alo, ahi, blo, bhi);
+            let radius = if *sum >= k { s.near.last().unwrap().0 } else { T::INFINITY };
+            if dmin > radius {
+                continue;
+            }
+            s.eval.push((dmin, c));
+            let dmax = metric.box_max2(alo, ahi, blo, bhi);
+            if *sum >= k && dmax >= radius {
+                continue;
+            }
+            // Smallest set of candidates by d_max holding >= k sources.
+            let cnt = tree.src_count[cu];
+            let pos = s.near.partition_point(|x| x.0 <= dmax);
+            s.near.insert(pos, (dmax, cnt));
+            *sum += cnt as u64;
+            while let Some(&(_, lc)) = s.near.last() {
+                if *sum - (lc as u64) >= k {
+                    *sum -= lc as u64;
+                    s.near.pop();
+                } else {
+                    break;
+                }
+            }
+        }
+        if *sum >= k { s.near.last().unwrap().0 } else { T::INFINITY }
+    }
+
+}
+
+/// For each query (with its squared search radius), its sources within the radius, at
+/// most `k`, by (distance², source input index): a descent from the super nodes that
+/// opens every node whose box lies within the radius (box bounds never exceed a point
+/// distance, so nothing within the radius is missed).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(super) fn ball_query<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, zs: &Prepared<Cpu, T, D>, queries: &[[T; D]], r2: &[T], k: usize) -> (Vec<i64>, Vec<T>) {
+    use rayon::prelude::*;
+    let tree = &zs.tree;
+    let top = tree.super_plane();
+    let mut idx = vec![-1i64; queries.len() * k];
+    let mut d2 = vec![T::INFINITY; queries.len() * k];
+    if k == 0 {
+        return (idx, d2);
+    }
+    idx.par_chunks_mut(k).zip(d2.par_chunks_mut(k)).enumerate().for_each_init(
+        || (Vec::<u32>::new(), Vec::<(T, u32)>::new()),
+        |(stack, cand), (q, (ri, rd))| {
+            let (p, r) = (&queries[q], r2[q]);
+            stack.clear();
+            cand.clear();
+            stack.extend((top.first..top.first + top.len).map(|n| n as u32));
+            while let Some(n) = stack.pop() {
+                let n = n as usize;
+                if tree.src_count[n] == 0 || metric.box_min2(p, p, &tree.src_lo[n], &tree.src_hi[n]) > r {
+                    continue;
+                }
+                let kids = tree.children(n);
+                if !kids.is_empty() {
+                    stack.extend(kids.map(|c| c as u32));
+                    continue;
+                }
+                let s0 = tree.src_start[n] as usize;
+                for z in s0..s0 + tree.src_count[n] as usize {
+                    let s: [T; D] = std::array::from_fn(|d| zs.src_pos[d][z]);
+                    let dd = metric.dist2(p, &s);
+                    if dd <= r {
+                        cand.push((dd, zs.src_orig[z]));
+                    }
+                }
+            }
+            let by = |a: &(T, u32), b: &(T, u32)| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1));
+            if cand.len() > k {
+                cand.select_nth_unstable_by(k - 1, by);
+                cand.truncate(k);
+            }
+            cand.sort_unstable_by(by);
+            for (j, &(dd, o)) in cand.iter().enumerate() {
+                ri[j] = o as i64;
+                rd[j] = dd;
+            }
+        },
+    );
+    (idx, d2)
+}

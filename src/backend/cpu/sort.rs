@@ -1,0 +1,174 @@
+//! A stable parallel radix sort of 64-bit keys that carries a permutation.
+
+use rayon::prelude::*;
+
+use super::par::{DisjointSlice, chunk_ranges};
+
+/// Stable parallel radix sort of `keys`, applying the same permutation to `vals`.
+///
+/// One parallel MSD pass on the top 11 varying bits splits the keys into buckets; each
+/// bucket is then sorted on its own (in parallel over buckets) by a cache-local LSD radix
+/// sort on the remaining bits. Digits on which all keys (of a bucket) agree are skipped.
+pub(crate) fn radix_sort(keys: &mut Vec<u64>, vals: &mut Vec<u32>) {
+    const BITS: u32 = 11;
+    const RADIX: usize = 1 << BITS;
+    let n = keys.len();
+    debug_assert_eq!(n, vals.len());
+    if n <= 4096 {
+        local_sort(keys, vals, &mut Vec::new(), &mut Vec::new());
+        return;
+    }
+    let k0 = keys[0];
+    let diff = keys.par_iter().fold(|| 0u64, |a, &k| a | (k ^ k0)).reduce(|| 0, |a, b| a | b);
+    if diff == 0 {
+        return;
+    }
+    let top = 64 - diff.leading_zeros(); // bits above `top` are equal in every key
+    let shift = top.saturating_sub(BITS);
+    let digit = |k: u64| ((k >> shift) as usize) & (RADIX - 1);
+    let chunks = chunk_ranges(n, rayon::current_num_threads());
+    let src_k: &[u64] = keys;
+    let hists: Vec<Vec<u32>> = chunks
+        .par_iter()
+        .map(|r| {
+            let mut h = vec![0u32; RADIX];
+            for &k in &src_k[r.clone()] {
+                h[digit(k)] += 1;
+            }
+            h
+        })
+        .collect();
+    let mut offs: Vec<Vec<u32>> = vec![vec![0u32; RADIX]; chunks.len()];
+    let mut bucket_start = vec![0usize; RADIX + 1];
+    let mut sum = 0u32;
+    for d in 0..RADIX {
+        bucket_start[d] = sum as usize;
+        for c in 0..chunks.len() {
+            offs[c][d] = sum;
+            sum += hists[c][d];
+        }
+    }
+    bucket_start[RADIX] = n;
+    let mut kb = vec![0u64; n];
+    let mut vb = vec![0u32; n];
+    let dk = DisjointSlice::new(&mut kb);
+    let dv = DisjointSlice::new(&mut vb);
+    let src_v: &[u32] = vals;
+    chunks.par_iter().zip(offs.par_iter_mut()).for_each(|(r, off)| {
+        for i in r.clone() {
+            let k = src_k[i];
+            let d = digit(k);
+            let pos = off[d] as usize;
+            off[d] += 1;
+            // SAFETY: the prefix sums give every (chunk, digit) a disjoint output range.
+            unsafe {
+                dk.write(pos, k);
+                dv.write(pos, src_v[i]);
+            }
+        }
+    });
+    if shift > 0 {
+        // Disjoint bucket slices, sorted in parallel.
+        let mut parts: Vec<(&mut [u64], &mut [u32])> = Vec::with_capacity(RADIX);
+        let (mut kr, mut vr) = (&mut kb[..], &mut vb[..]);
+        for d in 0..RADIX {
+            let len = bucket_start[d + 1] - bucket_start[d];
+            let (kh, kt) = std::mem::take(&mut kr).split_at_mut(len);
+            let (vh, vt) = std::mem::take(&mut vr).split_at_mut(len);
+            (kr, vr) = (kt, vt);
+            if len > 1 {
+                parts.push((kh, vh));
+            }
+        }
+        parts.into_par_iter().for_each_init(
+            || (Vec::new(), Vec::new()),
+            |(tk, tv), (k, v)| local_sort(k, v, tk, tv),
+        );
+    }
+    std::mem::swap(keys, &mut kb);
+    std::mem::swap(vals, &mut vb);
+}
+
+/// Stable serial LSD radix sort (8-bit digits) of one bucket, with scratch buffers.
+fn local_sort(keys: &mut [u64], vals: &mut [u32], tk: &mut Vec<u64>, tv: &mut Vec<u32>) {
+    let n = keys.len();
+    if n < 2 {
+        return;
+    }
+    if n <= 32 {
+        // Insertion sort: stable, fast for tiny buckets.
+        for i in 1..n {
+            let (k, v) = (keys[i], vals[i]);
+            let mut j = i;
+            while j > 0 && keys[j - 1] > k {
+                keys[j] = keys[j - 1];
+                vals[j] = vals[j - 1];
+                j -= 1;
+            }
+            keys[j] = k;
+            vals[j] = v;
+        }
+        return;
+    }
+    let k0 = keys[0];
+    let diff = keys.iter().fold(0u64, |a, &k| a | (k ^ k0));
+    tk.clear();
+    tk.resize(n, 0);
+    tv.clear();
+    tv.resize(n, 0);
+    let mut in_scratch = false;
+    let mut shift = 0;
+    while shift < 64 {
+        if (diff >> shift) & 0xff == 0 {
+            shift += 8;
+            continue;
+        }
+        let (sk, sv, dk, dv): (&mut [u64], &mut [u32], &mut [u64], &mut [u32]) =
+            if in_scratch { (&mut tk[..], &mut tv[..], &mut *keys, &mut *vals) } else { (&mut *keys, &mut *vals, &mut tk[..], &mut tv[..]) };
+        let mut count = [0usize; 257];
+        for &k in sk.iter() {
+            count[((k >> shift) & 0xff) as usize + 1] += 1;
+        }
+        for d in 0..256 {
+            count[d + 1] += count[d];
+        }
+        for i in 0..n {
+            let k = sk[i];
+            let d = ((k >> shift) & 0xff) as usize;
+            dk[count[d]] = k;
+            dv[count[d]] = sv[i];
+            count[d] += 1;
+        }
+        in_scratch = !in_scratch;
+        shift += 8;
+    }
+    if in_scratch {
+        keys.copy_from_slice(tk);
+        vals.copy_from_slice(tv);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(s: &mut u64) -> u64 {
+        *s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *s >> 11
+    }
+
+    #[test]
+    fn radix_sort_matches_stable_comparison_sort() {
+        for &(n, mask) in &[(0usize, u64::MAX), (1, u64::MAX), (7, 3), (1000, 15), (5000, u64::MAX >> 1), (100_000, 0xff00), (70_000, (1 << 63) | 1)] {
+            let mut s = n as u64 + 1;
+            let keys: Vec<u64> = (0..n).map(|_| (lcg(&mut s) << 11 ^ lcg(&mut s)) & mask).collect();
+            let mut k = keys.clone();
+            let mut v: Vec<u32> = (0..n as u32).collect();
+            radix_sort(&mut k, &mut v);
+            let mut expect: Vec<(u64, u32)> = keys.iter().copied().zip(0..n as u32).collect();
+            expect.sort_by_key(|p| p.0);
+            let got: Vec<(u64, u32)> = k.into_iter().zip(v).collect();
+            assert_eq!(got, expect, "n={n} mask={mask:x}");
+        }
+    }
+}

@@ -1,0 +1,345 @@
+//! Building the plane hierarchy on the CPU (docs/DESIGN.md §2) from the levels of the
+//! gaps between z-sorted points.
+
+use rayon::prelude::*;
+
+use super::Cpu;
+use crate::api::TreeParams;
+use crate::geom::real::{Real, fmax, fmin};
+use crate::pipeline::{Plane, PointTypes, Tree};
+
+impl<T: Real, const D: usize> Tree<Cpu, T, D> {
+    /// Children of `node`: global node indices (empty for leaves).
+    #[inline(always)]
+    pub fn children(&self, node: usize) -> std::ops::Range<usize> {
+        let s = self.child_start[node] as usize;
+        s..s + self.child_count[node] as usize
+    }
+}
+
+/// Per-type counts and starts of merged point ranges.
+trait TypeCounts {
+    fn counts(&self, a: usize, b: usize) -> (u32, u32);
+    fn starts(&self, a: usize) -> (u32, u32);
+}
+
+impl TypeCounts for PointTypes<'_, Cpu> {
+    /// (sources, queries) among merged points `[a, b)`.
+    #[inline(always)]
+    fn counts(&self, a: usize, b: usize) -> (u32, u32) {
+        match self {
+            PointTypes::Same => ((b - a) as u32, (b - a) as u32),
+            PointTypes::Joint { src_prefix } => {
+                let s = src_prefix[b] - src_prefix[a];
+                (s, (b - a) as u32 - s)
+            }
+        }
+    }
+    /// First source and first query at or after merged position `a`.
+    #[inline(always)]
+    fn starts(&self, a: usize) -> (u32, u32) {
+        match self {
+            PointTypes::Same => (a as u32, a as u32),
+            PointTypes::Joint { src_prefix } => (src_prefix[a], a as u32 - src_prefix[a]),
+        }
+    }
+}
+
+/// For each gap, the smallest plane capacity that does NOT split it by counts: gap `i`
+/// is split on plane `p` iff `n_p < split_cap[i]`.
+///
+/// The gap's Morton cell is the run of points between the nearest gaps with a strictly
+/// higher level on either side (found with two monotone-stack passes); a gap is split when
+/// its cell holds more than `n_p` points of one type. Gaps between identical keys (level 0)
+/// lie in a cell that cannot be split further; such runs are cut into chunks of `n_p`
+/// points, aligned at the run's start so that chunks nest across planes.
+pub(crate) fn split_caps(levels: &[u8], types: PointTypes<'_, Cpu>, params: &TreeParams) -> Vec<u32> {
+    let m = levels.len();
+    let mut first = vec![0u32; m];
+    let mut last = vec![0u32; m];
+    // The two monotone-stack passes are independent: run them side by side.
+    rayon::join(
+        || {
+            // first[i]: the nearest gap on the left with a higher level, + 1 (first point).
+            let mut stack: Vec<u32> = Vec::with_capacity(256);
+            for i in 0..m {
+                while let Some(&t) = stack.last() {
+                    if levels[t as usize] <= levels[i] { stack.pop(); } else { break; }
+                }
+                first[i] = stack.last().map_or(0, |&t| t + 1);
+                stack.push(i as u32);
+            }
+        },
+        || {
+            // last[i]: the nearest gap on the right with a higher level (last point).
+            let mut stack: Vec<u32> = Vec::with_capacity(256);
+            for i in (0..m).rev() {
+                while let Some(&t) = stack.last() {
+                    if levels[t as usize] <= levels[i] { stack.pop(); } else { break; }
+                }
+                last[i] = stack.last().map_or(m as u32, |&t| t);
+                stack.push(i as u32);
+            }
+        },
+    );
+    let leaf = params.leaf_size as u64;
+    let c = params.coarsening as u64;
+    first
+        .par_iter_mut()
+        .zip(last.par_iter())
+        .enumerate()
+        .for_each(|(i, (cap, &b))| {
+            let (a, b) = (*cap as usize, b as usize);
+            let (s, q) = types.counts(a, b + 1);
+            let count = s.max(q) as u64;
+            *cap = if levels[i] != 0 || count <= leaf {
+                count.min(u32::MAX as u64) as u32
+            } else {
+                // Identical keys: split every n_p points from the run start, for n_p < run size.
+                let total = (b + 1 - a) as u64;
+                let t = (i + 1 - a) as u64;
+                let mut np = leaf;
+                let mut best = 0u64;
+                while np < total && t % np == 0 {
+                    best = np + 1;
+                    np = np.saturating_mul(c);
+                }
+                best as u32
+            };
+        });
+    first
+}
+
+/// Builds all planes over `n` merged points. `src_pos`/`qry_pos` are the sources and
+/// queries in z-order (the same arrays in a self-query).
+pub(crate) fn build<T: Real, const D: usize>(
+    levels: &[u8],
+    types: PointTypes<'_, Cpu>,
+    src_pos: &[Vec<T>; D],
+    qry_pos: &[Vec<T>; D],
+    params: &TreeParams,
+) -> Tree<Cpu, T, D> {
+    let has_points = !src_pos[0].is_empty() || !qry_pos[0].is_empty();
+    let n = if has_points { levels.len() + 1 } else { 0 };
+    let caps = split_caps(levels, types, params);
+    let mut tree = Tree {
+        planes: Vec::new(),
+        start: Vec::new(),
+        src_start: Vec::new(),
+        src_count: Vec::new(),
+        qry_start: Vec::new(),
+        qry_count: Vec::new(),
+        src_lo: Vec::new(),
+        src_hi: Vec::new(),
+        qry_lo: Vec::new(),
+        qry_hi: Vec::new(),
+        child_start: Vec::new(),
+        child_count: Vec::new(),
+        level_caps: Vec::new(),
+    };
+    // Split gaps of the current plane (ascending).
+    let mut splits: Vec<u32> = Vec::new();
+    let mut capacity = params.leaf_size as u64;
+    let mut prev_cap: Option<u8> = None;
+    let mut plane_idx = 0;
+    loop {
+        let count_splits: Vec<u32> = if plane_idx == 0 {
+            (0..levels.len() as u32).into_par_iter().filter(|&i| caps[i as usize] as u64 > capacity).collect()
+        } else {
+            splits.par_iter().copied().filter(|&i| caps[i as usize] as u64 > capacity).collect()
+        };
+        let level_cap = regularisation_cap(levels, &count_splits, n, params).map(|c| prev_cap.map_or(c, |p| p.max(c)));
+        let level_cap = level_cap.or(prev_cap);
+        let new_splits = match level_cap {
+            Some(lc) => {
+                let lim = 64 + lc;
+                if plane_idx == 0 {
+                    (0..levels.len() as u32)
+                        .into_par_iter()
+                        .filter(|&i| caps[i as usize] as u64 > capacity || levels[i as usize] > lim)
+                        .collect()
+                } else {
+                    splits.par_iter().copied().filter(|&i| caps[i as usize] as u64 > capacity || levels[i as usize] > lim).collect()
+                }
+            }
+            None => count_splits,
+        };
+        prev_cap = level_cap;
+        let prev_len = tree.planes.last().map(|p| p.len);
+        splits = new_splits;
+        let starts: Vec<u32> =
+            if n == 0 { Vec::new() } else { std::iter::once(0u32).chain(splits.iter().map(|&i| i + 1)).collect() };
+        push_plane(&mut tree, &starts, n, types, src_pos, qry_pos, capacity);
+        tree.level_caps.push(level_cap);
+        let len = tree.planes.last().unwrap().len;
+        plane_idx += 1;
+        let stalled = prev_len == Some(len) && len > params.top_target;
+        if len <= params.top_target || plane_idx >= 24 || capacity > u32::MAX as u64 {
+            break;
+        }
+        if stalled {
+            // Regularisation keeps too many nodes apart: drop it for the planes above.
+            prev_cap = Some(u8::MAX - 64);
+        }
+        capacity = capacity.saturating_mul(params.coarsening as u64);
+    }
+    push_super_plane(&mut tree, params.super_group);
+    tree
+}
+
+/// The regularisation level cap for a plane whose count-based splits are `splits`:
+/// the bit length of a Morton cell about `max_volume_factor` times the mean volume of the
+/// densest nodes holding 90% of the points. None when off or no node exceeds it.
+fn regularisation_cap(levels: &[u8], splits: &[u32], n: usize, params: &TreeParams) -> Option<u8> {
+    if params.max_volume_factor == 0.0 || n < 2 {
+        return None;
+    }
+    let nseg = splits.len() + 1;
+    // Per node: (primary bit length of its cell, point count).
+    let nodes: Vec<(u8, u32)> = (0..nseg)
+        .into_par_iter()
+        .map(|s| {
+            let a = if s == 0 { 0 } else { splits[s - 1] as usize + 1 };
+            let b = if s == nseg - 1 { n } else { splits[s] as usize + 1 };
+            let g = levels[a..b - 1].iter().copied().max().unwrap_or(0);
+            (g.saturating_sub(64), (b - a) as u32)
+        })
+        .collect();
+    let max_g = nodes.iter().map(|x| x.0).max().unwrap_or(0);
+    // Densest first: highest count per volume (volume of a cell of bit length g is 2^g).
+    let mut order: Vec<u32> = (0..nseg as u32).collect();
+    let dens = |i: u32| {
+        let (g, c) = nodes[i as usize];
+        (c as f64).log2() - g as f64
+    };
+    order.par_sort_unstable_by(|&a, &b| dens(b).total_cmp(&dens(a)));
+    let want = (0.9 * n as f64).ceil() as u64;
+    let (mut acc, mut vol, mut cnt) = (0u64, 0.0f64, 0u64);
+    for &i in &order {
+        if acc >= want {
+            break;
+        }
+        let (g, c) = nodes[i as usize];
+        acc += c as u64;
+        vol += (g as f64).exp2();
+        cnt += 1;
+    }
+    let mean = vol / cnt.max(1) as f64;
+    let cap = (params.max_volume_factor * mean).log2().floor().max(0.0).min(63.0) as u8;
+    if max_g > cap { Some(cap) } else { None }
+}
+
+fn push_plane<T: Real, const D: usize>(
+    tree: &mut Tree<Cpu, T, D>,
+    starts: &[u32],
+    n: usize,
+    types: PointTypes<'_, Cpu>,
+    src_pos: &[Vec<T>; D],
+    qry_pos: &[Vec<T>; D],
+    capacity: u64,
+) {
+    let first = tree.start.len();
+    let len = starts.len();
+    let below = tree.planes.last().copied();
+    let end_of = |j: usize| if j + 1 < len { starts[j + 1] as usize } else { n };
+    let info: Vec<(u32, u32, u32, u32)> = (0..len)
+        .into_par_iter()
+        .map(|j| {
+            let a = starts[j] as usize;
+            let (ss, qs) = types.starts(a);
+            let (sc, qc) = types.counts(a, end_of(j));
+            (ss, sc, qs, qc)
+        })
+        .collect();
+    type Boxes<T, const D: usize> = ([T; D], [T; D], [T; D], [T; D], u32, u32);
+    let boxes: Vec<Boxes<T, D>> = (0..len)
+        .into_par_iter()
+        .map(|j| {
+            let (ss, sc, qs, qc) = info[j];
+            match below {
+                None => {
+                    let (sl, sh) = points_box(src_pos, ss as usize, sc as usize);
+                    let (ql, qh) = points_box(qry_pos, qs as usize, qc as usize);
+                    (sl, sh, ql, qh, 0, 0)
+                }
+                Some(bp) => {
+                    let below_starts = &tree.start[bp.first..bp.first + bp.len];
+                    let c0 = below_starts.partition_point(|&s| s < starts[j]);
+                    let c1 = below_starts.partition_point(|&s| (s as usize) < end_of(j));
+                    let mut b = ([T::INFINITY; D], [T::NEG_INFINITY; D], [T::INFINITY; D], [T::NEG_INFINITY; D]);
+                    for c in bp.first + c0..bp.first + c1 {
+                        union_box(&mut b.0, &mut b.1, &tree.src_lo[c], &tree.src_hi[c]);
+                        union_box(&mut b.2, &mut b.3, &tree.qry_lo[c], &tree.qry_hi[c]);
+                    }
+                    (b.0, b.1, b.2, b.3, (bp.first + c0) as u32, (c1 - c0) as u32)
+                }
+            }
+        })
+        .collect();
+    tree.start.extend_from_slice(starts);
+    for (j, (ss, sc, qs, qc)) in info.into_iter().enumerate() {
+        let b = &boxes[j];
+        tree.src_start.push(ss);
+        tree.src_count.push(sc);
+        tree.qry_start.push(qs);
+        tree.qry_count.push(qc);
+        tree.src_lo.push(b.0);
+        tree.src_hi.push(b.1);
+        tree.qry_lo.push(b.2);
+        tree.qry_hi.push(b.3);
+        tree.child_start.push(b.4);
+        tree.child_count.push(b.5);
+    }
+    tree.planes.push(Plane { first, len, capacity });
+}
+
+fn push_super_plane<T: Real, const D: usize>(tree: &mut Tree<Cpu, T, D>, group: usize) {
+    let top = *tree.planes.last().unwrap();
+    let first = tree.start.len();
+    let len = top.len.div_ceil(group);
+    for g in 0..len {
+        let c0 = top.first + g * group;
+        let c1 = (c0 + group).min(top.first + top.len);
+        let mut b = ([T::INFINITY; D], [T::NEG_INFINITY; D], [T::INFINITY; D], [T::NEG_INFINITY; D]);
+        let (mut sc, mut qc) = (0, 0);
+        for c in c0..c1 {
+            union_box(&mut b.0, &mut b.1, &tree.src_lo[c], &tree.src_hi[c]);
+            union_box(&mut b.2, &mut b.3, &tree.qry_lo[c], &tree.qry_hi[c]);
+            sc += tree.src_count[c];
+            qc += tree.qry_count[c];
+        }
+        tree.start.push(tree.start[c0]);
+        tree.src_start.push(tree.src_start[c0]);
+        tree.src_count.push(sc);
+        tree.qry_start.push(tree.qry_start[c0]);
+        tree.qry_count.push(qc);
+        tree.src_lo.push(b.0);
+        tree.src_hi.push(b.1);
+        tree.qry_lo.push(b.2);
+        tree.qry_hi.push(b.3);
+        tree.child_start.push(c0 as u32);
+        tree.child_count.push((c1 - c0) as u32);
+    }
+    tree.planes.push(Plane { first, len, capacity: top.capacity.saturating_mul(group as u64) });
+    tree.level_caps.push(None);
+}
+
+#[inline]
+fn union_box<T: Real, const D: usize>(lo: &mut [T; D], hi: &mut [T; D], l: &[T; D], h: &[T; D]) {
+    for d in 0..D {
+        lo[d] = fmin(lo[d], l[d]);
+        hi[d] = fmax(hi[d], h[d]);
+    }
+}
+
+fn points_box<T: Real, const D: usize>(pos: &[Vec<T>; D], start: usize, count: usize) -> ([T; D], [T; D]) {
+    let mut lo = [T::INFINITY; D];
+    let mut hi = [T::NEG_INFINITY; D];
+    for d in 0..D {
+        for &v in &pos[d][start..start + count] {
+            lo[d] = fmin(lo[d], v);
+            hi[d] = fmax(hi[d], v);
+        }
+    }
+    (lo, hi)
+}

@@ -1,0 +1,188 @@
+//! Distances (DESIGN.md §4): the minimum image, point distances and box bounds.
+//!
+//! Every squared distance is computed in one precision `T` as `(dx*dx + dy*dy) + dz*dz`
+//! with no fused multiply-add. Box bounds are built from the same rounded operations as
+//! point distances on the box corners, and rounding is monotone, so for any `q` in box A
+//! and `s` in box B: `box_min2(A, B) <= dist2(q, s) <= box_max2(A, B)` holds for the
+//! computed values.
+
+use super::real::{Real, fmax, fmin};
+
+/// The minimum image of a difference `x` in a periodic dimension of length `l`
+/// (`h = l / 2`): the box length is subtracted (added) once when `x > h` (`x < -h`).
+/// `|x| = L/2` exactly is left as it is. The one definition used by distances and by the
+/// catalogue's centre-of-mass offsets.
+#[inline(always)]
+pub(crate) fn min_image<T: Real>(x: T, l: T, h: T) -> T {
+    if x > h {
+        x - l
+    } else if x < -h {
+        x + l
+    } else {
+        x
+    }
+}
+
+/// Distance geometry: open space or a periodic box.
+pub(crate) trait Metric<T: Real, const D: usize>: Copy + Send + Sync {
+    /// The per-dimension difference `a - b` (minimum image when periodic).
+    fn diff(&self, a: T, b: T, d: usize) -> T;
+
+    /// Lower and upper bound of `|q_d - s_d|` (minimum image) for `q_d` in `[alo, ahi]`,
+    /// `s_d` in `[blo, bhi]`.
+    fn gap_range(&self, alo: T, ahi: T, blo: T, bhi: T, d: usize) -> (T, T);
+
+    /// The periodic box lengths (None: open).
+    fn box_len(&self) -> Option<[f64; D]>;
+
+    #[inline(always)]
+    fn dist2(&self, a: &[T; D], b: &[T; D]) -> T {
+        let mut s = T::ZERO;
+        for d in 0..D {
+            let x = self.diff(a[d], b[d], d);
+            s = s + x * x;
+        }
+        s
+    }
+
+    #[inline(always)]
+    fn box_min2(&self, alo: &[T; D], ahi: &[T; D], blo: &[T; D], bhi: &[T; D]) -> T {
+        let mut s = T::ZERO;
+        for d in 0..D {
+            let g = self.gap_range(alo[d], ahi[d], blo[d], bhi[d], d).0;
+            s = s + g * g;
+        }
+        s
+    }
+
+    #[inline(always)]
+    fn box_max2(&self, alo: &[T; D], ahi: &[T; D], blo: &[T; D], bhi: &[T; D]) -> T {
+        let mut s = T::ZERO;
+        for d in 0..D {
+            let g = self.gap_range(alo[d], ahi[d], blo[d], bhi[d], d).1;
+            s = s + g * g;
+        }
+        s
+    }
+}
+
+/// Open space.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Open;
+
+impl<T: Real, const D: usize> Metric<T, D> for Open {
+    fn box_len(&self) -> Option<[f64; D]> {
+        None
+    }
+    #[inline(always)]
+    fn diff(&self, a: T, b: T, _d: usize) -> T {
+        a - b
+    }
+    #[inline(always)]
+    fn gap_range(&self, alo: T, ahi: T, blo: T, bhi: T, _d: usize) -> (T, T) {
+        let lo = fmax(fmax(alo - bhi, blo - ahi), T::ZERO);
+        let hi = fmax(ahi - blo, bhi - alo);
+        (lo, hi)
+    }
+}
+
+/// Periodic box `[0, L_d)`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Periodic<T, const D: usize> {
+    pub len: [T; D],
+    pub half: [T; D],
+}
+
+impl<T: Real, const D: usize> Periodic<T, D> {
+    pub fn new(box_len: &[f64; D]) -> Self {
+        let len: [T; D] = std::array::from_fn(|d| T::from_f64(box_len[d]));
+        Self { len, half: std::array::from_fn(|d| len[d].half()) }
+    }
+}
+
+impl<T: Real, const D: usize> Metric<T, D> for Periodic<T, D> {
+    fn box_len(&self) -> Option<[f64; D]> {
+        Some(std::array::from_fn(|d| self.len[d].to_f64()))
+    }
+    #[inline(always)]
+    fn diff(&self, a: T, b: T, d: usize) -> T {
+        min_image(a - b, self.len[d], self.half[d])
+    }
+    #[inline(always)]
+    fn gap_range(&self, alo: T, ahi: T, blo: T, bhi: T, d: usize) -> (T, T) {
+        let lo = fmax(fmax(alo - bhi, blo - ahi), T::ZERO);
+        let hi = fmax(ahi - blo, bhi - alo);
+        let l = self.len[d];
+        let h = self.half[d];
+        // |dx| ranges over [lo, hi]; its minimum image min(|dx|, L - |dx|) is a tent.
+        let min = fmax(fmin(lo, l - hi), T::ZERO);
+        let max = if hi <= h {
+            hi
+        } else if lo > h {
+            l - lo
+        } else {
+            h
+        };
+        (min, max)
+    }
+}
+
+/// Squared distances from `q` to points `s0 .. s0 + out.len()` of `pos` (one array per
+/// dimension), summed as `(dx*dx + dy*dy) + dz*dz` (a vectorisable loop).
+#[inline(always)]
+pub(crate) fn distances<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, q: &[T; D], pos: &[Vec<T>; D], s0: usize, out: &mut [T]) {
+    let n = out.len();
+    for d in 0..D {
+        let xs = &pos[d][s0..s0 + n];
+        let qd = q[d];
+        if d == 0 {
+            for (o, &x) in out.iter_mut().zip(xs) {
+                let dx = metric.diff(qd, x, d);
+                *o = dx * dx;
+            }
+        } else {
+            for (o, &x) in out.iter_mut().zip(xs) {
+                let dx = metric.diff(qd, x, d);
+                *o = *o + dx * dx;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_image_keeps_half_box_differences() {
+        assert_eq!(min_image(0.5f64, 1.0, 0.5), 0.5);
+        assert_eq!(min_image(-0.5f64, 1.0, 0.5), -0.5);
+        assert_eq!(min_image(0.75f64, 1.0, 0.5), -0.25);
+        assert_eq!(min_image(-0.75f64, 1.0, 0.5), 0.25);
+        let p = Periodic::<f32, 2>::new(&[2.0, 4.0]);
+        assert_eq!(Metric::<f32, 2>::diff(&p, 1.5, 0.5, 0), 1.0);
+        assert_eq!(Metric::<f32, 2>::diff(&p, 3.5, 0.5, 1), -1.0);
+    }
+
+    #[test]
+    fn box_bounds_enclose_point_distances() {
+        let p = Periodic::<f64, 3>::new(&[1.0, 2.0, 3.0]);
+        let mut s = 7u64;
+        let mut r = || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (s >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for _ in 0..2000 {
+            let a: [f64; 3] = [r(), 2.0 * r(), 3.0 * r()];
+            let b: [f64; 3] = [r(), 2.0 * r(), 3.0 * r()];
+            let (alo, ahi) = (a.map(|x| x * 0.9), a);
+            let (blo, bhi) = (b.map(|x| x * 0.95), b);
+            for (q, t) in [(alo, blo), (ahi, bhi), (alo, bhi), (ahi, blo)] {
+                let d = p.dist2(&q, &t);
+                assert!(p.box_min2(&alo, &ahi, &blo, &bhi) <= d && d <= p.box_max2(&alo, &ahi, &blo, &bhi));
+                let o = Metric::<f64, 3>::dist2(&Open, &q, &t);
+                assert!(Open.box_min2(&alo, &ahi, &blo, &bhi) <= o && o <= Open.box_max2(&alo, &ahi, &blo, &bhi));
+            }
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! Morton (z-order) keys (DESIGN.md §1 step 3): coordinates quantised to integer cells
+//! over the domain, bits interleaved.
+//!
+//! Keys only shape the tree; every distance is computed from the original coordinates,
+//! so results are exact whatever the quantisation.
+
+use crate::input::{Bounds, Domain};
+
+/// Bits of one coordinate in a key: 21 in 3D (63-bit keys), 32 in 2D.
+pub(crate) const fn bits_per_dim(d: usize) -> u32 {
+    if d == 2 { 32 } else { 21 }
+}
+
+/// Maps coordinates to integer cells and Morton keys.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Quantizer<const D: usize> {
+    lo: [f64; D],
+    scale: [f64; D],
+}
+
+impl<const D: usize> Quantizer<D> {
+    const MAX_CELL: u64 = (1u64 << bits_per_dim(D)) - 1;
+
+    /// Cells over the periodic box, or over `bounds` (the global bounding box) when open.
+    pub fn new(domain: &Domain<D>, bounds: &Bounds<D>) -> Self {
+        let cells = (1u64 << bits_per_dim(D)) as f64;
+        match domain {
+            Domain::Periodic(l) => Self { lo: [0.0; D], scale: std::array::from_fn(|d| cells / l[d]) },
+            Domain::Open => Self::over(bounds),
+        }
+    }
+
+    /// Cells over a box (used for the open domain and to refine runs of equal keys).
+    pub fn over(bounds: &Bounds<D>) -> Self {
+        let cells = (1u64 << bits_per_dim(D)) as f64;
+        let mut scale = [0.0; D];
+        for d in 0..D {
+            let ext = bounds.hi[d] - bounds.lo[d];
+            // Padded a little so the top face maps inside; a flat dimension gets one cell.
+            scale[d] = if ext > 0.0 && ext.is_finite() { cells / (ext * (1.0 + 1e-9)) } else { 0.0 };
+        }
+        Self { lo: bounds.lo, scale }
+    }
+
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    /// Position of `x` on dimension `d`'s cell axis, before flooring and clamping.
+    #[inline(always)]
+    pub fn cell_coord(&self, d: usize, x: f64) -> f64 {
+        (x - self.lo[d]) * self.scale[d]
+    }
+
+    /// Lower corner of the box holding every point whose cell on dimension `d` is `c`
+    /// (up to rounding; callers pad it); `None` for a flat dimension (all one cell).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub fn cell_lo(&self, d: usize, c: u64) -> Option<f64> {
+        (self.scale[d] > 0.0).then(|| self.lo[d] + c as f64 / self.scale[d])
+    }
+
+    #[inline(always)]
+    pub fn key(&self, p: &[f64; D]) -> u64 {
+        let cell: [u64; D] = std::array::from_fn(|d| {
+            let c = (p[d] - self.lo[d]) * self.scale[d];
+            // `as` saturates (NaN -> 0), and the clamp keeps rounding at the top face inside.
+            (c as u64).min(Self::MAX_CELL)
+        });
+        morton(&cell)
+    }
+}
+
+#[inline(always)]
+fn spread3(mut x: u64) -> u64 {
+    x &= 0x1f_ffff;
+    x = (x | x << 32) & 0x001f_0000_0000_ffff;
+    x = (x | x << 16) & 0x001f_0000_ff00_00ff;
+    x = (x | x << 8) & 0x100f_00f0_0f00_f00f;
+    x = (x | x << 4) & 0x10c3_0c30_c30c_30c3;
+    x = (x | x << 2) & 0x1249_2492_4924_9249;
+    x
+}
+
+/// Inverse of `spread3`: every third bit, compacted.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+fn compact3(mut x: u64) -> u64 {
+    x &= 0x1249_2492_4924_9249;
+    x = (x | x >> 2) & 0x10c3_0c30_c30c_30c3;
+    x = (x | x >> 4) & 0x100f_00f0_0f00_f00f;
+    x = (x | x >> 8) & 0x001f_0000_ff00_00ff;
+    x = (x | x >> 16) & 0x001f_0000_0000_ffff;
+    x = (x | x >> 32) & 0x1f_ffff;
+    x
+}
+
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+fn compact2(mut x: u64) -> u64 {
+    x &= 0x5555_5555_5555_5555;
+    x = (x | x >> 1) & 0x3333_3333_3333_3333;
+    x = (x | x >> 2) & 0x0f0f_0f0f_0f0f_0f0f;
+    x = (x | x >> 4) & 0x00ff_00ff_00ff_00ff;
+    x = (x | x >> 8) & 0x0000_ffff_0000_ffff;
+    x = (x | x >> 16) & 0x0000_0000_ffff_ffff;
+    x
+}
+
+/// Cell coordinates of a Morton key (inverse of [`morton`]).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) fn unmorton<const D: usize>(key: u64) -> [u64; D] {
+    match D {
+        2 => std::array::from_fn(|d| compact2(key >> (1 - d))),
+        3 => std::array::from_fn(|d| compact3(key >> (2 - d))),
+        _ => unreachable!("ztree supports 2 and 3 dimensions"),
+    }
+}
+
+#[inline(always)]
+fn spread2(mut x: u64) -> u64 {
+    x &= 0xffff_ffff;
+    x = (x | x << 16) & 0x0000_ffff_0000_ffff;
+    x = (x | x << 8) & 0x00ff_00ff_00ff_00ff;
+    x = (x | x << 4) & 0x0f0f_0f0f_0f0f_0f0f;
+    x = (x | x << 2) & 0x3333_3333_3333_3333;
+    x = (x | x << 1) & 0x5555_5555_5555_5555;
+    x
+}
+
+/// Interleaves cell coordinates, the first dimension in the most significant bit.
+#[inline(always)]
+pub(crate) fn morton<const D: usize>(cell: &[u64; D]) -> u64 {
+    match D {
+        2 => spread2(cell[0]) << 1 | spread2(cell[1]),
+        3 => spread3(cell[0]) << 2 | spread3(cell[1]) << 1 | spread3(cell[2]),
+        _ => unreachable!("ztree supports 2 and 3 dimensions"),
+    }
+}
+
+/// The bit length of the smallest Morton cell holding both keys (0 when equal).
+#[inline(always)]
+pub(crate) fn level_of(a: u64, b: u64) -> u8 {
+    (64 - (a ^ b).leading_zeros()) as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(s: &mut u64) -> u64 {
+        *s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *s >> 11
+    }
+
+    #[test]
+    fn morton_orders_by_interleaved_bits() {
+        assert_eq!(morton(&[1u64, 0, 0]), 4);
+        assert_eq!(morton(&[0u64, 1, 0]), 2);
+        assert_eq!(morton(&[0u64, 0, 1]), 1);
+        assert_eq!(morton(&[(1u64 << 21) - 1; 3]), (1u64 << 63) - 1);
+        assert_eq!(morton(&[1u64, 0]), 2);
+        assert_eq!(morton(&[u32::MAX as u64; 2]), u64::MAX);
+        // Bit b of dimension d lands at bit D*b + (D-1-d).
+        for b in 0..21 {
+            assert_eq!(morton(&[0, 1u64 << b, 0]), 1u64 << (3 * b + 1));
+        }
+    }
+
+    #[test]
+    fn unmorton_inverts_morton() {
+        let mut s = 5u64;
+        for _ in 0..1000 {
+            let c3 = [lcg(&mut s) & 0x1f_ffff, lcg(&mut s) & 0x1f_ffff, lcg(&mut s) & 0x1f_ffff];
+            assert_eq!(unmorton::<3>(morton(&c3)), c3);
+            let c2 = [lcg(&mut s) & 0xffff_ffff, lcg(&mut s) & 0xffff_ffff];
+            assert_eq!(unmorton::<2>(morton(&c2)), c2);
+        }
+    }
+
+    #[test]
+    fn quantizer_keeps_points_in_range() {
+        let q = Quantizer::<3>::new(&Domain::Periodic([1.0, 2.0, 3.0]), &Bounds::EMPTY);
+        assert_eq!(q.key(&[0.0; 3]), 0);
+        let top = q.key(&[f64::from_bits(1.0f64.to_bits() - 1), 2.0 - 1e-16, 3.0 - 1e-15]);
+        assert_eq!(top, (1u64 << 63) - 1);
+        let b = Bounds { lo: [5.0, 5.0], hi: [5.0, 6.0] };
+        let q2 = Quantizer::<2>::over(&b);
+        assert_eq!(q2.key(&[5.0, 5.0]), 0);
+        assert!(q2.key(&[5.0, 6.0]) > 0);
+    }
+}

@@ -1,0 +1,102 @@
+//! The floating-point element types ztree accepts for coordinates (f32, f64).
+
+use std::fmt::Debug;
+use std::ops::{Add, Mul, Neg, Sub};
+
+/// A coordinate type. Distances are computed in this precision (docs/DESIGN.md §4): the
+/// per-dimension difference, the minimum image, and `(dx*dx + dy*dy) + dz*dz` with no
+/// fused multiply-add (Rust never contracts `a*b + c` on its own). Implemented for `f32`
+/// and `f64` only (sealed).
+pub trait Real:
+    sealed::Sealed
+    + crate::backend::Elem
+    + Copy
+    + Send
+    + Sync
+    + Debug
+    + Default
+    + PartialOrd
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Neg<Output = Self>
+    + 'static
+{
+    const ZERO: Self;
+    const INFINITY: Self;
+    const NEG_INFINITY: Self;
+    const NAME: &'static str;
+    fn to_f64(self) -> f64;
+    /// Rounds to nearest.
+    fn from_f64(v: f64) -> Self;
+    fn is_finite(self) -> bool;
+    fn abs(self) -> Self;
+    fn sqrt(self) -> Self;
+    fn half(self) -> Self;
+    /// Bits whose unsigned order is the order of non-negative values (for sort keys).
+    fn key_bits(self) -> u64;
+    /// Inverse of `key_bits`.
+    fn from_key_bits(b: u64) -> Self;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+macro_rules! impl_real {
+    ($t:ty, $name:expr) => {
+        impl Real for $t {
+            const ZERO: Self = 0.0;
+            const INFINITY: Self = <$t>::INFINITY;
+            const NEG_INFINITY: Self = <$t>::NEG_INFINITY;
+            const NAME: &'static str = $name;
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn is_finite(self) -> bool {
+                <$t>::is_finite(self)
+            }
+            #[inline(always)]
+            fn abs(self) -> Self {
+                <$t>::abs(self)
+            }
+            #[inline(always)]
+            fn sqrt(self) -> Self {
+                <$t>::sqrt(self)
+            }
+            #[inline(always)]
+            fn half(self) -> Self {
+                self * 0.5
+            }
+            #[inline(always)]
+            fn key_bits(self) -> u64 {
+                self.to_bits() as u64
+            }
+            #[inline(always)]
+            fn from_key_bits(b: u64) -> Self {
+                <$t>::from_bits(b as _)
+            }
+        }
+    };
+}
+impl_real!(f32, "f32");
+impl_real!(f64, "f64");
+
+/// `max` that is cheap and branch-free for non-NaN values (ztree rejects NaN at ingest).
+#[inline(always)]
+pub(crate) fn fmax<T: Real>(a: T, b: T) -> T {
+    if a > b { a } else { b }
+}
+
+#[inline(always)]
+pub(crate) fn fmin<T: Real>(a: T, b: T) -> T {
+    if a < b { a } else { b }
+}

@@ -1,0 +1,64 @@
+//! The space the points live in, and axis-aligned bounds.
+
+use crate::error::{Error, Result};
+
+/// The space the points live in.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Domain<const D: usize> {
+    /// No boundary: the domain is the bounding box of all points.
+    Open,
+    /// Periodic box `[0, L_d)` in each dimension (non-cubic allowed). Distances use the
+    /// minimum image.
+    Periodic([f64; D]),
+}
+
+impl<const D: usize> Domain<D> {
+    pub fn periodic_cube(l: f64) -> Self {
+        Domain::Periodic([l; D])
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if let Domain::Periodic(l) = self {
+            for (dim, &len) in l.iter().enumerate() {
+                if !(len.is_finite() && len > 0.0) {
+                    return Err(Error::InvalidBox { dim, length: len });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn box_lengths(&self) -> Option<[f64; D]> {
+        match self {
+            Domain::Open => None,
+            Domain::Periodic(l) => Some(*l),
+        }
+    }
+}
+
+/// Axis-aligned bounding box in f64.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bounds<const D: usize> {
+    pub lo: [f64; D],
+    pub hi: [f64; D],
+}
+
+impl<const D: usize> Bounds<D> {
+    pub const EMPTY: Self = Self { lo: [f64::INFINITY; D], hi: [f64::NEG_INFINITY; D] };
+
+    pub fn include(&mut self, p: &[f64; D]) {
+        for d in 0..D {
+            self.lo[d] = self.lo[d].min(p[d]);
+            self.hi[d] = self.hi[d].max(p[d]);
+        }
+    }
+
+    pub fn merge(mut self, o: &Self) -> Self {
+        for d in 0..D {
+            self.lo[d] = self.lo[d].min(o.lo[d]);
+            self.hi[d] = self.hi[d].max(o.hi[d]);
+        }
+        self
+    }
+
+}

@@ -1,0 +1,89 @@
+//! Per-particle fields beside the positions: scalars (masses, a field to average) and
+//! particle ids. Read in place in the caller's input order.
+
+use rayon::prelude::*;
+
+/// A per-source scalar field, read at ingest (f32 or f64 slices, or your own accessor).
+pub trait ScalarField: Sync {
+    fn len(&self) -> usize;
+    fn get(&self, i: usize) -> f64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl ScalarField for [f64] {
+    fn len(&self) -> usize {
+        <[f64]>::len(self)
+    }
+    fn get(&self, i: usize) -> f64 {
+        self[i]
+    }
+}
+
+macro_rules! impl_field_via_slice {
+    ($($t:ty),*) => {$(
+        impl ScalarField for $t {
+            fn len(&self) -> usize {
+                <[_]>::len(self)
+            }
+            fn get(&self, i: usize) -> f64 {
+                self[i] as f64
+            }
+        }
+    )*};
+}
+impl_field_via_slice!(Vec<f64>, Vec<f32>, &[f64], &[f32]);
+
+impl ScalarField for [f32] {
+    fn len(&self) -> usize {
+        <[f32]>::len(self)
+    }
+    fn get(&self, i: usize) -> f64 {
+        self[i] as f64
+    }
+}
+
+/// Particle ids for halo tags (the minimum id of a group). Implemented for slices and
+/// vectors of i32, i64, u32 and u64; u64 ids must be at most `i64::MAX`.
+pub trait ParticleIds: Sync {
+    fn len(&self) -> usize;
+    fn id(&self, i: usize) -> i64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The first id that does not fit an i64, if any.
+    fn first_unrepresentable(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// Implements `ParticleIds` for `[T]`, `Vec<T>` and `&[T]`; `$check` finds the first id
+/// that does not fit an i64 (only u64 can have one).
+macro_rules! impl_ids {
+    ($t:ty, $check:expr) => {
+        impl_ids!(@one [$t], $t, $check);
+        impl_ids!(@one Vec<$t>, $t, $check);
+        impl_ids!(@one &[$t], $t, $check);
+    };
+    (@one $s:ty, $t:ty, $check:expr) => {
+        impl ParticleIds for $s {
+            fn len(&self) -> usize {
+                <[$t]>::len(self)
+            }
+            #[inline(always)]
+            fn id(&self, i: usize) -> i64 {
+                self[i] as i64
+            }
+            fn first_unrepresentable(&self) -> Option<usize> {
+                let check: fn(&[$t]) -> Option<usize> = $check;
+                check(self)
+            }
+        }
+    };
+}
+impl_ids!(i32, |_| None);
+impl_ids!(i64, |_| None);
+impl_ids!(u32, |_| None);
+impl_ids!(u64, |v| v.par_iter().position_first(|&x| x > i64::MAX as u64));
+

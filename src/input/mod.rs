@@ -1,0 +1,12 @@
+//! What a caller hands to ztree: positions, per-particle fields and ids, the domain, and
+//! the checks every input passes before any work starts.
+
+mod domain;
+mod fields;
+mod points;
+pub(crate) mod validate;
+
+pub(crate) use domain::Bounds;
+pub use domain::Domain;
+pub use fields::{ParticleIds, ScalarField};
+pub use points::{PointSource, SoaPoints};

@@ -1,0 +1,122 @@
+//! What a kNN call is: its parameters, outputs and statistics.
+
+use crate::api::{Timings, WalkStats};
+use crate::error::{Error, Result, check_len};
+use crate::input::ScalarField;
+use crate::input::validate::check_scalar;
+
+/// Per-source fields used by the reductions.
+#[derive(Clone, Copy, Default)]
+pub struct SourceFields<'a> {
+    /// Particle masses: the density becomes (sum of neighbour masses) / (volume of the k-ball).
+    pub masses: Option<&'a dyn ScalarField>,
+    /// A scalar whose mean over the k neighbours is wanted.
+    pub scalar: Option<&'a dyn ScalarField>,
+}
+
+/// Where rows of per-query outputs go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OutputOrder {
+    /// Row `i` belongs to query `i` of the caller's input.
+    #[default]
+    Input,
+    /// Rows in z-order; `KnnOutput::permutation` says which input query each row is.
+    ZOrder,
+}
+
+/// Caller-owned output arrays; leave a field `None` if it is not wanted. Lists have
+/// `n_queries * k` entries (row-major), summaries `n_queries`.
+#[derive(Default)]
+pub struct KnnOutput<'a, T> {
+    /// Input index of each neighbour (nearest first); -1 pads rows with fewer than k sources.
+    pub indices: Option<&'a mut [i64]>,
+    /// Distances, ascending; +inf pads.
+    pub distances: Option<&'a mut [T]>,
+    /// Distance to the k-th neighbour (+inf when fewer than k sources).
+    pub kth_distance: Option<&'a mut [T]>,
+    /// k / volume of the k-ball, or the neighbours' mass over it when masses are given.
+    pub density: Option<&'a mut [f64]>,
+    /// Mean of `SourceFields::scalar` over the neighbours.
+    pub scalar_mean: Option<&'a mut [f64]>,
+    pub order: OutputOrder,
+    /// With `OutputOrder::ZOrder`: the input index of the query in each row.
+    pub permutation: Option<&'a mut [i64]>,
+}
+
+/// Parameters of a kNN call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KnnParams {
+    /// Neighbours per query, at least 1. Larger than the number of sources is allowed:
+    /// rows are padded and `KnnStats::padded_queries` says how many.
+    pub k: usize,
+}
+
+impl KnnParams {
+    /// The one check of `k` every entry point runs.
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.k == 0 {
+            return Err(Error::InvalidK(0));
+        }
+        Ok(())
+    }
+}
+
+/// What a kNN call did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KnnStats {
+    pub sources: usize,
+    pub queries: usize,
+    /// Queries with fewer than k neighbours (all of them when there are fewer than k sources).
+    pub padded_queries: usize,
+    pub timings: Timings,
+    /// Nodes per plane, leaves first, super nodes last.
+    pub nodes_per_plane: Vec<usize>,
+    pub walk: WalkStats,
+    /// Bytes of ztree's own buffers for this call (z-ordered points, tree, fields).
+    pub scratch_bytes: usize,
+}
+
+/// Owned result of [`crate::Context::knn_lists`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct KnnLists<T> {
+    pub k: usize,
+    pub indices: Vec<i64>,
+    pub distances: Vec<T>,
+    pub stats: KnnStats,
+}
+
+/// Checks `k`, every requested output's length for `nq` queries, and the per-source fields
+/// of `ns` sources (finite values). Shared by the serial and the distributed calls.
+pub(crate) fn check_call<T>(ns: usize, nq: usize, params: &KnnParams, fields: &SourceFields<'_>, out: &KnnOutput<'_, T>) -> Result<()> {
+    params.validate()?;
+    let k = params.k;
+    let rows = nq.checked_mul(k).ok_or(Error::InvalidParameter { name: "k", why: "n_queries * k overflows".into() })?;
+    if let Some(o) = &out.indices {
+        check_len("indices output", o.len(), rows)?;
+    }
+    if let Some(o) = &out.distances {
+        check_len("distances output", o.len(), rows)?;
+    }
+    if let Some(o) = &out.kth_distance {
+        check_len("kth_distance output", o.len(), nq)?;
+    }
+    if let Some(o) = &out.density {
+        check_len("density output", o.len(), nq)?;
+    }
+    if let Some(o) = &out.scalar_mean {
+        check_len("scalar_mean output", o.len(), nq)?;
+        if fields.scalar.is_none() {
+            return Err(Error::InvalidParameter { name: "scalar_mean", why: "requested without a source scalar field".into() });
+        }
+    }
+    if let Some(o) = &out.permutation {
+        check_len("permutation output", o.len(), nq)?;
+    }
+    for (what, f) in [("masses", fields.masses), ("scalar field", fields.scalar)] {
+        if let Some(f) = f {
+            check_scalar(what, f, ns)?;
+        }
+    }
+    Ok(())
+}
+

@@ -1,0 +1,85 @@
+//! The kNN job's stage order: prepare, fields into z-order, the walk down the planes, the
+//! leaf pass (which writes every query's neighbours and reductions to the sinks).
+
+use crate::api::{Timings, TreeParams, WalkStats};
+use crate::backend::{Backend, Ingest};
+use crate::error::Result;
+use crate::geom::Real;
+use crate::geom::metric::{Metric, Open, Periodic};
+use crate::input::Domain;
+use crate::knn::KnnStats;
+
+use super::{KnnSinks, Prepared, prepare};
+
+/// The caller's per-source fields, as the back end reads them.
+pub(crate) struct KnnFields<'a, B: Backend + 'a> {
+    pub masses: Option<B::Scalar<'a>>,
+    pub scalar: Option<B::Scalar<'a>>,
+}
+
+/// Runs a kNN job (inputs already checked; at least one source) and returns its
+/// statistics with the prepared tree, which a distributed call reuses to answer queries
+/// from other ranks.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run<B, T, const D: usize, S, Q>(
+    b: &B,
+    domain: &Domain<D>,
+    sources: &S,
+    queries: Option<&Q>,
+    fields: &KnnFields<'_, B>,
+    k: usize,
+    params: &TreeParams,
+    sinks: &KnnSinks<'_, B, T>,
+) -> Result<(KnnStats, Prepared<B, T, D>)>
+where
+    T: Real,
+    S: ?Sized,
+    Q: ?Sized,
+    B: Ingest<S, T, D> + Ingest<Q, T, D>,
+{
+    let mut timings = Timings::default();
+    let zs = prepare(b, domain, sources, queries, params, &mut timings)?;
+    let (masses, scalar) = timings.time("fields", || -> Result<_> {
+        let g = |f: Option<B::Scalar<'_>>| f.map(|f| b.gather_scalar(f, &zs.src_orig)).transpose();
+        Ok((g(fields.masses)?, g(fields.scalar)?))
+    })?;
+    let walk = timings.time("walk", || match domain {
+        Domain::Open => walk(b, &Open, &zs, k, masses.as_ref(), scalar.as_ref(), sinks),
+        Domain::Periodic(l) => walk(b, &Periodic::<T, D>::new(l), &zs, k, masses.as_ref(), scalar.as_ref(), sinks),
+    })?;
+    let ns = zs.n_sources();
+    let nq = B::len(zs.queries().1);
+    let field_bytes = masses.as_ref().map_or(0, |m| B::bytes(m)) + scalar.as_ref().map_or(0, |s| B::bytes(s));
+    let stats = KnnStats {
+        sources: ns,
+        queries: nq,
+        padded_queries: if ns < k { nq } else { 0 },
+        timings,
+        nodes_per_plane: zs.tree.planes.iter().map(|p| p.len).collect(),
+        walk,
+        scratch_bytes: zs.bytes() + field_bytes,
+    };
+    Ok((stats, zs))
+}
+
+/// The walk: start at the super plane, one node pass per plane, then the leaf pass.
+fn walk<B: Backend, T: Real, const D: usize, M: Metric<T, D>>(
+    b: &B,
+    metric: &M,
+    zs: &Prepared<B, T, D>,
+    k: usize,
+    masses: Option<&B::Buf<f64>>,
+    scalar: Option<&B::Buf<f64>>,
+    sinks: &KnnSinks<'_, B, T>,
+) -> Result<WalkStats> {
+    let mut stats = WalkStats::default();
+    let tree = &zs.tree;
+    let mut lists = b.walk_start(tree)?;
+    stats.list_entries.push(B::len(&lists.items) as u64);
+    for parent in (2..tree.planes.len()).rev() {
+        lists = b.knn_node_pass(metric, tree, k, parent, &lists)?;
+        stats.list_entries.push(B::len(&lists.items) as u64);
+    }
+    stats.list_entries.push(b.knn_leaf_pass(metric, zs, k, masses, scalar, &lists, sinks)?);
+    Ok(stats)
+}

@@ -1,0 +1,139 @@
+//! The first stages of every job: validate → keys → sort → gather → levels/refine →
+//! types → planes (docs/DESIGN.md §1).
+
+use crate::api::{Timings, TreeParams};
+use crate::backend::{Backend, Ingest};
+use crate::error::{Error, Result};
+use crate::geom::Real;
+use crate::geom::morton::Quantizer;
+use crate::input::Domain;
+
+use super::{PointTypes, Tree};
+
+/// Largest number of points (sources + queries) in one call on one rank.
+pub(crate) const MAX_POINTS: usize = (u32::MAX - 1) as usize;
+
+/// Points in z-order, with the tree over them.
+pub(crate) struct Prepared<B: Backend, T: Real, const D: usize> {
+    /// Sources in z-order, one array per dimension.
+    pub src_pos: [B::Buf<T>; D],
+    /// Input index of each z-ordered source.
+    pub src_orig: B::Buf<u32>,
+    /// Queries in z-order and their input indices; None in a self-query (the sources are
+    /// the queries).
+    pub qry: Option<([B::Buf<T>; D], B::Buf<u32>)>,
+    pub tree: Tree<B, T, D>,
+}
+
+impl<B: Backend, T: Real, const D: usize> Prepared<B, T, D> {
+    /// The queries in z-order and their input indices.
+    pub fn queries(&self) -> (&[B::Buf<T>; D], &B::Buf<u32>) {
+        match &self.qry {
+            Some((p, o)) => (p, o),
+            None => (&self.src_pos, &self.src_orig),
+        }
+    }
+    pub fn n_sources(&self) -> usize {
+        B::len(&self.src_orig)
+    }
+    /// Bytes held (positions, permutations, nodes).
+    pub fn bytes(&self) -> usize {
+        let pos = |p: &[B::Buf<T>; D]| p.iter().map(|v| B::bytes(v)).sum::<usize>();
+        let q = self.qry.as_ref().map_or(0, |(p, o)| pos(p) + B::bytes(o));
+        pos(&self.src_pos) + B::bytes(&self.src_orig) + q + self.tree.bytes()
+    }
+}
+
+/// Validates, sorts and builds the tree over `sources` (and `queries`, jointly, when
+/// given: one tree adapted to both distributions).
+pub(crate) fn prepare<B, T, const D: usize, S, Q>(
+    b: &B,
+    domain: &Domain<D>,
+    sources: &S,
+    queries: Option<&Q>,
+    params: &TreeParams,
+    timings: &mut Timings,
+) -> Result<Prepared<B, T, D>>
+where
+    T: Real,
+    S: ?Sized,
+    Q: ?Sized,
+    B: Ingest<S, T, D> + Ingest<Q, T, D>,
+{
+    domain.validate()?;
+    let (ns, nq) = (len_of(b, sources), queries.map_or(0, |q| len_of(b, q)));
+    let n = ns + nq;
+    if n > MAX_POINTS {
+        return Err(Error::TooManyPoints { got: n, max: MAX_POINTS });
+    }
+    let bounds = timings.time("validate", || -> Result<_> {
+        let mut bd = b.scan(sources, "sources", domain)?;
+        if let Some(q) = queries {
+            bd = bd.merge(&b.scan(q, "queries", domain)?);
+        }
+        Ok(bd)
+    })?;
+    let quant = Quantizer::new(domain, &bounds);
+    let keys = timings.time("keys", || -> Result<_> {
+        let mut keys = b.upload(vec![0u64; n])?;
+        b.keys_into(sources, &quant, &mut keys, 0)?;
+        if let Some(q) = queries {
+            b.keys_into(q, &quant, &mut keys, ns)?;
+        }
+        Ok(keys)
+    })?;
+    finish(b, sources, queries, keys, params, timings)
+}
+
+/// `prepare` with the keys given (computed under any quantizer over the points: keys
+/// only shape the tree, never a result). The points are taken as validated.
+pub(crate) fn prepare_with_keys<B, T, const D: usize, S>(b: &B, sources: &S, keys: B::Buf<u64>, params: &TreeParams, timings: &mut Timings) -> Result<Prepared<B, T, D>>
+where
+    T: Real,
+    S: ?Sized,
+    B: Ingest<S, T, D>,
+{
+    if B::len(&keys) > MAX_POINTS {
+        return Err(Error::TooManyPoints { got: B::len(&keys), max: MAX_POINTS });
+    }
+    finish(b, sources, None::<&S>, keys, params, timings)
+}
+
+fn len_of<B: Ingest<P, T, D>, P: ?Sized, T: Real, const D: usize>(b: &B, p: &P) -> usize {
+    b.count(p)
+}
+
+/// Sort, gather, levels, types, tree.
+fn finish<B, T, const D: usize, S, Q>(b: &B, sources: &S, queries: Option<&Q>, mut keys: B::Buf<u64>, params: &TreeParams, timings: &mut Timings) -> Result<Prepared<B, T, D>>
+where
+    T: Real,
+    S: ?Sized,
+    Q: ?Sized,
+    B: Ingest<S, T, D> + Ingest<Q, T, D>,
+{
+    let n = B::len(&keys);
+    let ns = b.count(sources);
+    let mut perm = b.iota(n)?;
+    timings.time("sort", || b.sort_keys(&mut keys, &mut perm))?;
+    let mut pos = timings.time("gather", || -> Result<[B::Buf<T>; D]> {
+        let mut pos: [B::Buf<T>; D] = b.zeros_array(n)?;
+        b.gather_into(sources, &perm, 0, &mut pos)?;
+        if let Some(q) = queries {
+            b.gather_into(q, &perm, ns as u32, &mut pos)?;
+        }
+        Ok(pos)
+    })?;
+    let levels = timings.time("levels", || -> Result<_> {
+        let mut levels = b.levels(&keys)?;
+        b.refine_runs(&keys, &mut perm, &mut levels, &mut pos, params.leaf_size)?;
+        Ok(levels)
+    })?;
+    drop(keys);
+    if queries.is_none() {
+        let tree = timings.time("tree", || b.build_tree(&levels, PointTypes::Same, &pos, None, params))?;
+        return Ok(Prepared { src_pos: pos, src_orig: perm, qry: None, tree });
+    }
+    let (spos, sorig, qpos, qorig, prefix) = timings.time("types", || b.split_types(pos, perm, ns))?;
+    let tree = timings.time("tree", || b.build_tree(&levels, PointTypes::Joint { src_prefix: &prefix }, &spos, Some(&qpos), params))?;
+    Ok(Prepared { src_pos: spos, src_orig: sorig, qry: Some((qpos, qorig)), tree })
+}

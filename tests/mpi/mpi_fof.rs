@@ -1,0 +1,215 @@
+//! Distributed FoF equals single-rank FoF: labels exactly, the catalogue row for row
+//! (counts, tags, members exactly; sums to 1e-9). Run under `mpirun -np 1..4`
+//! (`make test-mpi`); also runs as a one-rank singleton under `cargo test`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+use common::scatter::{Layout, SPREADS, Spread, layout, make_identical};
+use common::*;
+use mpi::traits::*;
+use ztree::{Catalogue, CatalogueOrder, CatalogueScope, Config, Context, Dist, Domain, FofFields, FofParams, LinkingLength, Real, TreeParams};
+
+struct Case<'a> {
+    label: String,
+    l: f64,
+    min_members: usize,
+    order: CatalogueOrder,
+    lay: &'a Layout,
+    with_ids: bool,
+}
+
+fn close(a: f64, b: f64, scale: f64) -> bool {
+    (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-9 * (scale + a.abs().max(b.abs()))
+}
+
+/// Rows compared in tag order (the z-order of rows inside a run of identical keys may
+/// differ between decompositions); GADGET order is compared as is.
+/// Whether a group spans at least half the periodic box in some dimension (its centre of
+/// mass is then not defined, see the catalogue docs).
+fn spans_half_box<T: Real, const D: usize>(members: &[i64], pts: &[[T; D]], box_len: Option<[f64; D]>) -> bool {
+    let Some(l) = box_len else { return false };
+    (0..D).any(|d| {
+        let mut x: Vec<f64> = members.iter().map(|&i| pts[i as usize][d].to_f64()).collect();
+        x.sort_by(f64::total_cmp);
+        let mut gap = x[0] + l[d] - x[x.len() - 1];
+        for w in x.windows(2) {
+            gap = gap.max(w[1] - w[0]);
+        }
+        l[d] - gap >= 0.5 * l[d] - 1e-9
+    })
+}
+
+fn compare<T: Real, const D: usize>(label: &str, got: &Catalogue<D>, want: &Catalogue<D>, pts: &[[T; D]], box_len: Option<[f64; D]>) -> usize {
+    if got.len() != want.len() {
+        eprintln!("{label}: {} rows, expected {}", got.len(), want.len());
+        return 1;
+    }
+    let order = |c: &Catalogue<D>| -> Vec<usize> {
+        let mut o: Vec<usize> = (0..c.len()).collect();
+        if c.order == CatalogueOrder::ZOrder {
+            o.sort_by_key(|&g| c.tag[g]);
+        }
+        o
+    };
+    let (og, ow) = (order(got), order(want));
+    let mut bad = 0;
+    for (&g, &w) in og.iter().zip(&ow) {
+        let mut ok = got.tag[g] == want.tag[w] && got.count[g] == want.count[w] && got.members(g) == want.members(w);
+        ok &= close(got.mass[g], want.mass[w], 0.0);
+        if !spans_half_box(want.members(w), pts, box_len) {
+            ok &= close(got.inertia_radius[g], want.inertia_radius[w], 1.0);
+        }
+        for d in 0..D {
+            if spans_half_box(want.members(w), pts, box_len) {
+                break;
+            }
+            let (a, b) = (got.centre[g][d], want.centre[w][d]);
+            let l = box_len.map_or(0.0, |l| l[d]);
+            ok &= close(a, b, 1.0) || (l > 0.0 && close((a - b).abs(), l, 1.0));
+        }
+        if !got.velocity.is_empty() {
+            ok &= (0..D).all(|d| close(got.velocity[g][d], want.velocity[w][d], 1.0)) && close(got.dispersion[g], want.dispersion[w], 1.0);
+        }
+        if !ok {
+            if bad < 3 {
+                eprintln!(
+                    "{label}: row tag {} count {} vs tag {} count {}; mass {} vs {}; centre {:?} vs {:?}; radius {} vs {}",
+                    got.tag[g], got.count[g], want.tag[w], want.count[w], got.mass[g], want.mass[w], got.centre[g], want.centre[w], got.inertia_radius[g], want.inertia_radius[w]
+                );
+            }
+            bad += 1;
+        }
+    }
+    bad
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_case<T: Real, const D: usize>(dist: &Dist, reference: &Context, global: &[[T; D]], vel: &[[T; D]], masses: &[f64], ids: &[i64], case: &Case<'_>, periodic: Option<[f64; D]>) -> usize {
+    let rank = dist.rank();
+    let domain = periodic.map_or(Domain::Open, Domain::Periodic);
+    let params = FofParams { linking_length: LinkingLength::Absolute(case.l), min_members: case.min_members, order: case.order, members: true };
+    let pick = |idx: &[usize]| -> (Vec<[T; D]>, Vec<[T; D]>, Vec<f64>, Vec<i64>) {
+        (idx.iter().map(|&i| global[i]).collect(), idx.iter().map(|&i| vel[i]).collect(), idx.iter().map(|&i| masses[i]).collect(), idx.iter().map(|&i| ids[i]).collect())
+    };
+    let (cp, cv, cm, ci) = pick(&case.lay.order);
+    let fields = FofFields { velocities: Some(&cv), masses: Some(&cm), particle_mass: 1.0, ids: case.with_ids.then_some(&ci as _) };
+    let want = reference.fof(&domain, &cp, &fields, &params).unwrap();
+    let (mp, mv, mm, mi) = pick(case.lay.mine(rank));
+    let fields = FofFields { velocities: Some(&mv), masses: Some(&mm), particle_mass: 1.0, ids: case.with_ids.then_some(&mi as _) };
+    let mut labels = vec![0i64; mp.len()];
+    let (cat, stats) = dist.fof(&domain, &mp, &fields, &params, CatalogueScope::Root, &mut labels).unwrap_or_else(|e| panic!("{}: rank {rank}: {e}", case.label));
+    let lo = case.lay.offsets[rank];
+    let mut bad = (0..mp.len()).filter(|&i| labels[i] != want.labels[lo + i]).count();
+    if bad > 0 {
+        eprintln!("{}: rank {rank}: {bad} labels differ", case.label);
+    }
+    if stats.groups != want.catalogue.len() || stats.groups_total != want.stats.groups_total {
+        eprintln!("{}: stats groups {} / {} vs {} / {}", case.label, stats.groups, stats.groups_total, want.catalogue.len(), want.stats.groups_total);
+        bad += 1;
+    }
+    if rank == 0 {
+        bad += compare(&case.label, &cat, &want.catalogue, &cp, periodic);
+    } else if !cat.is_empty() {
+        eprintln!("{}: rank {rank} holds rows with CatalogueScope::Root", case.label);
+        bad += 1;
+    }
+    // The distributed scope: every halo exactly once over the ranks.
+    let (cat_d, _) = dist.fof(&domain, &mp, &fields, &params, CatalogueScope::Distributed, &mut labels).unwrap();
+    let rows = dist_sum(dist, cat_d.len());
+    let tag_sum = dist_sum(dist, cat_d.tag.iter().map(|&t| t as usize % 1_000_003).sum());
+    let want_sum: usize = want.catalogue.tag.iter().map(|&t| t as usize % 1_000_003).sum();
+    if rows != want.catalogue.len() || tag_sum != want_sum {
+        eprintln!("{}: distributed catalogue has {rows} rows, expected {}", case.label, want.catalogue.len());
+        bad += 1;
+    }
+    bad
+}
+
+fn dist_sum(dist: &Dist, v: usize) -> usize {
+    let world = mpi::topology::SimpleCommunicator::world();
+    let _ = dist;
+    let mut out = 0u64;
+    world.all_reduce_into(&(v as u64), &mut out, mpi::collective::SystemOperation::sum());
+    out as usize
+}
+
+fn main() {
+    let universe = mpi::initialize().expect("MPI initialises once");
+    let world = universe.world();
+    let (rank, size) = (world.rank() as usize, world.size() as usize);
+    let config = Config { threads: 2, tree: TreeParams { leaf_size: 16, top_target: 8, super_group: 4, ..Default::default() } };
+    let dist = Dist::new(config, world.duplicate()).unwrap();
+    let reference = Context::new(config).unwrap();
+    let (mut failures, mut cases) = (0usize, 0usize);
+    let l = [1.0, 1.5, 2.0];
+    let shapes = [Shape::Clustered, Shape::Uniform, Shape::Faces, Shape::Duplicates, Shape::Line, Shape::Identical, Shape::Lattice];
+    for (si, &shape) in shapes.iter().enumerate() {
+        for periodic in [false, true] {
+            let mut rng = Rng::new(500 + si as u64 * 11 + periodic as u64);
+            let n = [4000, 3000, 1500, 2000, 1200, 600, 1728][si];
+            let global: Vec<[f64; 3]> = points(shape, n, l, &mut rng);
+            let vel: Vec<[f64; 3]> = (0..n).map(|_| [rng.normal(), rng.normal(), rng.normal()]).collect();
+            let masses: Vec<f64> = (0..n).map(|_| 0.5 + rng.f64()).collect();
+            let mut ids: Vec<i64> = (0..n as i64).map(|i| 1000 + 3 * i).collect();
+            for i in (1..n).rev() {
+                ids.swap(i, rng.below(i + 1));
+            }
+            // Linking lengths: sparse groups, and one that links across ranks widely.
+            let spacing = (l[0] * l[1] * l[2] / n as f64).cbrt();
+            for (pi, &spread) in SPREADS.iter().enumerate() {
+                let xs: Vec<f64> = global.iter().map(|p| p[0]).collect();
+                let lay = layout(spread, &xs, size, &mut Rng::new(17 + pi as u64));
+                let mut g = global.clone();
+                if spread == Spread::IdenticalOnFirst {
+                    make_identical(&mut g, &lay);
+                }
+                for (j, b) in [0.2, 0.6].into_iter().enumerate() {
+                    let case = Case {
+                        label: format!("{shape:?} periodic={periodic} {spread:?} b={b}"),
+                        l: b * spacing,
+                        min_members: [1, 5][j],
+                        order: [CatalogueOrder::ZOrder, CatalogueOrder::Gadget][j],
+                        lay: &lay,
+                        with_ids: j == 1,
+                    };
+                    failures += run_case::<f64, 3>(&dist, &reference, &g, &vel, &masses, &ids, &case, periodic.then_some(l));
+                    cases += 1;
+                }
+                let g32: Vec<[f32; 3]> = g.iter().map(|p| p.map(|c| c as f32)).collect();
+                let v32: Vec<[f32; 3]> = vel.iter().map(|p| p.map(|c| c as f32)).collect();
+                let case = Case { label: format!("{shape:?} {spread:?} f32 open"), l: 0.5 * spacing, min_members: 3, order: CatalogueOrder::ZOrder, lay: &lay, with_ids: true };
+                failures += run_case::<f32, 3>(&dist, &reference, &g32, &v32, &masses, &ids, &case, None);
+                let g2: Vec<[f64; 2]> = g.iter().map(|p| [p[0], p[1]]).collect();
+                let v2: Vec<[f64; 2]> = vel.iter().map(|p| [p[0], p[1]]).collect();
+                let sp2 = (l[0] * l[1] / n as f64).sqrt();
+                let case = Case { label: format!("{shape:?} {spread:?} 2D"), l: 0.4 * sp2, min_members: 2, order: CatalogueOrder::Gadget, lay: &lay, with_ids: false };
+                failures += run_case::<f64, 2>(&dist, &reference, &g2, &v2, &masses, &ids, &case, periodic.then_some([l[0], l[1]]));
+                cases += 2;
+            }
+        }
+    }
+    // A chain through the whole periodic box: one group spanning every rank.
+    let n = 3000;
+    let chain: Vec<[f64; 3]> = (0..n).map(|i| {
+        let t = i as f64 / n as f64;
+        [t * l[0], (0.3 + 0.2 * (6.0 * t).sin()).rem_euclid(1.0) * l[1], (t * 3.0 * l[2]).rem_euclid(l[2])]
+    }).collect();
+    let vel = vec![[0.0; 3]; n];
+    let masses = vec![1.0; n];
+    let ids: Vec<i64> = (0..n as i64).rev().collect();
+    for (pi, &spread) in SPREADS.iter().enumerate() {
+        let xs: Vec<f64> = chain.iter().map(|p| p[0]).collect();
+        let lay = layout(spread, &xs, size, &mut Rng::new(3 + pi as u64));
+        let case = Case { label: format!("chain {spread:?}"), l: 0.01, min_members: 10, order: CatalogueOrder::Gadget, lay: &lay, with_ids: true };
+        failures += run_case::<f64, 3>(&dist, &reference, &chain, &vel, &masses, &ids, &case, Some(l));
+        cases += 1;
+    }
+    let total = dist_sum(&dist, failures);
+    if rank == 0 {
+        println!("mpi_fof: {size} ranks, {cases} cases, {total} failures");
+    }
+    if total > 0 {
+        world.abort(1);
+    }
+}

@@ -1,0 +1,164 @@
+//! Distributed kNN equals single-rank kNN, bit for bit. Run under `mpirun -np 1..4`
+//! (`make test-mpi`); also runs as a one-rank singleton under `cargo test`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+use common::scatter::{Layout, SPREADS, Spread, layout, make_identical};
+use common::*;
+use mpi::traits::*;
+use ztree::{Config, Context, Dist, Domain, KnnOutput, KnnParams, Real, SourceFields, TreeParams};
+
+struct Case<'a> {
+    label: String,
+    k: usize,
+    periodic: Option<[f64; 3]>,
+    lay: &'a Layout,
+}
+
+fn run_case<T: Real, const D: usize>(dist: &Dist, reference: &Context, global: &[[T; D]], masses: &[f64], scalar: &[f64], case: &Case<'_>, periodic: Option<[f64; D]>) -> usize {
+    let rank = dist.rank();
+    let k = case.k;
+    let domain = periodic.map_or(Domain::Open, Domain::Periodic);
+    // The single-rank reference on the concatenation.
+    let cat: Vec<[T; D]> = case.lay.order.iter().map(|&i| global[i]).collect();
+    let cm: Vec<f64> = case.lay.order.iter().map(|&i| masses[i]).collect();
+    let csc: Vec<f64> = case.lay.order.iter().map(|&i| scalar[i]).collect();
+    let n = cat.len();
+    let (mut ri, mut rd, mut rk, mut rdens, mut rs) = (vec![0i64; n * k], vec![T::ZERO; n * k], vec![T::ZERO; n], vec![0.0; n], vec![0.0; n]);
+    let fields = SourceFields { masses: Some(&cm), scalar: Some(&csc) };
+    let mut out = KnnOutput { indices: Some(&mut ri), distances: Some(&mut rd), kth_distance: Some(&mut rk), density: Some(&mut rdens), scalar_mean: Some(&mut rs), ..Default::default() };
+    reference.knn_self(&domain, &cat, &fields, &KnnParams { k }, &mut out).unwrap();
+    // The distributed call on this rank's share.
+    let lo = case.lay.offsets[rank];
+    let mine = case.lay.mine(rank);
+    let pts: Vec<[T; D]> = mine.iter().map(|&i| global[i]).collect();
+    let m: Vec<f64> = mine.iter().map(|&i| masses[i]).collect();
+    let sc: Vec<f64> = mine.iter().map(|&i| scalar[i]).collect();
+    let nm = pts.len();
+    let (mut di, mut dd, mut dk, mut ddens, mut ds) = (vec![0i64; nm * k], vec![T::ZERO; nm * k], vec![T::ZERO; nm], vec![0.0; nm], vec![0.0; nm]);
+    let fields = SourceFields { masses: Some(&m), scalar: Some(&sc) };
+    let mut out = KnnOutput { indices: Some(&mut di), distances: Some(&mut dd), kth_distance: Some(&mut dk), density: Some(&mut ddens), scalar_mean: Some(&mut ds), ..Default::default() };
+    if std::env::var_os("ZTREE_DEBUG_COMM").is_some() {
+        eprintln!("rank {rank}: case {}", case.label);
+    }
+    let st = dist.knn_self(&domain, &pts, &fields, &KnnParams { k }, &mut out).unwrap_or_else(|e| panic!("{}: rank {rank}: {e}", case.label));
+    let mut bad = 0;
+    for q in 0..nm {
+        let g = lo + q;
+        let same = di[q * k..(q + 1) * k] == ri[g * k..(g + 1) * k]
+            && dd[q * k..(q + 1) * k].iter().zip(&rd[g * k..(g + 1) * k]).all(|(a, b)| a.to_f64().to_bits() == b.to_f64().to_bits())
+            && dk[q].to_f64().to_bits() == rk[g].to_f64().to_bits()
+            && ddens[q].to_bits() == rdens[g].to_bits()
+            && (ds[q].to_bits() == rs[g].to_bits());
+        if !same {
+            if bad < 3 {
+                eprintln!(
+                    "{}: rank {rank} row {q} (global {g}) differs:\n  dist {:?} {:?}\n  ref  {:?} {:?}\n  kth {:?} vs {:?}, density {} vs {}",
+                    case.label,
+                    &di[q * k..(q + 1) * k],
+                    &dd[q * k..(q + 1) * k],
+                    &ri[g * k..(g + 1) * k],
+                    &rd[g * k..(g + 1) * k],
+                    dk[q],
+                    rk[g],
+                    ddens[q],
+                    rdens[g]
+                );
+            }
+            bad += 1;
+        }
+    }
+    let _ = st;
+    // Summaries only (no lists): the boundary candidates then come from another pass.
+    let (mut sk, mut sdens, mut ss) = (vec![T::ZERO; nm], vec![0.0; nm], vec![0.0; nm]);
+    let mut out = KnnOutput { kth_distance: Some(&mut sk), density: Some(&mut sdens), scalar_mean: Some(&mut ss), ..Default::default() };
+    dist.knn_self(&domain, &pts, &fields, &KnnParams { k }, &mut out).unwrap();
+    let summary_bad = (0..nm)
+        .filter(|&q| {
+            let g = lo + q;
+            sk[q].to_f64().to_bits() != rk[g].to_f64().to_bits() || sdens[q].to_bits() != rdens[g].to_bits() || ss[q].to_bits() != rs[g].to_bits()
+        })
+        .count();
+    if summary_bad > 0 {
+        eprintln!("{}: rank {rank}: {summary_bad} summary-only rows differ", case.label);
+    }
+    bad + summary_bad
+}
+
+fn main() {
+    let universe = mpi::initialize().expect("MPI initialises once");
+    let world = universe.world();
+    let (rank, size) = (world.rank() as usize, world.size() as usize);
+    // Small leaves and top planes so that even these sizes have deep trees.
+    let config = Config { threads: 2, tree: TreeParams { leaf_size: 16, top_target: 8, super_group: 4, ..Default::default() } };
+    let dist = Dist::new(config, world.duplicate()).unwrap();
+    let reference = Context::new(config).unwrap();
+    let mut failures = 0usize;
+    let mut cases = 0usize;
+    let shapes = [Shape::Uniform, Shape::Clustered, Shape::Faces, Shape::Duplicates, Shape::GaussianOutliers, Shape::Identical];
+    for (si, &shape) in shapes.iter().enumerate() {
+        for periodic in [false, true] {
+            if periodic && shape == Shape::GaussianOutliers {
+                continue;
+            }
+            let l = [1.0, 1.5, 2.0];
+            let mut rng = Rng::new(100 + si as u64 * 7 + periodic as u64);
+            let n = [3000, 2500, 1200, 4000, 3000, 700][si];
+            let mut global: Vec<[f64; 3]> = points(shape, n, l, &mut rng);
+            let masses: Vec<f64> = (0..n).map(|_| 0.5 + rng.f64()).collect();
+            let scalar: Vec<f64> = (0..n).map(|_| rng.normal()).collect();
+            for (pi, &spread) in SPREADS.iter().enumerate() {
+                let xs: Vec<f64> = global.iter().map(|p| p[0]).collect();
+                let lay = layout(spread, &xs, size, &mut Rng::new(7 + pi as u64));
+                let mut g = global.clone();
+                if spread == Spread::IdenticalOnFirst {
+                    make_identical(&mut g, &lay);
+                }
+                for k in [1usize, 7, 24] {
+                    let case = Case { label: format!("{shape:?} periodic={periodic} {spread:?} k={k} n={n} f64"), k, periodic: periodic.then_some(l), lay: &lay };
+                    failures += run_case::<f64, 3>(&dist, &reference, &g, &masses, &scalar, &case, case.periodic);
+                    cases += 1;
+                }
+                // f32 and 2D once per spread.
+                let g32: Vec<[f32; 3]> = g.iter().map(|p| p.map(|c| c as f32)).collect();
+                let case = Case { label: format!("{shape:?} periodic={periodic} {spread:?} k=9 f32"), k: 9, periodic: None, lay: &lay };
+                failures += run_case::<f32, 3>(&dist, &reference, &g32, &masses, &scalar, &case, None);
+                let g2: Vec<[f64; 2]> = g.iter().map(|p| [p[0], p[1]]).collect();
+                let case = Case { label: format!("{shape:?} periodic={periodic} {spread:?} k=5 2D"), k: 5, periodic: None, lay: &lay };
+                failures += run_case::<f64, 2>(&dist, &reference, &g2, &masses, &scalar, &case, periodic.then_some([l[0], l[1]]));
+                cases += 2;
+            }
+            global.clear();
+        }
+    }
+    // Fewer points in total than k, and tiny sets: rows padded the same way.
+    for n in [1usize, 2, 5] {
+        let mut rng = Rng::new(n as u64);
+        let g: Vec<[f64; 3]> = points(Shape::Uniform, n, [1.0; 3], &mut rng);
+        let xs: Vec<f64> = g.iter().map(|p| p[0]).collect();
+        let lay = layout(Spread::Random, &xs, size, &mut rng);
+        let case = Case { label: format!("tiny n={n} k=8"), k: 8, periodic: None, lay: &lay };
+        failures += run_case::<f64, 3>(&dist, &reference, &g, &vec![1.0; n], &vec![0.0; n], &case, None);
+        cases += 1;
+    }
+    let total = world.all_reduce_sum(failures);
+    if rank == 0 {
+        println!("mpi_knn: {size} ranks, {cases} cases, {total} differing rows");
+    }
+    if total > 0 {
+        world.abort(1);
+    }
+}
+
+trait SumAll {
+    fn all_reduce_sum(&self, v: usize) -> usize;
+}
+
+impl<C: Communicator> SumAll for C {
+    fn all_reduce_sum(&self, v: usize) -> usize {
+        let mut out = 0u64;
+        self.all_reduce_into(&(v as u64), &mut out, mpi::collective::SystemOperation::sum());
+        out as usize
+    }
+}
