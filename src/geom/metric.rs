@@ -1,4 +1,4 @@
-//! Distances (DESIGN.md §4): the minimum image, point distances and box bounds.
+//! Distances (docs/DESIGN.md §4): the minimum image, point distances and box bounds.
 //!
 //! Every squared distance is computed in one precision `T` as `(dx*dx + dy*dy) + dz*dz`
 //! with no fused multiply-add. Box bounds are built from the same rounded operations as

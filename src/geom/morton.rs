@@ -1,4 +1,4 @@
-//! Morton (z-order) keys (DESIGN.md §1 step 3): coordinates quantised to integer cells
+//! Morton (z-order) keys (docs/DESIGN.md §1 step 3): coordinates quantised to integer cells
 //! over the domain, bits interleaved.
 //!
 //! Keys only shape the tree; every distance is computed from the original coordinates,

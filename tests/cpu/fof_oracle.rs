@@ -556,3 +556,16 @@ impl WithMin for FofParams {
         self
     }
 }
+
+/// Two particles exactly half a box apart in x: the minimum image keeps +L/2 (it only
+/// wraps when |dx| > L/2), so the centre lies between them at x = 0.5, not at the face.
+#[test]
+fn fof_centre_at_half_box_separation() {
+    let c = small_tree(2, 4);
+    let pts = vec![[0.25f64, 0.5, 0.5], [0.75, 0.5, 0.5]];
+    let params = FofParams { linking_length: LinkingLength::Absolute(0.6), min_members: 2, order: CatalogueOrder::ZOrder, members: true };
+    let r = c.fof(&Domain::periodic_cube(1.0), &pts, &FofFields::default(), &params).unwrap();
+    assert_eq!(r.catalogue.len(), 1);
+    assert_eq!(r.catalogue.centre[0], [0.5, 0.5, 0.5]);
+    assert_eq!(r.catalogue.inertia_radius[0], 0.25);
+}

@@ -205,6 +205,22 @@ fn main() {
         failures += run_case::<f64, 3>(&dist, &reference, &chain, &vel, &masses, &ids, &case, Some(l));
         cases += 1;
     }
+    // Two particles exactly half a box apart, on the first and the last rank: the merged
+    // centre keeps the +L/2 minimum image, as the single-rank catalogue does.
+    {
+        let global = vec![[0.25f64, 0.5, 0.5], [0.75, 0.5, 0.5]];
+        let mine: Vec<[f64; 3]> = (0..2).filter(|&i| (i == 0 && rank == 0) || (i == 1 && rank == size - 1)).map(|i| global[i]).collect();
+        let params = FofParams { linking_length: LinkingLength::Absolute(0.6), min_members: 2, order: CatalogueOrder::ZOrder, members: false };
+        let domain = Domain::periodic_cube(1.0);
+        let want = reference.fof(&domain, &global, &FofFields::default(), &params).unwrap();
+        let mut labels = vec![0i64; mine.len()];
+        let (cat, _) = dist.fof(&domain, &mine, &FofFields::default(), &params, CatalogueScope::Root, &mut labels).unwrap();
+        cases += 1;
+        if rank == 0 && (cat.len() != 1 || cat.centre[0] != want.catalogue.centre[0] || want.catalogue.centre[0] != [0.5, 0.5, 0.5]) {
+            eprintln!("half-box pair: centre {:?}, single rank {:?}", cat.centre, want.catalogue.centre);
+            failures += 1;
+        }
+    }
     let total = dist_sum(&dist, failures);
     if rank == 0 {
         println!("mpi_fof: {size} ranks, {cases} cases, {total} failures");

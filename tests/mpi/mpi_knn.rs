@@ -86,6 +86,50 @@ fn run_case<T: Real, const D: usize>(dist: &Dist, reference: &Context, global: &
     bad + summary_bad
 }
 
+/// Separate queries: sources spread by one layout, queries by another; every rank's rows
+/// must equal the single-rank call on both sets concatenated in rank order.
+#[allow(clippy::too_many_arguments)]
+fn run_queries<T: Real, const D: usize>(dist: &Dist, reference: &Context, src: &[[T; D]], qry: &[[T; D]], masses: &[f64], slay: &Layout, qlay: &Layout, k: usize, periodic: Option<[f64; D]>, label: &str) -> usize {
+    let rank = dist.rank();
+    let domain = periodic.map_or(Domain::Open, Domain::Periodic);
+    let cs: Vec<[T; D]> = slay.order.iter().map(|&i| src[i]).collect();
+    let cm: Vec<f64> = slay.order.iter().map(|&i| masses[i]).collect();
+    let cq: Vec<[T; D]> = qlay.order.iter().map(|&i| qry[i]).collect();
+    let nq = cq.len();
+    let (mut ri, mut rd, mut rdens) = (vec![0i64; nq * k], vec![T::ZERO; nq * k], vec![0.0; nq]);
+    let fields = SourceFields { masses: Some(&cm), scalar: None };
+    let mut out = KnnOutput { indices: Some(&mut ri), distances: Some(&mut rd), density: Some(&mut rdens), ..Default::default() };
+    reference.knn(&domain, &cs, &cq, &fields, &KnnParams { k }, &mut out).unwrap();
+    let ms: Vec<[T; D]> = slay.mine(rank).iter().map(|&i| src[i]).collect();
+    let mm: Vec<f64> = slay.mine(rank).iter().map(|&i| masses[i]).collect();
+    let mq: Vec<[T; D]> = qlay.mine(rank).iter().map(|&i| qry[i]).collect();
+    let nm = mq.len();
+    let (mut di, mut dd, mut ddens) = (vec![0i64; nm * k], vec![T::ZERO; nm * k], vec![0.0; nm]);
+    let fields = SourceFields { masses: Some(&mm), scalar: None };
+    let mut out = KnnOutput { indices: Some(&mut di), distances: Some(&mut dd), density: Some(&mut ddens), ..Default::default() };
+    dist.knn(&domain, &ms, &mq, &fields, &KnnParams { k }, &mut out).unwrap_or_else(|e| panic!("{label}: rank {rank}: {e}"));
+    let lo = qlay.offsets[rank];
+    let mut bad = 0;
+    for q in 0..nm {
+        let g = lo + q;
+        let same = di[q * k..(q + 1) * k] == ri[g * k..(g + 1) * k]
+            && dd[q * k..(q + 1) * k].iter().zip(&rd[g * k..(g + 1) * k]).all(|(a, b)| a.to_f64().to_bits() == b.to_f64().to_bits())
+            && ddens[q].to_bits() == rdens[g].to_bits();
+        if !same {
+            if bad < 3 {
+                eprintln!("{label}: rank {rank} query {q} (global {g}): {:?} vs {:?}", &di[q * k..(q + 1) * k], &ri[g * k..(g + 1) * k]);
+            }
+            bad += 1;
+        }
+    }
+    // Summaries only: the own candidates of boundary queries come from the local tree.
+    let mut sdens = vec![0.0; nm];
+    let fields = SourceFields { masses: Some(&mm), scalar: None };
+    let mut out = KnnOutput { density: Some(&mut sdens), ..Default::default() };
+    dist.knn(&domain, &ms, &mq, &fields, &KnnParams { k }, &mut out).unwrap();
+    bad + (0..nm).filter(|&q| sdens[q].to_bits() != rdens[lo + q].to_bits()).count()
+}
+
 fn main() {
     let universe = mpi::initialize().expect("MPI initialises once");
     let world = universe.world();
@@ -130,6 +174,35 @@ fn main() {
                 cases += 2;
             }
             global.clear();
+        }
+    }
+    // Separate query sets, spread independently of the sources (ranks with queries and no
+    // sources, sources and no queries, neither).
+    for (si, &shape) in [Shape::Uniform, Shape::Clustered, Shape::Faces, Shape::Duplicates].iter().enumerate() {
+        for periodic in [false, true] {
+            let l = [1.0, 1.5, 2.0];
+            let mut rng = Rng::new(900 + si as u64 * 3 + periodic as u64);
+            let src: Vec<[f64; 3]> = points(shape, 2000, l, &mut rng);
+            let qry: Vec<[f64; 3]> = points(if si % 2 == 0 { Shape::Clustered } else { Shape::Uniform }, 1500, l, &mut rng);
+            let masses: Vec<f64> = (0..src.len()).map(|_| 0.5 + rng.f64()).collect();
+            for (pi, (&ss, &qs)) in SPREADS.iter().zip(SPREADS.iter().rev()).enumerate() {
+                let sx: Vec<f64> = src.iter().map(|p| p[0]).collect();
+                let qx: Vec<f64> = qry.iter().map(|p| p[1]).collect();
+                let slay = layout(ss, &sx, size, &mut Rng::new(31 + pi as u64));
+                let qlay = layout(qs, &qx, size, &mut Rng::new(37 + pi as u64));
+                for k in [1usize, 11] {
+                    let label = format!("queries {shape:?} periodic={periodic} sources {ss:?} queries {qs:?} k={k}");
+                    failures += run_queries::<f64, 3>(&dist, &reference, &src, &qry, &masses, &slay, &qlay, k, periodic.then_some(l), &label);
+                    cases += 1;
+                }
+                // Cast to f32, keeping coordinates that round up to the box face inside.
+                let f32_in = |v: f64, len: f64| if (v as f32) as f64 >= len { 0.0 } else { v as f32 };
+                let s32: Vec<[f32; 2]> = src.iter().map(|p| [f32_in(p[0], l[0]), f32_in(p[1], l[1])]).collect();
+                let q32: Vec<[f32; 2]> = qry.iter().map(|p| [f32_in(p[0], l[0]), f32_in(p[1], l[1])]).collect();
+                let label = format!("queries {shape:?} {ss:?}/{qs:?} f32 2D k=6");
+                failures += run_queries::<f32, 2>(&dist, &reference, &s32, &q32, &masses, &slay, &qlay, 6, periodic.then_some([l[0], l[1]]), &label);
+                cases += 1;
+            }
         }
     }
     // Fewer points in total than k, and tiny sets: rows padded the same way.
