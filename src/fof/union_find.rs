@@ -69,3 +69,44 @@ impl UnionFind {
         self.parent.into_iter().map(AtomicU32::into_inner).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Concurrent unions from several threads give the components of the edge list, each
+    /// rooted at its smallest member, whatever the interleaving.
+    #[test]
+    fn concurrent_unions_give_components_rooted_at_the_smallest() {
+        let n: u32 = if cfg!(miri) { 40 } else { 5000 };
+        let mut s = 3u64;
+        let mut next = || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (s >> 33) as u32
+        };
+        let edges: Vec<(u32, u32)> = (0..n / 2).map(|_| (next() % n, next() % n)).collect();
+        let uf = UnionFind::new(n as usize);
+        edges.par_iter().for_each(|&(a, b)| {
+            uf.union(a, b);
+        });
+        let roots = uf.contract();
+        // Sequential reference: label propagation to the minimum until stable.
+        let mut lab: Vec<u32> = (0..n).collect();
+        loop {
+            let mut changed = false;
+            for &(a, b) in &edges {
+                let m = lab[a as usize].min(lab[b as usize]);
+                for x in [a, b] {
+                    if lab[x as usize] != m {
+                        lab[x as usize] = m;
+                        changed = true;
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        assert_eq!(roots, lab);
+    }
+}

@@ -5,6 +5,20 @@ use ztree::Real;
 
 pub mod scatter;
 
+/// Whether a test's prerequisite (shared data, a tool) is present. When it is missing the
+/// test is skipped with a message, except in CI (`CI=true`), where a skip would hide a
+/// missing install step: there it fails.
+pub fn require(what: &str, present: bool) -> bool {
+    if present {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+        panic!("missing in CI: {what}");
+    }
+    eprintln!("SKIPPED: {what} not found");
+    false
+}
+
 pub struct Rng(u64);
 
 impl Rng {

@@ -1,9 +1,13 @@
 //! FoF on a real GADGET-4 snapshot (64³ particles, z ≈ 1) against GADGET-4's own group
 //! catalogue: the same groups member for member, and the same counts, masses and centres
 //! within float32 precision. The data lives in `../shared/data/gadget4-64-z1` next to the
-//! repository; the test is skipped (with a message) when it is absent.
+//! repository; the test is skipped (with a message) when it is absent, and fails in CI.
 
 use std::path::PathBuf;
+
+#[path = "../common/mod.rs"]
+mod common;
+use common::require;
 
 use ztree::{CatalogueOrder, Config, Context, Domain, FofFields, FofParams, LinkingLength};
 
@@ -24,10 +28,11 @@ fn triples(v: Vec<f32>) -> Vec<[f32; 3]> {
 
 #[test]
 fn fof_matches_gadget4_catalogue() {
-    let Some(dir) = data_dir() else {
-        println!("skipped: GADGET-4 snapshot not found at ../shared/data/gadget4-64-z1 (relative to the crate)");
+    let dir = data_dir();
+    if !require("the GADGET-4 snapshot at ../shared/data/gadget4-64-z1", dir.is_some()) {
         return;
-    };
+    }
+    let dir = dir.unwrap();
     let pos = triples(read(&dir, "pos.f32", f32::from_le_bytes));
     let vel = triples(read(&dir, "vel.f32", f32::from_le_bytes));
     let ids: Vec<u32> = read(&dir, "ids.u32", u32::from_le_bytes);

@@ -287,3 +287,49 @@ fn reduce_group<T: Real, const D: usize>(r: &Reduce<'_, T, D>, zs: &[u32]) -> Ro
         disp: (v2 / m_tot).sqrt(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_rows_and_labels() {
+        // z-ordered points: groups {0, 1, 2} (root 0), {3, 4} (root 3), {5} (root 5).
+        let x = vec![0.9, 0.1, 0.2, 0.5, 0.6, 0.3];
+        let pos: [Vec<f64>; 3] = [x, vec![0.5; 6], vec![0.25; 6]];
+        let orig: Vec<u32> = vec![5, 4, 3, 2, 1, 0];
+        let roots: Vec<u32> = vec![0, 0, 0, 3, 3, 5];
+        let masses: Vec<f64> = vec![1.0, 2.0, 1.0, 1.0, 1.0, 3.0]; // input order
+        let ids: Vec<i64> = vec![60, 50, 40, 30, 20, 10];
+        for order in [CatalogueOrder::ZOrder, CatalogueOrder::Gadget] {
+            let r = Reduce {
+                pos: &pos,
+                orig: &orig,
+                roots: &roots,
+                box_len: Some([1.0; 3]),
+                velocities: None,
+                masses: Some(&masses),
+                particle_mass: 1.0,
+                ids: Some(&ids),
+                min_members: 2,
+                order,
+                members: true,
+            };
+            let mut labels = vec![0i64; 6];
+            let (cat, st) = reduce(&r, &DisjointSlice::new(&mut labels), &mut Timings::default());
+            assert_eq!(st.groups_total, 3);
+            assert_eq!(cat.len(), 2);
+            // Group {0, 1, 2}: inputs 5, 4, 3 (masses 3, 1, 1; ids 10, 20, 30).
+            assert_eq!(cat.tag[0], 10);
+            assert_eq!(cat.count[0], 3);
+            assert_eq!(cat.mass[0], 5.0);
+            // Offsets from x0 = 0.9 with the minimum image: 0, +0.2, +0.3.
+            let cx = (0.9 + (3.0 * 0.0 + 1.0 * (0.1 - 0.9 + 1.0) + 1.0 * (0.2 - 0.9 + 1.0)) / 5.0) % 1.0;
+            assert!((cat.centre[0][0] - cx).abs() < 1e-15);
+            assert_eq!(cat.members(0), &[3, 4, 5]);
+            assert_eq!(cat.tag[1], 40);
+            assert_eq!(cat.members(1), &[1, 2]);
+            assert_eq!(labels, vec![-1, 40, 40, 10, 10, 10]);
+        }
+    }
+}

@@ -159,7 +159,12 @@ mod tests {
 
     #[test]
     fn radix_sort_matches_stable_comparison_sort() {
-        for &(n, mask) in &[(0usize, u64::MAX), (1, u64::MAX), (7, 3), (1000, 15), (5000, u64::MAX >> 1), (100_000, 0xff00), (70_000, (1 << 63) | 1)] {
+        let cases: &[(usize, u64)] = if cfg!(miri) {
+            &[(0, u64::MAX), (7, 3), (300, 15), (4500, (1 << 63) | 0xff)]
+        } else {
+            &[(0, u64::MAX), (1, u64::MAX), (7, 3), (1000, 15), (5000, u64::MAX >> 1), (100_000, 0xff00), (70_000, (1 << 63) | 1)]
+        };
+        for &(n, mask) in cases {
             let mut s = n as u64 + 1;
             let keys: Vec<u64> = (0..n).map(|_| (lcg(&mut s) << 11 ^ lcg(&mut s)) & mask).collect();
             let mut k = keys.clone();
