@@ -108,7 +108,7 @@ fn main() {
 
     // FoF with catalogue.
     let params = FofParams { linking_length: LinkingLength::Relative(0.2), min_members: 20, ..Default::default() };
-    let fields = FofFields::<f64, 3>::default();
+    let fields = FofFields::<3>::default();
     let mut labels = vec![0i64; n];
     let (mut best, mut best_stats, mut peak) = (f64::INFINITY, None, 0usize);
     for _ in 0..a.reps {

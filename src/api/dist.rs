@@ -83,7 +83,7 @@ impl Dist {
         &self,
         domain: &Domain<D>,
         points: &P,
-        fields: &FofFields<'_, T, D>,
+        fields: &FofFields<'_, D>,
         params: &FofParams,
         scope: CatalogueScope,
         labels: &mut [i64],

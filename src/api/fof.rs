@@ -15,7 +15,7 @@ impl Context {
         &self,
         domain: &Domain<D>,
         points: &P,
-        fields: &FofFields<'_, T, D>,
+        fields: &FofFields<'_, D>,
         params: &FofParams,
     ) -> Result<Fof<D>> {
         let mut labels = vec![0i64; points.len()];
@@ -29,7 +29,7 @@ impl Context {
         &self,
         domain: &Domain<D>,
         points: &P,
-        fields: &FofFields<'_, T, D>,
+        fields: &FofFields<'_, D>,
         params: &FofParams,
         labels: &mut [i64],
     ) -> Result<(Catalogue<D>, FofStats)> {
@@ -41,7 +41,7 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     ctx: &Context,
     domain: &Domain<D>,
     points: &P,
-    fields: &FofFields<'_, T, D>,
+    fields: &FofFields<'_, D>,
     params: &FofParams,
     labels: &mut [i64],
 ) -> Result<(Catalogue<D>, FofStats)> {
@@ -55,7 +55,7 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         let stats = FofStats { linking_length: l, ..Default::default() };
         return Ok((Catalogue::empty(params.order, fields.velocities.is_some()), stats));
     }
-    let req = CatalogueRequest::<Cpu, T, D> {
+    let req = CatalogueRequest::<Cpu, D> {
         box_len: domain.box_lengths(),
         velocities: fields.velocities,
         masses: fields.masses,

@@ -47,7 +47,7 @@ pub(crate) trait Backend: Sync + Sized {
     /// A caller's per-particle scalar (masses, the field to average), in input order.
     type Scalar<'a>: Copy + Sync;
     /// A caller's per-particle vectors (velocities), in input order.
-    type Vectors<'a, T: Real, const D: usize>: Copy + Sync;
+    type Vectors<'a, const D: usize>: Copy + Sync;
     /// A caller's particle ids, in input order.
     type Ids<'a>: Copy + Sync;
     /// The state of one FoF linking (union–find, per-node connectivity).
@@ -192,7 +192,7 @@ pub(crate) trait Backend: Sync + Sized {
         &self,
         zs: &Prepared<Self, T, D>,
         roots: &Self::Buf<u32>,
-        req: &CatalogueRequest<'_, Self, T, D>,
+        req: &CatalogueRequest<'_, Self, D>,
         labels: &Self::Out<'_, i64>,
         timings: &mut crate::api::Timings,
     ) -> Result<(Catalogue<D>, crate::fof::catalogue::ReduceStats)>;

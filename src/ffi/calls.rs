@@ -3,13 +3,13 @@
 
 use std::ffi::c_char;
 
-use super::input::{Strided, StridedPoints};
+use super::input::{Strided, StridedPoints, StridedVectors};
 use super::{Fail, fail, guard, ztree_context};
 use super::types::*;
 use crate::api::Timings;
 use crate::fof::{CatalogueOrder, FofFields, FofParams, LinkingLength};
 use crate::geom::Real;
-use crate::input::{Domain, ParticleIds, PointSource, ScalarField};
+use crate::input::{Domain, ParticleIds, ScalarField, VectorField};
 use crate::knn::{KnnOutput, KnnParams, OutputOrder, SourceFields};
 use ztree_status::*;
 
@@ -328,12 +328,18 @@ pub unsafe extern "C" fn ztree_fof(
 fn fof_typed<T: Real, const D: usize>(ctx: &mut ztree_context, p: &ztree_particles, prm: &ztree_fof_params, o: &mut ztree_fof_output) -> Result<(), Fail> {
     let n = count_of(p, "particles")?;
     let pos = positions::<T, D>(p, n, "particles")?;
-    let vel = if !p.vel[0].data.is_null() {
+    // Velocities: f32 or f64 whatever the positions' type, one type for all components;
+    // present when vel[0].data is set (with no particles nothing is read, NULLs are fine).
+    let vel = if !p.vel[0].data.is_null() && n > 0 {
         let mut arrays = Vec::with_capacity(D);
         for d in 0..D {
-            arrays.push(Strided::new(&p.vel[d], n, &format!("particles.vel[{d}]"), &[dtype_of::<T>()], true)?.ok_or_else(|| null("particles.vel"))?);
+            let a = Strided::new(&p.vel[d], n, &format!("particles.vel[{d}]"), &[ZTREE_DTYPE_F32, ZTREE_DTYPE_F64], true)?.ok_or_else(|| null("particles.vel"))?;
+            if a.dtype() != p.vel[0].dtype {
+                return Err(fail(ZTREE_ERR_DTYPE, format!("particles.vel[{d}] has element type {} but vel[0] has {}; all components must share one type", a.dtype(), p.vel[0].dtype)));
+            }
+            arrays.push(a);
         }
-        Some(StridedPoints::<T, D>::new(std::array::from_fn(|d| arrays[d])))
+        Some(StridedVectors::<D>(std::array::from_fn(|d| arrays[d])))
     } else {
         None
     };
@@ -354,8 +360,8 @@ fn fof_typed<T: Real, const D: usize>(ctx: &mut ztree_context, p: &ztree_particl
         ZTREE_CATALOGUE_GADGET => CatalogueOrder::Gadget,
         x => return bad(format!("unknown catalogue order {x}")),
     };
-    let fields = FofFields::<T, D> {
-        velocities: vel.as_ref().map(|v| v as &dyn PointSource<T, D>),
+    let fields = FofFields::<D> {
+        velocities: vel.as_ref().map(|v| v as &dyn VectorField<D>),
         masses: masses.as_ref().map(|m| m as &dyn ScalarField),
         particle_mass: ctx.config.particle_mass,
         ids: ids.as_ref().map(|i| i as &dyn ParticleIds),

@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use super::types::*;
 use super::{Fail, fail};
 use crate::geom::Real;
-use crate::input::{ParticleIds, PointSource, ScalarField};
+use crate::input::{ParticleIds, PointSource, ScalarField, VectorField};
 
 /// One checked strided array.
 #[derive(Clone, Copy)]
@@ -84,6 +84,10 @@ impl Strided {
         unsafe { self.base.add(i * self.stride).cast::<V>().read_unaligned() }
     }
 
+    pub fn dtype(&self) -> i32 {
+        self.dtype
+    }
+
     #[inline(always)]
     pub fn get_f64(&self, i: usize) -> f64 {
         match self.dtype {
@@ -116,6 +120,19 @@ impl<T: Real, const D: usize> PointSource<T, D> for StridedPoints<T, D> {
     #[inline(always)]
     fn point(&self, i: usize) -> [T; D] {
         std::array::from_fn(|d| self.arrays[d].read::<T>(i))
+    }
+}
+
+/// `D` strided arrays of f32 or f64 read as f64 vectors (velocities).
+pub(crate) struct StridedVectors<const D: usize>(pub [Strided; D]);
+
+impl<const D: usize> VectorField<D> for StridedVectors<D> {
+    fn len(&self) -> usize {
+        self.0[0].len
+    }
+    #[inline(always)]
+    fn get(&self, i: usize) -> [f64; D] {
+        std::array::from_fn(|d| self.0[d].get_f64(i))
     }
 }
 

@@ -1,29 +1,30 @@
 //! The FoF group catalogue (docs/DESIGN.md §5, paper IV-B): its rows and definitions.
 //! Back ends reduce it (`Backend::catalogue`).
 //!
-//! After the union–find is contracted every point carries its root, the z-index of its
-//! group's first point. The members of each kept group are gathered into group order
-//! (groups in z-order of their roots, members in z-order: a stable counting sort done in
-//! parallel over contiguous z-ranges), then each group is reduced on its own, all sums in
-//! f64 and in z-order, so the catalogue does not depend on the number of threads.
+//! A group's row depends only on its members, never on how they are split over threads
+//! or ranks: every sum runs over the members in one canonical order, ascending global
+//! input index (the index in the single-rank call on all ranks' particles concatenated in
+//! rank order), with the member of the smallest index as the reference point. Back ends
+//! and the distributed merge all call `reduce_group` with the members in that order, so
+//! catalogues are bit-identical for any rank and thread count.
 //!
-//! Definitions (m = particle mass, M = Σ m, sums over the group's members):
-//! - centre of mass: `x_cm = x_0 + Σ m (x - x_0) / M`, with `x_0` the group's first
-//!   particle in z-order and `x - x_0` the periodic minimum image (the box length is
-//!   subtracted once when `|dx| > L/2`), then wrapped into `[0, L)`. A group must be
-//!   smaller than half the box in every dimension for this to be meaningful (always the
-//!   case for halos);
-//! - inertia radius: `sqrt(Σ m |x - x_cm|² / M)` (minimum image);
-//! - mean velocity: `v_m = Σ m v / M`;
+//! Definitions (m = particle mass, w = m / max m, sums over the group's members in
+//! canonical order; x_0 = the position of the first member):
+//! - mass: `M = Σ m`;
+//! - centre of mass: `x_cm = x_0 + Σ w (x - x_0) / Σ w`, with `x - x_0` the periodic
+//!   minimum image (the box length is subtracted once when `|dx| > L/2`), then wrapped
+//!   into `[0, L)`. A group must be smaller than half the box in every dimension for this
+//!   to be meaningful (always the case for halos). The weights are the masses scaled by
+//!   the largest, so that no product overflows whatever the masses' magnitude;
+//! - inertia radius: `sqrt(Σ w |x - x_cm|² / Σ w)` (minimum image);
+//! - mean velocity: `v_m = Σ w v / Σ w`;
 //! - velocity dispersion: the 3D (all-component) dispersion
-//!   `sigma = sqrt(Σ m |v - v_m|² / M)`; divide by `sqrt(D)` for the one-dimensional one;
+//!   `sigma = sqrt(Σ w |v - v_m|² / Σ w)`; divide by `sqrt(D)` for the one-dimensional one;
 //! - tag: the minimum particle id of the group when ids are given, else its smallest input
 //!   index.
-//!
-//! A group whose members have total mass 0 has NaN centre, radius and velocities.
 
 use crate::backend::Backend;
-use crate::geom::Real;
+use crate::geom::metric::min_image;
 
 /// Order of the catalogue's rows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -97,9 +98,9 @@ impl<const D: usize> Catalogue<D> {
 }
 
 /// What the catalogue stage reads besides the points and their roots.
-pub(crate) struct CatalogueRequest<'a, B: Backend + 'a, T: Real, const D: usize> {
+pub(crate) struct CatalogueRequest<'a, B: Backend + 'a, const D: usize> {
     pub box_len: Option<[f64; D]>,
-    pub velocities: Option<B::Vectors<'a, T, D>>,
+    pub velocities: Option<B::Vectors<'a, D>>,
     pub masses: Option<B::Scalar<'a>>,
     pub particle_mass: f64,
     pub ids: Option<B::Ids<'a>>,
@@ -113,4 +114,98 @@ pub(crate) struct ReduceStats {
     pub groups_total: usize,
     pub particles_in_groups: usize,
     pub scratch_bytes: usize,
+}
+
+/// One member as the row reduction reads it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Member<const D: usize> {
+    pub pos: [f64; D],
+    pub vel: [f64; D],
+    pub mass: f64,
+    pub tag: i64,
+}
+
+/// One catalogue row.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Row<const D: usize> {
+    pub tag: i64,
+    pub count: u64,
+    pub mass: f64,
+    pub centre: [f64; D],
+    pub radius: f64,
+    pub vel: [f64; D],
+    pub disp: f64,
+}
+
+/// The row of a group of `n >= 1` members, `member(i)` in canonical order (ascending
+/// global input index). The one definition every back end and the distributed merge use.
+pub(crate) fn reduce_group<const D: usize>(n: usize, member: impl Fn(usize) -> Member<D>, box_len: Option<[f64; D]>, has_vel: bool) -> Row<D> {
+    let first = member(0);
+    let x0 = first.pos;
+    let offset = |x: &[f64; D]| -> [f64; D] {
+        std::array::from_fn(|d| {
+            let dx = x[d] - x0[d];
+            match box_len {
+                Some(l) => min_image(dx, l[d], 0.5 * l[d]),
+                None => dx,
+            }
+        })
+    };
+    let mut m_max = 0.0f64;
+    let mut tag = i64::MAX;
+    for i in 0..n {
+        let m = member(i);
+        m_max = m_max.max(m.mass);
+        tag = tag.min(m.tag);
+    }
+    let (mut m_tot, mut w_tot) = (0.0f64, 0.0f64);
+    let mut s = [0.0f64; D];
+    let mut sv = [0.0f64; D];
+    for i in 0..n {
+        let m = member(i);
+        let w = m.mass / m_max;
+        let o = offset(&m.pos);
+        m_tot += m.mass;
+        w_tot += w;
+        for d in 0..D {
+            s[d] += w * o[d];
+            sv[d] += w * m.vel[d];
+        }
+    }
+    let c_off: [f64; D] = std::array::from_fn(|d| s[d] / w_tot);
+    let vm: [f64; D] = std::array::from_fn(|d| sv[d] / w_tot);
+    let (mut r2, mut v2) = (0.0f64, 0.0f64);
+    for i in 0..n {
+        let m = member(i);
+        let w = m.mass / m_max;
+        let o = offset(&m.pos);
+        let (mut qx, mut qv) = (0.0, 0.0);
+        for d in 0..D {
+            let e = o[d] - c_off[d];
+            qx += e * e;
+            let e = m.vel[d] - vm[d];
+            qv += e * e;
+        }
+        r2 += w * qx;
+        v2 += w * qv;
+    }
+    let centre: [f64; D] = std::array::from_fn(|d| {
+        let c = x0[d] + c_off[d];
+        match box_len {
+            Some(l) => {
+                let w = c.rem_euclid(l[d]);
+                if w >= l[d] { 0.0 } else { w }
+            }
+            None => c,
+        }
+    });
+    Row {
+        tag,
+        count: n as u64,
+        mass: m_tot,
+        centre,
+        radius: (r2 / w_tot).sqrt(),
+        vel: if has_vel { vm } else { [0.0; D] },
+        disp: if has_vel { (v2 / w_tot).sqrt() } else { 0.0 },
+    }
 }

@@ -4,9 +4,8 @@
 use super::catalogue::{Catalogue, CatalogueOrder};
 use crate::api::{Timings, WalkStats};
 use crate::error::{Error, Result};
-use crate::geom::Real;
-use crate::input::validate::{check_ids, check_scalar, check_vectors};
-use crate::input::{Domain, ParticleIds, PointSource, ScalarField};
+use crate::input::validate::{check_ids, check_masses, check_vectors};
+use crate::input::{Domain, ParticleIds, ScalarField, VectorField};
 
 /// The linking length of a FoF call.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -54,10 +53,12 @@ impl LinkingLength {
 /// Per-particle data used by the catalogue (all in the caller's input order, read in
 /// place). Everything is optional.
 #[derive(Clone, Copy)]
-pub struct FofFields<'a, T: Real, const D: usize> {
-    /// Velocities: the catalogue then has mean velocities and velocity dispersions.
-    pub velocities: Option<&'a dyn PointSource<T, D>>,
-    /// Per-particle masses (finite). Without them every particle has `particle_mass`.
+pub struct FofFields<'a, const D: usize> {
+    /// Velocities (f32 or f64, whatever the positions' precision): the catalogue then has
+    /// mean velocities and velocity dispersions.
+    pub velocities: Option<&'a dyn VectorField<D>>,
+    /// Per-particle masses (finite, > 0). Without them every particle has
+    /// `particle_mass`.
     pub masses: Option<&'a dyn ScalarField>,
     /// The mass of every particle when `masses` is `None` (finite, > 0; default 1).
     pub particle_mass: f64,
@@ -66,14 +67,14 @@ pub struct FofFields<'a, T: Real, const D: usize> {
     pub ids: Option<&'a dyn ParticleIds>,
 }
 
-impl<T: Real, const D: usize> FofFields<'_, T, D> {
+impl<const D: usize> FofFields<'_, D> {
     /// The one check of the fields of `n` particles every entry point runs.
     pub(crate) fn validate(&self, n: usize) -> Result<()> {
         if let Some(v) = self.velocities {
             check_vectors("velocities", v, n)?;
         }
         if let Some(m) = self.masses {
-            check_scalar("masses", m, n)?;
+            check_masses(m, n)?;
         } else if !(self.particle_mass.is_finite() && self.particle_mass > 0.0) {
             return Err(Error::InvalidParameter { name: "particle_mass", why: format!("must be finite and > 0 (got {})", self.particle_mass) });
         }
@@ -84,7 +85,7 @@ impl<T: Real, const D: usize> FofFields<'_, T, D> {
     }
 }
 
-impl<T: Real, const D: usize> Default for FofFields<'_, T, D> {
+impl<const D: usize> Default for FofFields<'_, D> {
     fn default() -> Self {
         Self { velocities: None, masses: None, particle_mass: 1.0, ids: None }
     }

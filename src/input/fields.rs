@@ -1,7 +1,12 @@
-//! Per-particle fields beside the positions: scalars (masses, a field to average) and
-//! particle ids. Read in place in the caller's input order.
+//! Per-particle fields beside the positions: scalars (masses, a field to average),
+//! vectors (velocities) and particle ids. Read in place in the caller's input order, in
+//! any precision: f32 positions with f64 velocities and masses (the usual GADGET/HACC
+//! layout) are fine.
 
 use rayon::prelude::*;
+
+use super::{PointSource, SoaPoints};
+use crate::geom::Real;
 
 /// A per-source scalar field, read at ingest (f32 or f64 slices, or your own accessor).
 pub trait ScalarField: Sync {
@@ -87,3 +92,53 @@ impl_ids!(i64, |_| None);
 impl_ids!(u32, |_| None);
 impl_ids!(u64, |v| v.par_iter().position_first(|&x| x > i64::MAX as u64));
 
+
+/// A per-particle vector of `D` components (velocities), read as f64 whatever its storage
+/// precision. Implemented for the same containers as `PointSource`, in f32 and f64.
+pub trait VectorField<const D: usize>: Sync {
+    fn len(&self) -> usize;
+    fn get(&self, i: usize) -> [f64; D];
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<T: Real, const D: usize> VectorField<D> for [[T; D]] {
+    fn len(&self) -> usize {
+        <[[T; D]]>::len(self)
+    }
+    #[inline(always)]
+    fn get(&self, i: usize) -> [f64; D] {
+        self[i].map(|v| v.to_f64())
+    }
+}
+
+impl<T: Real, const D: usize> VectorField<D> for Vec<[T; D]> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+    #[inline(always)]
+    fn get(&self, i: usize) -> [f64; D] {
+        self[i].map(|v| v.to_f64())
+    }
+}
+
+impl<T: Real, const D: usize> VectorField<D> for &[[T; D]] {
+    fn len(&self) -> usize {
+        <[[T; D]]>::len(self)
+    }
+    #[inline(always)]
+    fn get(&self, i: usize) -> [f64; D] {
+        self[i].map(|v| v.to_f64())
+    }
+}
+
+impl<T: Real, const D: usize> VectorField<D> for SoaPoints<'_, T, D> {
+    fn len(&self) -> usize {
+        PointSource::<T, D>::len(self)
+    }
+    #[inline(always)]
+    fn get(&self, i: usize) -> [f64; D] {
+        PointSource::<T, D>::point(self, i).map(|v| v.to_f64())
+    }
+}

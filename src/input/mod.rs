@@ -8,5 +8,5 @@ pub(crate) mod validate;
 
 pub(crate) use domain::Bounds;
 pub use domain::Domain;
-pub use fields::{ParticleIds, ScalarField};
+pub use fields::{ParticleIds, ScalarField, VectorField};
 pub use points::{PointSource, SoaPoints};

@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use super::{ParticleIds, PointSource, ScalarField};
+use super::{ParticleIds, ScalarField, VectorField};
 use crate::error::{Error, Result, check_len};
 use crate::geom::Real;
 
@@ -37,7 +37,6 @@ pub(crate) fn check_scalar(what: &'static str, f: &dyn ScalarField, n: usize) ->
 }
 
 /// Masses: `n` entries, finite and > 0 (a zero or negative mass has no centre of mass).
-#[allow(dead_code)]
 pub(crate) fn check_masses(f: &dyn ScalarField, n: usize) -> Result<()> {
     check_scalar("masses", f, n)?;
     if let Some(i) = (0..n).into_par_iter().find_first(|&i| f.get(i) <= 0.0) {
@@ -47,13 +46,13 @@ pub(crate) fn check_masses(f: &dyn ScalarField, n: usize) -> Result<()> {
 }
 
 /// Velocities (or any vector field): `n` entries, finite.
-pub(crate) fn check_vectors<T: Real, const D: usize>(what: &'static str, v: &(impl PointSource<T, D> + ?Sized), n: usize) -> Result<()> {
+pub(crate) fn check_vectors<const D: usize>(what: &'static str, v: &dyn VectorField<D>, n: usize) -> Result<()> {
     check_len(what, v.len(), n)?;
     if let Some((i, d)) = (0..n).into_par_iter().find_map_first(|i| {
-        let p = v.point(i);
+        let p = v.get(i);
         (0..D).find(|&d| !p[d].is_finite()).map(|d| (i, d))
     }) {
-        return Err(Error::NonFinite { what, index: i, dim: d, value: v.point(i)[d].to_f64() });
+        return Err(Error::NonFinite { what, index: i, dim: d, value: v.get(i)[d] });
     }
     Ok(())
 }

@@ -20,7 +20,7 @@ pub(crate) fn run<B, T, const D: usize, P>(
     domain: &Domain<D>,
     points: &P,
     l: f64,
-    req: &CatalogueRequest<'_, B, T, D>,
+    req: &CatalogueRequest<'_, B, D>,
     params: &TreeParams,
     labels: &B::Out<'_, i64>,
 ) -> Result<(Catalogue<D>, FofStats)>

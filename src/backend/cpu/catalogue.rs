@@ -10,10 +10,9 @@ use rayon::prelude::*;
 
 use super::par::{DisjointSlice, chunk_ranges};
 use crate::api::Timings;
-use crate::fof::catalogue::{Catalogue, CatalogueOrder, ReduceStats};
+use crate::fof::catalogue::{self, Catalogue, CatalogueOrder, Member, ReduceStats, Row};
 use crate::geom::Real;
-use crate::geom::metric::min_image;
-use crate::input::{ParticleIds, PointSource, ScalarField};
+use crate::input::{ParticleIds, ScalarField, VectorField};
 
 /// Everything the reduction reads.
 pub(crate) struct Reduce<'a, T: Real, const D: usize> {
@@ -24,7 +23,7 @@ pub(crate) struct Reduce<'a, T: Real, const D: usize> {
     /// Root (z-index of the group's first point) of each z-ordered point.
     pub roots: &'a [u32],
     pub box_len: Option<[f64; D]>,
-    pub velocities: Option<&'a dyn PointSource<T, D>>,
+    pub velocities: Option<&'a dyn VectorField<D>>,
     pub masses: Option<&'a dyn ScalarField>,
     pub particle_mass: f64,
     pub ids: Option<&'a dyn ParticleIds>,
@@ -36,16 +35,6 @@ pub(crate) struct Reduce<'a, T: Real, const D: usize> {
 
 const NONE: u32 = u32::MAX;
 
-/// One catalogue row.
-struct Row<const D: usize> {
-    tag: i64,
-    count: u64,
-    mass: f64,
-    centre: [f64; D],
-    radius: f64,
-    vel: [f64; D],
-    disp: f64,
-}
 
 /// Builds the catalogue and writes every particle's label (input order) into `labels`.
 pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &DisjointSlice<'_, i64>, timings: &mut Timings) -> (Catalogue<D>, ReduceStats) {
@@ -138,7 +127,7 @@ pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &Dis
     });
     // 3. Per-group reductions.
     let mut rows: Vec<Row<D>> = timings.time("reduce", || {
-        (0..ng).into_par_iter().with_min_len(8).map(|g| reduce_group(r, &members[offsets[g] as usize..offsets[g + 1] as usize])).collect()
+        (0..ng).into_par_iter().with_min_len(8).map_init(Vec::new, |scratch, g| reduce_group(r, &members[offsets[g] as usize..offsets[g + 1] as usize], scratch)).collect()
     });
     // 4. Labels in input order.
     timings.time("labels", || {
@@ -206,130 +195,21 @@ pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &Dis
     (cat, ReduceStats { groups_total, particles_in_groups, scratch_bytes })
 }
 
-/// Reduces one group; `zs` are its members' z-indices, ascending (the first is the root).
-fn reduce_group<T: Real, const D: usize>(r: &Reduce<'_, T, D>, zs: &[u32]) -> Row<D> {
-    let pos = |z: u32| -> [f64; D] { std::array::from_fn(|d| r.pos[d][z as usize].to_f64()) };
-    let mass = |z: u32| -> f64 { r.masses.map_or(r.particle_mass, |m| m.get(r.orig[z as usize] as usize)) };
-    let x0 = pos(zs[0]);
-    let offset = |z: u32| -> [f64; D] {
-        let x = pos(z);
-        std::array::from_fn(|d| {
-            let dx = x[d] - x0[d];
-            match r.box_len {
-                Some(l) => min_image(dx, l[d], 0.5 * l[d]),
-                None => dx,
-            }
-        })
+/// Reduces one group; `zs` are its members' z-indices. The members are put in canonical
+/// order (ascending input index) first.
+fn reduce_group<T: Real, const D: usize>(r: &Reduce<'_, T, D>, zs: &[u32], by_orig: &mut Vec<(u32, u32)>) -> Row<D> {
+    by_orig.clear();
+    by_orig.extend(zs.iter().map(|&z| (r.orig[z as usize], z)));
+    by_orig.sort_unstable();
+    let member = |i: usize| {
+        let (o, z) = by_orig[i];
+        let (o, z) = (o as usize, z as usize);
+        Member {
+            pos: std::array::from_fn(|d| r.pos[d][z].to_f64()),
+            vel: r.velocities.map_or([0.0; D], |v| v.get(o)),
+            mass: r.masses.map_or(r.particle_mass, |m| m.get(o)),
+            tag: r.ids.map_or(o as i64, |ids| ids.id(o)),
+        }
     };
-    let mut m_tot = 0.0f64;
-    let mut s = [0.0f64; D];
-    let mut sv = [0.0f64; D];
-    let mut tag = i64::MAX;
-    for &z in zs {
-        let m = mass(z);
-        let o = offset(z);
-        m_tot += m;
-        for d in 0..D {
-            s[d] += m * o[d];
-        }
-        if let Some(v) = r.velocities {
-            let v = v.point(r.orig[z as usize] as usize);
-            for d in 0..D {
-                sv[d] += m * v[d].to_f64();
-            }
-        }
-        let t = match r.ids {
-            Some(ids) => ids.id(r.orig[z as usize] as usize),
-            None => r.orig[z as usize] as i64,
-        };
-        tag = tag.min(t);
-    }
-    let c_off: [f64; D] = std::array::from_fn(|d| s[d] / m_tot);
-    let vm: [f64; D] = std::array::from_fn(|d| sv[d] / m_tot);
-    let mut r2 = 0.0f64;
-    let mut v2 = 0.0f64;
-    for &z in zs {
-        let m = mass(z);
-        let o = offset(z);
-        let mut q = 0.0;
-        for d in 0..D {
-            let e = o[d] - c_off[d];
-            q += e * e;
-        }
-        r2 += m * q;
-        if let Some(v) = r.velocities {
-            let v = v.point(r.orig[z as usize] as usize);
-            let mut q = 0.0;
-            for d in 0..D {
-                let e = v[d].to_f64() - vm[d];
-                q += e * e;
-            }
-            v2 += m * q;
-        }
-    }
-    let centre: [f64; D] = std::array::from_fn(|d| {
-        let c = x0[d] + c_off[d];
-        match r.box_len {
-            Some(l) => {
-                let w = c.rem_euclid(l[d]);
-                if w >= l[d] { 0.0 } else { w }
-            }
-            None => c,
-        }
-    });
-    Row {
-        tag,
-        count: zs.len() as u64,
-        mass: m_tot,
-        centre,
-        radius: (r2 / m_tot).sqrt(),
-        vel: if r.velocities.is_some() { vm } else { [0.0; D] },
-        disp: (v2 / m_tot).sqrt(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn groups_rows_and_labels() {
-        // z-ordered points: groups {0, 1, 2} (root 0), {3, 4} (root 3), {5} (root 5).
-        let x = vec![0.9, 0.1, 0.2, 0.5, 0.6, 0.3];
-        let pos: [Vec<f64>; 3] = [x, vec![0.5; 6], vec![0.25; 6]];
-        let orig: Vec<u32> = vec![5, 4, 3, 2, 1, 0];
-        let roots: Vec<u32> = vec![0, 0, 0, 3, 3, 5];
-        let masses: Vec<f64> = vec![1.0, 2.0, 1.0, 1.0, 1.0, 3.0]; // input order
-        let ids: Vec<i64> = vec![60, 50, 40, 30, 20, 10];
-        for order in [CatalogueOrder::ZOrder, CatalogueOrder::Gadget] {
-            let r = Reduce {
-                pos: &pos,
-                orig: &orig,
-                roots: &roots,
-                box_len: Some([1.0; 3]),
-                velocities: None,
-                masses: Some(&masses),
-                particle_mass: 1.0,
-                ids: Some(&ids),
-                min_members: 2,
-                order,
-                members: true,
-            };
-            let mut labels = vec![0i64; 6];
-            let (cat, st) = reduce(&r, &DisjointSlice::new(&mut labels), &mut Timings::default());
-            assert_eq!(st.groups_total, 3);
-            assert_eq!(cat.len(), 2);
-            // Group {0, 1, 2}: inputs 5, 4, 3 (masses 3, 1, 1; ids 10, 20, 30).
-            assert_eq!(cat.tag[0], 10);
-            assert_eq!(cat.count[0], 3);
-            assert_eq!(cat.mass[0], 5.0);
-            // Offsets from x0 = 0.9 with the minimum image: 0, +0.2, +0.3.
-            let cx = (0.9 + (3.0 * 0.0 + 1.0 * (0.1 - 0.9 + 1.0) + 1.0 * (0.2 - 0.9 + 1.0)) / 5.0) % 1.0;
-            assert!((cat.centre[0][0] - cx).abs() < 1e-15);
-            assert_eq!(cat.members(0), &[3, 4, 5]);
-            assert_eq!(cat.tag[1], 40);
-            assert_eq!(cat.members(1), &[1, 2]);
-            assert_eq!(labels, vec![-1, 40, 40, 10, 10, 10]);
-        }
-    }
+    catalogue::reduce_group(zs.len(), member, r.box_len, r.velocities.is_some())
 }

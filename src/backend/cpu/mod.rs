@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::fof::catalogue::{Catalogue, CatalogueRequest, ReduceStats};
 use crate::geom::Real;
 use crate::geom::metric::Metric;
-use crate::input::{ParticleIds, PointSource, ScalarField};
+use crate::input::{ParticleIds, ScalarField, VectorField};
 use crate::pipeline::{KnnSinks, Lists, PointTypes, Prepared, Tree};
 
 pub(crate) use par::DisjointSlice;
@@ -32,7 +32,7 @@ impl Backend for Cpu {
     type Buf<T: Elem> = Vec<T>;
     type Out<'a, T: Elem> = DisjointSlice<'a, T>;
     type Scalar<'a> = &'a dyn ScalarField;
-    type Vectors<'a, T: Real, const D: usize> = &'a dyn PointSource<T, D>;
+    type Vectors<'a, const D: usize> = &'a dyn VectorField<D>;
     type Ids<'a> = &'a dyn ParticleIds;
     type Links = fof::Links;
 
@@ -149,7 +149,7 @@ impl Backend for Cpu {
         &self,
         zs: &Prepared<Self, T, D>,
         roots: &Vec<u32>,
-        req: &CatalogueRequest<'_, Self, T, D>,
+        req: &CatalogueRequest<'_, Self, D>,
         labels: &DisjointSlice<'_, i64>,
         timings: &mut Timings,
     ) -> Result<(Catalogue<D>, ReduceStats)> {

@@ -73,8 +73,9 @@ pub(super) struct Groups {
     pub home: Vec<u64>,
     /// Per local fragment: the group's label (tag, or -1 below `min_members`).
     pub label: Vec<i64>,
-    /// Global id of this rank's first fragment, and the fragment counts of all ranks.
-    pub frag_base: u64,
+    /// Per local fragment: whether its group spans other ranks' fragments.
+    pub on_edge: Vec<bool>,
+    /// The fragment counts of all ranks.
     pub frag_counts: Vec<u64>,
     /// Connected components over all ranks (singletons included).
     pub total: usize,
@@ -176,6 +177,7 @@ pub(super) fn resolve<T: Real, const D: usize>(comm: &Comm, frags: &Fragments, l
     let merged_away = (0..list.len() as u32).filter(|&i| uf.find(i) != i).count();
     // Only fragments on an edge change; the others are whole groups (home: themselves).
     let mut home: Vec<u64> = (0..n_frag as u64).map(|f| frag_base + f).collect();
+    let mut edge_flag = vec![false; n_frag];
     let on_edge: HashMap<u64, u32> = list.iter().enumerate().filter(|(_, f)| **f >= frag_base && **f < frag_base + n_frag as u64).map(|(i, &f)| (f, i as u32)).collect();
     for (&f, &i) in &on_edge {
         let lf = (f - frag_base) as usize;
@@ -183,8 +185,9 @@ pub(super) fn resolve<T: Real, const D: usize>(comm: &Comm, frags: &Fragments, l
         tag[lf] = set_tag[r];
         count[lf] = set_count[r];
         home[lf] = list[r];
+        edge_flag[lf] = true;
     }
     let label = (0..n_frag).map(|f| if count[f] >= min_members { tag[f] } else { -1 }).collect();
     let frag_total: u64 = frag_counts.iter().sum();
-    Ok(Groups { count, home, label, frag_base, frag_counts, total: frag_total as usize - merged_away, n_edges: edges.len() })
+    Ok(Groups { count, home, label, on_edge: edge_flag, frag_counts, total: frag_total as usize - merged_away, n_edges: edges.len() })
 }

@@ -24,7 +24,7 @@ pub(super) struct Local<T, const D: usize> {
     pub gidx: Vec<u64>,
     pub tag: Vec<i64>,
     pub mass: Vec<f64>,
-    pub vel: Vec<[T; D]>,
+    pub vel: Vec<[f64; D]>,
     /// Per ghost: its global input index.
     pub ghost_gidx: Vec<u64>,
 }
@@ -43,7 +43,7 @@ pub(super) fn exchange<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     decomp: &Decomp<D>,
     keys: &Keys,
     points: &P,
-    fields: &FofFields<'_, T, D>,
+    fields: &FofFields<'_, D>,
     l: f64,
     cs: &mut CommStats,
     timings: &mut Timings,
@@ -53,7 +53,7 @@ pub(super) fn exchange<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     let owners: Vec<u32> = on.ctx.pool.install(|| keys.keys.par_iter().map(|&k| decomp.owner(k) as u32).collect());
     let (has_vel, has_mass) = (fields.velocities.is_some(), fields.masses.is_some());
     let tsz = std::mem::size_of::<T>();
-    let own_rec = D * tsz + 16 + if has_mass { 8 } else { 0 } + if has_vel { D * tsz } else { 0 };
+    let own_rec = D * tsz + 16 + if has_mass { 8 } else { 0 } + if has_vel { D * 8 } else { 0 };
     let ghost_rec = D * tsz + 8;
     let exported = std::sync::atomic::AtomicUsize::new(0);
     let arr = timings.time("dist exchange", || {
@@ -71,7 +71,7 @@ pub(super) fn exchange<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
                     w.put(m.get(i));
                 }
                 if let Some(v) = fields.velocities {
-                    v.point(i).iter().for_each(|&c| w.real(c));
+                    v.get(i).iter().for_each(|&c| w.put(c));
                 }
             },
             ghost_rec,
@@ -112,7 +112,7 @@ pub(super) fn exchange<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
                 loc.mass.push(m.get(i));
             }
             if let Some(v) = fields.velocities {
-                loc.vel.push(v.point(i));
+                loc.vel.push(v.get(i));
             }
         }
         Arrival::Owned(rd) => {
@@ -125,7 +125,7 @@ pub(super) fn exchange<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
                 loc.mass.push(rd.get());
             }
             if has_vel {
-                loc.vel.push(std::array::from_fn(|_| rd.real::<T>()));
+                loc.vel.push(std::array::from_fn(|_| rd.get::<f64>()));
             }
         }
         Arrival::Ghost(rd) => {

@@ -39,7 +39,7 @@ pub struct DistFofStats {
     pub edges: usize,
 }
 
-fn param_words<T: Real, const D: usize>(domain: &Domain<D>, fields: &FofFields<'_, T, D>, params: &FofParams, scope: CatalogueScope) -> Vec<u64> {
+fn param_words<T: Real, const D: usize>(domain: &Domain<D>, fields: &FofFields<'_, D>, params: &FofParams, scope: CatalogueScope) -> Vec<u64> {
     let (ll_kind, ll) = match params.linking_length {
         LinkingLength::Absolute(x) => (0, x),
         LinkingLength::Relative(b) => (1, b),
@@ -68,7 +68,7 @@ pub(crate) fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     on: On<'_>,
     domain: &Domain<D>,
     points: &P,
-    fields: &FofFields<'_, T, D>,
+    fields: &FofFields<'_, D>,
     params: &FofParams,
     scope: CatalogueScope,
     labels: &mut [i64],
@@ -94,7 +94,7 @@ pub(crate) fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         };
         return Ok((cat, stats));
     }
-    agree_params(comm, "FoF", checks.map(|_| param_words(domain, fields, params, scope)))?;
+    agree_params(comm, "FoF", checks.map(|_| param_words::<T, D>(domain, fields, params, scope)))?;
     let mut timings = Timings::default();
     let mut cs = CommStats::default();
     let (quant, keys, _) = timings.time("dist keys", || agree_points(on, domain, points, None::<&P>, Ok(())))?;
