@@ -90,6 +90,9 @@ typedef enum ztree_status {
   // Another rank of the communicator reported an error in this collective call (its own
   // status and message say which); nothing was computed on any rank.
   ZTREE_ERR_REMOTE = 11,
+  // Memory ran out, or the call would need more than `ztree_config::memory_limit`
+  // (the message says how much); nothing was changed.
+  ZTREE_ERR_MEMORY = 12,
 } ztree_status;
 
 // The opaque handle: create once, reuse every time step, destroy at the end.
@@ -112,8 +115,13 @@ typedef struct ztree_config {
   // Regularisation: split nodes larger than this many times the volume of typical
   // dense nodes (20); 0 turns it off.
   double max_volume_factor;
-  // Mass of every particle when `ztree_particles::mass` is not given (1).
+  // Mass of every particle when `ztree_particles::mass` is not given (1): FoF halo
+  // masses and the kNN mass density.
   double particle_mass;
+  // Most bytes one call may allocate (scratch plus context-owned outputs, as
+  // `ztree_knn_bytes`/`ztree_fof_bytes` estimate them); a call that would need more
+  // returns `ZTREE_ERR_MEMORY` before allocating. 0 = no limit.
+  int64_t memory_limit;
 } ztree_config;
 
 // Statistics of the last call on a context.
@@ -161,43 +169,6 @@ typedef struct ztree_particles {
   // Particle ids (optional; i32, i64, u32 or u64): FoF halo tags are minimum ids.
   struct ztree_array ids;
 } ztree_particles;
-
-// Parameters of `ztree_knn`.
-typedef struct ztree_knn_params {
-  // Neighbours per query (>= 1; more than the sources pads rows with -1 / +inf).
-  int32_t k;
-  // Which outputs to compute: `ZTREE_KNN_*` bits.
-  uint32_t outputs;
-  // `ZTREE_ORDER_INPUT` or `ZTREE_ORDER_ZORDER` (rows in z-order; ask for
-  // `ZTREE_KNN_PERMUTATION` to learn which query each row is).
-  int32_t order;
-  // Per-source scalar (f32 or f64) averaged over the neighbours for
-  // `ZTREE_KNN_SCALAR_MEAN`.
-  struct ztree_array scalar;
-} ztree_knn_params;
-
-// Outputs of `ztree_knn`. For each output requested in `ztree_knn_params::outputs`:
-// pass a caller array of the right size, or NULL to have the context provide one (valid
-// until the next call on the context); on return the pointer says where the results are.
-// Outputs not requested are left alone.
-typedef struct ztree_knn_output {
-  // `n_queries * k` source indices (input order), nearest first; -1 pads.
-  int64_t *indices;
-  // `n_queries * k` distances, ascending; +inf pads.
-  double *distances;
-  // `n_queries` distances to the k-th neighbour (+inf when fewer than k sources).
-  double *kth_distance;
-  // `n_queries` densities: k (or the neighbours' mass) over the volume of the k-ball.
-  double *density;
-  // `n_queries` means of `ztree_knn_params::scalar` over the neighbours.
-  double *scalar_mean;
-  // `n_queries` input indices of the query in each row (with `ZTREE_ORDER_ZORDER`).
-  int64_t *permutation;
-  // Out: number of queries (rows).
-  int64_t n_queries;
-  // Out: queries with fewer than k neighbours.
-  int64_t padded_queries;
-} ztree_knn_output;
 
 // Parameters of `ztree_fof`. Give exactly one of `linking_length` (absolute) and `b`
 // (relative: b * (V/N)^(1/dims), periodic boxes only); the other must be 0.
@@ -249,6 +220,43 @@ typedef struct ztree_fof_output {
   int64_t n_groups_total;
 } ztree_fof_output;
 
+// Parameters of `ztree_knn`.
+typedef struct ztree_knn_params {
+  // Neighbours per query (>= 1; more than the sources pads rows with -1 / +inf).
+  int32_t k;
+  // Which outputs to compute: `ZTREE_KNN_*` bits.
+  uint32_t outputs;
+  // `ZTREE_ORDER_INPUT` or `ZTREE_ORDER_ZORDER` (rows in z-order; ask for
+  // `ZTREE_KNN_PERMUTATION` to learn which query each row is).
+  int32_t order;
+  // Per-source scalar (f32 or f64) averaged over the neighbours for
+  // `ZTREE_KNN_SCALAR_MEAN`.
+  struct ztree_array scalar;
+} ztree_knn_params;
+
+// Outputs of `ztree_knn`. For each output requested in `ztree_knn_params::outputs`:
+// pass a caller array of the right size, or NULL to have the context provide one (valid
+// until the next call on the context); on return the pointer says where the results are.
+// Outputs not requested are left alone.
+typedef struct ztree_knn_output {
+  // `n_queries * k` source indices (input order), nearest first; -1 pads.
+  int64_t *indices;
+  // `n_queries * k` distances, ascending; +inf pads.
+  double *distances;
+  // `n_queries` distances to the k-th neighbour (+inf when fewer than k sources).
+  double *kth_distance;
+  // `n_queries` densities: k (or the neighbours' mass) over the volume of the k-ball.
+  double *density;
+  // `n_queries` means of `ztree_knn_params::scalar` over the neighbours.
+  double *scalar_mean;
+  // `n_queries` input indices of the query in each row (with `ZTREE_ORDER_ZORDER`).
+  int64_t *permutation;
+  // Out: number of queries (rows).
+  int64_t n_queries;
+  // Out: queries with fewer than k neighbours.
+  int64_t padded_queries;
+} ztree_knn_output;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -291,20 +299,44 @@ const char *ztree_version(void);
 // Statistics of the last successful call on `ctx`.
 enum ztree_status ztree_get_stats(const struct ztree_context *ctx, struct ztree_stats *out);
 
+// Friends-of-friends halos of `particles`: per-particle halo tags and the catalogue. On
+// an MPI context every rank checks its arguments and then all agree, as in `ztree_knn`.
+enum ztree_status ztree_fof(struct ztree_context *ctx,
+                            const struct ztree_particles *particles,
+                            const struct ztree_fof_params *params,
+                            struct ztree_fof_output *out);
+
+// The bytes `ztree_fof` with these arguments would allocate on this rank (scratch, the
+// context-owned labels when `out->labels` is NULL, the catalogue at its largest and the
+// member lists): an upper estimate, the number `ztree_config::memory_limit` is compared
+// with. Checks the arguments like `ztree_fof`; computes nothing; not collective.
+enum ztree_status ztree_fof_bytes(struct ztree_context *ctx,
+                                  const struct ztree_particles *particles,
+                                  const struct ztree_fof_params *params,
+                                  const struct ztree_fof_output *out,
+                                  int64_t *bytes);
+
 // Finds `k` nearest neighbours of every query (or of every source when `queries` is
-// NULL: a self-query, where each particle is its own nearest neighbour). Array sizes:
-// see `ztree_knn_output`.
+// NULL: a self-query, where each particle is its own first neighbour, ahead of any
+// duplicate). Array sizes: see `ztree_knn_output`. On an MPI context every rank checks
+// its arguments and then all agree: a rejection on any rank makes every rank return in
+// this call (that rank with its own status, the others with `ZTREE_ERR_REMOTE`).
 enum ztree_status ztree_knn(struct ztree_context *ctx,
                             const struct ztree_particles *sources,
                             const struct ztree_particles *queries,
                             const struct ztree_knn_params *params,
                             struct ztree_knn_output *out);
 
-// Friends-of-friends halos of `particles`: per-particle halo tags and the catalogue.
-enum ztree_status ztree_fof(struct ztree_context *ctx,
-                            const struct ztree_particles *particles,
-                            const struct ztree_fof_params *params,
-                            struct ztree_fof_output *out);
+// The bytes `ztree_knn` with these arguments would allocate on this rank (scratch plus
+// the context-owned outputs for the output pointers that are NULL in `out`): an upper
+// estimate, the number `ztree_config::memory_limit` is compared with. Checks the
+// arguments like `ztree_knn`; computes and allocates nothing; not collective.
+enum ztree_status ztree_knn_bytes(struct ztree_context *ctx,
+                                  const struct ztree_particles *sources,
+                                  const struct ztree_particles *queries,
+                                  const struct ztree_knn_params *params,
+                                  const struct ztree_knn_output *out,
+                                  int64_t *bytes);
 
 #ifdef __cplusplus
 }  // extern "C"

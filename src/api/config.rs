@@ -5,7 +5,8 @@ use crate::error::{Error, Result};
 /// Configuration of a [`Context`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Config {
-    /// Worker threads; 0 = one per available core.
+    /// Worker threads; 0 = `OMP_NUM_THREADS` when set, else the cores this process is
+    /// bound to.
     pub threads: usize,
     /// Shape of the plane hierarchy.
     pub tree: TreeParams,

@@ -143,9 +143,10 @@ pub(crate) trait Backend: Sync + Sized {
         sinks: &KnnSinks<'_, Self, T>,
     ) -> Result<u64>;
     /// For each of `queries` (with squared search radii `r2`), its sources within the
-    /// radius, at most `k`, by (distance², source index): rows of `k` source z-indices
-    /// (-1 pads) and squared distances (+inf pads). Answers queries against a tree that
-    /// is already built (MPI: queries shipped from other ranks).
+    /// radius, at most `k`, by (distance², source index) — with `first[q]`, when given,
+    /// ranked first among equal distances (a point is its own first neighbour): rows of
+    /// `k` source input indices (-1 pads) and squared distances (+inf pads). Answers
+    /// queries against a tree that is already built (MPI: shipped and boundary queries).
     #[allow(clippy::type_complexity)]
     #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     fn knn_ball_query<T: Real, const D: usize, M: Metric<T, D>>(
@@ -154,6 +155,7 @@ pub(crate) trait Backend: Sync + Sized {
         zs: &Prepared<Self, T, D>,
         queries: &[[T; D]],
         r2: &[T],
+        first: Option<&[u32]>,
         k: usize,
     ) -> Result<(Vec<i64>, Vec<T>)>;
 

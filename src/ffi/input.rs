@@ -165,3 +165,111 @@ impl ParticleIds for Strided {
         (0..self.len).find(|&i| self.read::<u64>(i) > i64::MAX as u64)
     }
 }
+
+/// An optional array's presence for the agreement: with no particles, either is fine.
+pub(crate) fn presence<A>(a: &Option<A>, n: usize) -> Option<bool> {
+    (n > 0).then_some(a.is_some())
+}
+
+/// Every particle has the same mass (`ztree_config::particle_mass`).
+pub(crate) struct Constant {
+    pub value: f64,
+    pub len: usize,
+}
+
+impl ScalarField for Constant {
+    fn len(&self) -> usize {
+        self.len
+    }
+    #[inline(always)]
+    fn get(&self, _: usize) -> f64 {
+        self.value
+    }
+}
+
+pub(crate) fn null(what: &str) -> Fail {
+    fail(ztree_status::ZTREE_ERR_NULL_POINTER, format!("{what} is NULL"))
+}
+
+/// The particle count, after checking the memory space.
+pub(crate) fn count_of(p: &ztree_particles, what: &str) -> Result<usize, Fail> {
+    use ztree_status::*;
+    if p.memory == ZTREE_MEMORY_CUDA_DEVICE {
+        return Err(fail(ZTREE_ERR_UNSUPPORTED, format!("{what}: CUDA device arrays need the CUDA back end, which this build does not have; pass host arrays")));
+    }
+    if p.memory != ZTREE_MEMORY_HOST {
+        return Err(fail(ZTREE_ERR_INVALID_ARGUMENT, format!("{what}: unknown memory space {}", p.memory)));
+    }
+    if p.count < 0 {
+        return Err(fail(ZTREE_ERR_SIZE, format!("{what}: negative count {}", p.count)));
+    }
+    usize::try_from(p.count).map_err(|_| fail(ZTREE_ERR_SIZE, format!("{what}: count {} too large", p.count)))
+}
+
+/// The positions' element type (all dimensions alike).
+pub(crate) fn pos_dtype(p: &ztree_particles, dims: usize, what: &str) -> Result<i32, Fail> {
+    let t = p.pos[0].dtype;
+    if t != ZTREE_DTYPE_F32 && t != ZTREE_DTYPE_F64 {
+        return Err(fail(ztree_status::ZTREE_ERR_DTYPE, format!("{what}: positions must be f32 or f64 (pos[0].dtype = {t})")));
+    }
+    for d in 1..dims {
+        if p.pos[d].dtype != t {
+            return Err(fail(
+                ztree_status::ZTREE_ERR_DTYPE,
+                format!("{what}: pos[{d}] has element type {} but pos[0] has {t}; all coordinates must share one type", p.pos[d].dtype),
+            ));
+        }
+    }
+    Ok(t)
+}
+
+pub(crate) fn dtype_of<T: Real>() -> i32 {
+    if T::NAME == "f32" { ZTREE_DTYPE_F32 } else { ZTREE_DTYPE_F64 }
+}
+
+/// The checked position arrays of `n` particles.
+pub(crate) fn positions<T: Real, const D: usize>(p: &ztree_particles, n: usize, what: &str) -> Result<StridedPoints<T, D>, Fail> {
+    let mut arrays = [Strided::empty(dtype_of::<T>()); D];
+    for (d, a) in arrays.iter_mut().enumerate() {
+        // Absent only when there are no particles.
+        if let Some(s) = Strided::new(&p.pos[d], n, &format!("{what}.pos[{d}]"), &[dtype_of::<T>()], true)? {
+            *a = s;
+        }
+    }
+    Ok(StridedPoints::new(arrays))
+}
+
+/// Optional vectors (velocities): f32 or f64 whatever the positions' type, one type for
+/// all components; present when `v[0].data` is set. With no particles nothing is read and
+/// any pointers are accepted, as for positions (the call's other ranks decide).
+pub(crate) fn vectors<const D: usize>(v: &[ztree_array; 3], n: usize, what: &str) -> Result<Option<StridedVectors<D>>, Fail> {
+    if v[0].data.is_null() || n == 0 {
+        return Ok(None);
+    }
+    let mut arrays = [Strided::empty(v[0].dtype); D];
+    for (d, a) in arrays.iter_mut().enumerate() {
+        let s = Strided::new(&v[d], n, &format!("{what}[{d}]"), &[ZTREE_DTYPE_F32, ZTREE_DTYPE_F64], true)?.ok_or_else(|| null(what))?;
+        if s.dtype() != v[0].dtype {
+            return Err(fail(
+                ztree_status::ZTREE_ERR_DTYPE,
+                format!("{what}[{d}] has element type {} but {what}[0] has {}; all components must share one type", s.dtype(), v[0].dtype),
+            ));
+        }
+        *a = s;
+    }
+    Ok(Some(StridedVectors(arrays)))
+}
+
+pub(crate) fn domain<const D: usize>(c: &ztree_config) -> crate::input::Domain<D> {
+    use crate::input::Domain;
+    if c.periodic == 1 { Domain::Periodic(std::array::from_fn(|d| c.box_size[d])) } else { Domain::Open }
+}
+
+/// The configuration every rank must share, as agreement words.
+pub(crate) fn config_words(c: &ztree_config) -> Vec<u64> {
+    let mut w = vec![c.dims as u64, c.periodic as u64, c.particle_mass.to_bits()];
+    if c.periodic == 1 {
+        w.extend(c.box_size[..c.dims.clamp(0, 3) as usize].iter().map(|x| x.to_bits()));
+    }
+    w
+}

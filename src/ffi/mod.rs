@@ -6,8 +6,10 @@
 #![allow(non_camel_case_types)]
 #![allow(clippy::missing_safety_doc)]
 
-mod calls;
+mod fof;
 mod input;
+mod knn;
+mod out;
 pub mod types;
 #[allow(dead_code)] // read by cbindgen (the header's ZTREE_VERSION_* macros)
 pub mod version;
@@ -43,6 +45,7 @@ impl From<Error> for Fail {
             Error::ThreadPool(_) => ZTREE_ERR_INTERNAL,
             Error::Mpi(_) => ZTREE_ERR_MPI,
             Error::RemoteRank { .. } => ZTREE_ERR_REMOTE,
+            Error::OutOfMemory { .. } => ZTREE_ERR_MEMORY,
             _ => ZTREE_ERR_INVALID_ARGUMENT,
         };
         fail(status, e.to_string())
@@ -54,10 +57,9 @@ pub struct ztree_context {
     pub(crate) core: Context,
     pub(crate) config: ztree_config,
     /// The duplicate of the communicator given to `ztree_create_mpi` (None: serial).
-    #[cfg(feature = "mpi")]
-    pub(crate) comm: Option<crate::mpi::Comm>,
+    pub(crate) comm: out::CommSlot,
     pub(crate) last_error: CString,
-    pub(crate) buffers: calls::Buffers,
+    pub(crate) buffers: out::Buffers,
     pub(crate) stats: ztree_stats,
 }
 
@@ -125,6 +127,7 @@ pub extern "C" fn ztree_config_default(cfg: *mut ztree_config) -> ztree_status {
             super_group: t.super_group as i32,
             max_volume_factor: t.max_volume_factor,
             particle_mass: 1.0,
+            memory_limit: 0,
         };
         // SAFETY: checked non-null; the caller provides a writable ztree_config.
         unsafe { cfg.write(c) };
@@ -147,6 +150,9 @@ fn check_config(c: &ztree_config) -> Result<Config, Fail> {
                 return bad(format!("config.box_size[{d}] must be finite and > 0 for a periodic box (got {l})"));
             }
         }
+    }
+    if c.memory_limit < 0 {
+        return bad(format!("config.memory_limit must be >= 0 bytes (0 = no limit; got {})", c.memory_limit));
     }
     if c.threads < 0 {
         return bad(format!("config.threads must be >= 0 (got {})", c.threads));
@@ -172,28 +178,31 @@ fn create(cfg: *const ztree_config, comm_f: Option<i32>, out: *mut *mut ztree_co
     }
     // SAFETY: checked non-null.
     unsafe { out.write(std::ptr::null_mut()) };
-    if cfg.is_null() {
-        return Err(fail(ztree_status::ZTREE_ERR_NULL_POINTER, "ztree_create: cfg is NULL (fill one with ztree_config_default)"));
-    }
-    // SAFETY: checked non-null; a ztree_config is plain data.
-    let c = unsafe { cfg.read() };
-    let config = check_config(&c)?;
-    let core = Context::new(config)?;
+    // The communicator first, so that a bad configuration on one rank is an error on all.
     #[cfg(feature = "mpi")]
     let comm = comm_f.map(crate::mpi::Comm::from_fortran).transpose()?;
     #[cfg(not(feature = "mpi"))]
-    if comm_f.is_some() {
-        return Err(fail(ztree_status::ZTREE_ERR_UNSUPPORTED, "ztree_create_mpi: this build of ztree has no MPI support (cargo feature `mpi`)"));
-    }
-    let ctx = Box::new(ztree_context {
-        core,
-        config: c,
-        #[cfg(feature = "mpi")]
-        comm,
-        last_error: CString::default(),
-        buffers: calls::Buffers::default(),
-        stats: calls::empty_stats(),
-    });
+    let comm: out::CommSlot = match comm_f {
+        Some(_) => return Err(fail(ztree_status::ZTREE_ERR_UNSUPPORTED, "ztree_create_mpi: this build of ztree has no MPI support (cargo feature `mpi`)")),
+        None => None,
+    };
+    let local = (|| {
+        if cfg.is_null() {
+            return Err(fail(ztree_status::ZTREE_ERR_NULL_POINTER, "ztree_create: cfg is NULL (fill one with ztree_config_default)"));
+        }
+        // SAFETY: checked non-null; a ztree_config is plain data.
+        let c = unsafe { cfg.read() };
+        let core = Context::new(check_config(&c)?)?;
+        Ok((c, core))
+    })();
+    let (local, proposal) = match local {
+        Ok((c, core)) => (Some((c, core)), Ok(out::Proposal { words: input::config_words(&c), optional: Vec::new() })),
+        Err(e) => (None, Err(e)),
+    };
+    // Every rank's configuration valid and the shared part (dimensions, box) the same.
+    out::agree_args(&comm, "ztree_create_mpi", proposal)?;
+    let (c, core) = local.ok_or_else(|| fail(ztree_status::ZTREE_ERR_INTERNAL, "ztree_create: agreed without a configuration"))?;
+    let ctx = Box::new(ztree_context { core, config: c, comm, last_error: CString::default(), buffers: out::Buffers::default(), stats: out::empty_stats() });
     // SAFETY: checked non-null.
     unsafe { out.write(Box::into_raw(ctx)) };
     Ok(())
@@ -265,6 +274,7 @@ pub extern "C" fn ztree_status_string(s: ztree_status) -> *const c_char {
         ztree_status::ZTREE_ERR_INTERNAL => c"internal error",
         ztree_status::ZTREE_ERR_MPI => c"MPI error",
         ztree_status::ZTREE_ERR_REMOTE => c"another rank reported an error",
+        ztree_status::ZTREE_ERR_MEMORY => c"out of memory or over the memory limit",
     };
     m.as_ptr()
 }

@@ -62,6 +62,9 @@ pub enum ztree_status {
     /// Another rank of the communicator reported an error in this collective call (its own
     /// status and message say which); nothing was computed on any rank.
     ZTREE_ERR_REMOTE = 11,
+    /// Memory ran out, or the call would need more than `ztree_config::memory_limit`
+    /// (the message says how much); nothing was changed.
+    ZTREE_ERR_MEMORY = 12,
 }
 
 /// A strided array of `count` elements, read in place and never written:
@@ -114,8 +117,13 @@ pub struct ztree_config {
     /// Regularisation: split nodes larger than this many times the volume of typical
     /// dense nodes (20); 0 turns it off.
     pub max_volume_factor: f64,
-    /// Mass of every particle when `ztree_particles::mass` is not given (1).
+    /// Mass of every particle when `ztree_particles::mass` is not given (1): FoF halo
+    /// masses and the kNN mass density.
     pub particle_mass: f64,
+    /// Most bytes one call may allocate (scratch plus context-owned outputs, as
+    /// `ztree_knn_bytes`/`ztree_fof_bytes` estimate them); a call that would need more
+    /// returns `ZTREE_ERR_MEMORY` before allocating. 0 = no limit.
+    pub memory_limit: i64,
 }
 
 /// Parameters of `ztree_knn`.

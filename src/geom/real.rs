@@ -26,6 +26,9 @@ pub trait Real:
     const INFINITY: Self;
     const NEG_INFINITY: Self;
     const NAME: &'static str;
+    /// Largest coordinate magnitude (and periodic box length) accepted: squared distances
+    /// of points this far apart, summed over three dimensions, stay finite in `Self`.
+    const MAX_COORD: f64;
     fn to_f64(self) -> f64;
     /// Rounds to nearest.
     fn from_f64(v: f64) -> Self;
@@ -46,9 +49,10 @@ mod sealed {
 }
 
 macro_rules! impl_real {
-    ($t:ty, $name:expr) => {
+    ($t:ty, $name:expr, $max_coord:expr) => {
         impl Real for $t {
             const ZERO: Self = 0.0;
+            const MAX_COORD: f64 = $max_coord;
             const INFINITY: Self = <$t>::INFINITY;
             const NEG_INFINITY: Self = <$t>::NEG_INFINITY;
             const NAME: &'static str = $name;
@@ -87,8 +91,9 @@ macro_rules! impl_real {
         }
     };
 }
-impl_real!(f32, "f32");
-impl_real!(f64, "f64");
+// (2 * MAX_COORD)^2 * 3 < MAX: 1.2e37 < 3.4e38 (f32), 1.2e301 < 1.8e308 (f64).
+impl_real!(f32, "f32", 1e18);
+impl_real!(f64, "f64", 1e150);
 
 /// `max` that is cheap and branch-free for non-NaN values (ztree rejects NaN at ingest).
 #[inline(always)]

@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use super::{ParticleIds, ScalarField, VectorField};
+use super::{Domain, ParticleIds, ScalarField, VectorField};
 use crate::error::{Error, Result, check_len};
 use crate::geom::Real;
 
@@ -22,9 +22,24 @@ pub(crate) fn check_point<T: Real, const D: usize>(p: &[T; D], i: usize, what: &
         {
             return Err(Error::OutsideBox { what, index: i, dim: d, value: v, length: l[d] });
         }
+        if v.abs() > T::MAX_COORD {
+            return Err(Error::TooLarge { what, index: i, dim: d, value: v, limit: T::MAX_COORD, elem: T::NAME });
+        }
         q[d] = v;
     }
     Ok(q)
+}
+
+/// The domain is valid and its box lengths are small enough for `T` (see
+/// `Real::MAX_COORD`).
+pub(crate) fn check_domain<T: Real, const D: usize>(domain: &Domain<D>) -> Result<()> {
+    domain.validate()?;
+    if let Some(l) = domain.box_lengths()
+        && let Some(dim) = (0..D).find(|&d| l[d] > T::MAX_COORD)
+    {
+        return Err(Error::BoxTooLarge { dim, length: l[dim], limit: T::MAX_COORD, elem: T::NAME });
+    }
+    Ok(())
 }
 
 /// A per-particle scalar of `n` entries, all finite.

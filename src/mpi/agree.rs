@@ -40,3 +40,19 @@ pub(crate) fn domain_words<const D: usize>(domain: &Domain<D>) -> Vec<u64> {
     }
     w
 }
+
+/// Agrees on optional fields given on some ranks: `Some(present)` from a rank that has
+/// particles, `None` (either is fine) from one that has none. Every rank learns whether
+/// each field is present; `Mpi` error when ranks with particles disagree. Collective.
+pub(crate) fn agree_presence(comm: &Comm, what: &str, flags: &[Option<bool>]) -> Result<Vec<bool>> {
+    let mut v: Vec<u64> = flags.iter().map(|f| (*f == Some(true)) as u64).collect();
+    v.extend(flags.iter().map(|f| (*f == Some(false)) as u64));
+    let m = comm.max_u64(&v);
+    let (yes, no) = m.split_at(flags.len());
+    if yes.iter().zip(no).any(|(y, n)| *y == 1 && *n == 1) {
+        return Err(Error::Mpi(format!(
+            "the ranks disagree on which optional arrays (masses, velocities, ids) this {what} call has: give them on every rank that has particles"
+        )));
+    }
+    Ok(yes.iter().map(|&y| y == 1).collect())
+}

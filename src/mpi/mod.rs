@@ -22,6 +22,7 @@
 //! order, whatever the number of ranks.
 
 mod agree;
+pub(crate) use agree::{agree_params, agree_presence};
 pub(crate) mod comm;
 mod decomp;
 pub(crate) mod fof;

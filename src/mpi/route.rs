@@ -34,7 +34,7 @@ where
     Q: PointSource<T, D> + ?Sized,
 {
     let comm = on.comm;
-    let local = checks.and_then(|_| domain.validate()).and_then(|_| {
+    let local = checks.and_then(|_| crate::input::validate::check_domain::<T, D>(domain)).and_then(|_| {
         on.ctx.pool.install(|| {
             let mut b = Cpu.scan(sources, "sources", domain)?;
             if let Some(q) = queries {

@@ -60,7 +60,7 @@ where
     Q: ?Sized,
     B: Ingest<S, T, D> + Ingest<Q, T, D>,
 {
-    domain.validate()?;
+    crate::input::validate::check_domain::<T, D>(domain)?;
     let (ns, nq) = (len_of(b, sources), queries.map_or(0, |q| len_of(b, q)));
     let n = ns + nq;
     if n > MAX_POINTS {

@@ -149,19 +149,24 @@ pub fn dist2<T: Real, const D: usize>(a: &[T; D], b: &[T; D], box_len: Option<[f
 }
 
 /// Brute-force kNN: for each query, (input index, distance) of the k nearest sources,
-/// ties by smaller index, padded with (-1, inf).
-pub fn brute_knn<T: Real, const D: usize>(src: &[[T; D]], qry: &[[T; D]], k: usize, box_len: Option<[f64; D]>) -> (Vec<i64>, Vec<T>) {
+/// ties by smaller index, padded with (-1, inf). With `qry = None` (a self-query) each
+/// point is its own first neighbour, ahead of any duplicate.
+pub fn brute_knn<T: Real, const D: usize>(src: &[[T; D]], qry: Option<&[[T; D]]>, k: usize, box_len: Option<[f64; D]>) -> (Vec<i64>, Vec<T>) {
+    let self_query = qry.is_none();
+    let qry = qry.unwrap_or(src);
     let mut idx = Vec::with_capacity(qry.len() * k);
     let mut dist = Vec::with_capacity(qry.len() * k);
     let mut all: Vec<(T, usize)> = Vec::with_capacity(src.len());
-    for q in qry {
+    for (qi, q) in qry.iter().enumerate() {
         all.clear();
         all.extend(src.iter().enumerate().map(|(i, s)| (dist2(q, s, box_len), i)));
+        let me = if self_query { qi } else { usize::MAX };
+        let by = |a: &(T, usize), b: &(T, usize)| a.0.partial_cmp(&b.0).unwrap().then((a.1 != me).cmp(&(b.1 != me))).then(a.1.cmp(&b.1));
         let kk = k.min(all.len());
         if kk > 0 && kk < all.len() {
-            all.select_nth_unstable_by(kk - 1, |a, b| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)));
+            all.select_nth_unstable_by(kk - 1, by);
         }
-        all[..kk].sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)));
+        all[..kk].sort_by(by);
         for j in 0..k {
             if j < kk {
                 idx.push(all[j].1 as i64);

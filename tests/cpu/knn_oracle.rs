@@ -16,7 +16,7 @@ fn check<T: Real, const D: usize>(c: &Context, src: &[[T; D]], qry: Option<&[[T;
     let src_v = src.to_vec();
     let qry_v = qry.map(|q| q.to_vec());
     let res = c.knn_lists(&domain, &src_v, qry_v.as_ref(), k).unwrap_or_else(|e| panic!("{label}: {e}"));
-    let (ei, ed) = brute_knn(src, qry.unwrap_or(src), k, periodic);
+    let (ei, ed) = brute_knn(src, qry, k, periodic);
     let nq = qry.map_or(src.len(), |q| q.len());
     for q in 0..nq {
         let r = q * k..(q + 1) * k;
@@ -112,6 +112,25 @@ fn knn_bigger_random_sets_both_boundaries() {
             // Check a subset of queries against brute force to keep the oracle cheap.
             let qry: Vec<[f64; 3]> = pts.iter().step_by(37).copied().collect();
             check(&c, &pts, Some(&qry), 16, periodic, &format!("{shape:?} 20k seed {seed}"));
+        }
+    }
+}
+
+/// A point is its own first neighbour in a self-query, ahead of exact duplicates with a
+/// smaller index, even when there are more duplicates than k; then ties by smaller index.
+#[test]
+fn self_comes_first_among_duplicates() {
+    let c = ctx(2, 4);
+    let mut pts: Vec<[f64; 3]> = vec![[0.5, 0.5, 0.5]; 40];
+    pts.extend((0..200).map(|i| [(i as f64 * 0.618).fract(), (i as f64 * 0.414).fract(), (i as f64 * 0.732).fract()]));
+    for k in [1usize, 3, 64] {
+        let r = c.knn_lists(&Domain::Open, &pts, None, k).unwrap();
+        for q in 0..pts.len() {
+            assert_eq!(r.indices[q * k], q as i64, "k={k}: point {q} is not its own first neighbour");
+        }
+        // Point 39 (a duplicate) with k = 3: itself, then the smallest other indices.
+        if k == 3 {
+            assert_eq!(&r.indices[39 * 3..40 * 3], &[39, 0, 1]);
         }
     }
 }

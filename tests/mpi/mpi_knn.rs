@@ -46,7 +46,9 @@ fn run_case<T: Real, const D: usize>(dist: &Dist, reference: &Context, global: &
     let mut bad = 0;
     for q in 0..nm {
         let g = lo + q;
-        let same = di[q * k..(q + 1) * k] == ri[g * k..(g + 1) * k]
+        // Self first, duplicates included (the serial rule, checked on its own too).
+        let same = di[q * k] == g as i64
+            && di[q * k..(q + 1) * k] == ri[g * k..(g + 1) * k]
             && dd[q * k..(q + 1) * k].iter().zip(&rd[g * k..(g + 1) * k]).all(|(a, b)| a.to_f64().to_bits() == b.to_f64().to_bits())
             && dk[q].to_f64().to_bits() == rk[g].to_f64().to_bits()
             && ddens[q].to_bits() == rdens[g].to_bits()

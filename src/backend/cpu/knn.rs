@@ -15,7 +15,10 @@ use crate::pipeline::{KnnSinks, Lists, Prepared, Tree};
 /// What the kNN passes of one call share.
 pub(super) struct KnnJob<'a, T: Real, const D: usize> {
     pub zs: &'a Prepared<Cpu, T, D>,
+    /// Neighbours per row, and how many are selected: `kk = min(k, sources)` (rows are
+    /// padded beyond it, so k beyond the sources costs no more than k = sources).
     pub k: usize,
+    pub kk: usize,
     /// Source masses and scalar in z-order, when the reductions need them.
     pub masses: Option<&'a [f64]>,
     pub scalar: Option<&'a [f64]>,
@@ -37,7 +40,7 @@ pub(super) fn node_pass<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, tr
 
 pub(super) fn leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, job: &KnnJob<'_, T, D>, lists: &Lists<Cpu>, sinks: &KnnSinks<'_, Cpu, T>) -> u64 {
     let tree = &job.zs.tree;
-    let t = KnnNodeTest { k: job.k };
+    let t = KnnNodeTest { k: job.kk };
     walk_leaves(tree, lists, Scratch::<T, D>::new, |a, cands: &Candidates<'_>, s| {
         let r2 = t.select(metric, tree, a, cands, s);
         let est = job.estimate_r2(tree, a, r2);
@@ -124,7 +127,7 @@ impl KnnNodeTest {
 /// opens every node whose box lies within the radius (box bounds never exceed a point
 /// distance, so nothing within the radius is missed).
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub(super) fn ball_query<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, zs: &Prepared<Cpu, T, D>, queries: &[[T; D]], r2: &[T], k: usize) -> (Vec<i64>, Vec<T>) {
+pub(super) fn ball_query<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, zs: &Prepared<Cpu, T, D>, queries: &[[T; D]], r2: &[T], first: Option<&[u32]>, k: usize) -> (Vec<i64>, Vec<T>) {
     use rayon::prelude::*;
     let tree = &zs.tree;
     let top = tree.super_plane();
@@ -159,7 +162,8 @@ pub(super) fn ball_query<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, z
                     }
                 }
             }
-            let by = |a: &(T, u32), b: &(T, u32)| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1));
+            let own = first.map_or(u32::MAX, |f| f[q]);
+            let by = |a: &(T, u32), b: &(T, u32)| a.0.partial_cmp(&b.0).unwrap().then((a.1 != own).cmp(&(b.1 != own))).then(a.1.cmp(&b.1));
             if cand.len() > k {
                 cand.select_nth_unstable_by(k - 1, by);
                 cand.truncate(k);

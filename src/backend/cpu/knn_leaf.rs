@@ -60,11 +60,23 @@ impl<T: Real, const D: usize> Scratch<T, D> {
     }
 }
 
-/// A neighbour candidate as one integer whose order is (distance², input index):
-/// distance² bits (non-negative floats order like their bits), input index, z-index.
+/// A neighbour candidate as one integer whose order is (distance², rank, z-index):
+/// distance² bits (non-negative floats order like their bits), then the rank among equal
+/// distances — 0 for the query itself in a self-query (a point is its own first
+/// neighbour, duplicates included), else input index + 1 (ties by smaller index) — then
+/// the z-index.
 #[inline(always)]
-fn cand_key<T: Real>(d2: T, orig: u32, z: u32) -> u128 {
-    (d2.key_bits() as u128) << 64 | (orig as u128) << 32 | z as u128
+fn cand_key<T: Real>(d2: T, rank: u32, z: u32) -> u128 {
+    (d2.key_bits() as u128) << 64 | (rank as u128) << 32 | z as u128
+}
+
+/// The source input index of a candidate key (`query` for the self rank 0).
+#[inline(always)]
+fn cand_index(key: u128, query: usize) -> i64 {
+    match (key >> 32) as u32 {
+        0 => query as i64,
+        r => (r - 1) as i64,
+    }
 }
 
 #[inline(always)]
@@ -113,7 +125,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         let vol: f64 = (0..D).map(|d| (hi[d] - lo[d]).to_f64()).product();
         let unit_ball = if D == 2 { std::f64::consts::PI } else { 4.0 / 3.0 * std::f64::consts::PI };
         // Radius holding about ESTIMATE_FACTOR * k sources at the leaf's density.
-        let r = (ESTIMATE_FACTOR * self.k as f64 * vol / (cnt * unit_ball)).powf(1.0 / D as f64);
+        let r = (ESTIMATE_FACTOR * self.kk as f64 * vol / (cnt * unit_ball)).powf(1.0 / D as f64);
         let e = T::from_f64(r * r);
         if e.is_finite() && e > T::ZERO && e < r2 { e } else { r2 }
     }
@@ -124,7 +136,9 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         let zs = self.zs;
         let tree = &zs.tree;
         let (qpos, qorig) = zs.queries();
-        let k = self.k;
+        // Selection size: at most the number of sources (rows are padded beyond it).
+        let k = self.kk;
+        let self_query = zs.qry.is_none();
         let q0 = tree.qry_start[a] as usize;
         let qn = tree.qry_count[a] as usize;
         let (knear, nk) = (s.knear, s.kstart.len());
@@ -146,7 +160,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 Some(b) if b < est => b,
                 _ => est,
             };
-            self.gather_candidates(metric, &qp, thr, knear, s);
+            self.gather_candidates(metric, &qp, thr, knear, if self_query { q } else { usize::MAX }, s);
             if s.ncand < k && thr < r2 {
                 point_box_distances(metric, &qp, &s.klo, &s.khi, knear, &mut s.pb[knear..nk]);
             }
@@ -157,7 +171,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                     _ if thr * four > thr && thr * four < r2 => thr * four,
                     _ => r2, // ends the loop (also when thr is 0)
                 };
-                self.gather_candidates(metric, &qp, thr, nk, s);
+                self.gather_candidates(metric, &qp, thr, nk, if self_query { q } else { usize::MAX }, s);
             }
             let m = s.ncand.min(k);
             if s.ncand <= 2 * k {
@@ -175,9 +189,10 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
     /// the buffer short by cutting to the best k and tightening the threshold whenever it
     /// grows large. Which sources end up in the best k does not depend on the visiting order.
     #[inline]
-    /// Only the first `nk` kept leaves are visited.
-    fn gather_candidates<M: Metric<T, D>>(&self, metric: &M, qp: &[T; D], thr: T, nk: usize, s: &mut Scratch<T, D>) {
-        let k = self.k;
+    /// Only the first `nk` kept leaves are visited; `self_z` is the query's own z-index in a
+    /// self-query (else usize::MAX).
+    fn gather_candidates<M: Metric<T, D>>(&self, metric: &M, qp: &[T; D], thr: T, nk: usize, self_z: usize, s: &mut Scratch<T, D>) {
+        let k = self.kk;
         let sorig = &self.zs.src_orig;
         let spos = &self.zs.src_pos;
         let mut thr = thr;
@@ -214,7 +229,8 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             }
             for (slot, &jj) in s.cand[n..n + w].iter_mut().zip(&s.hits[..w]) {
                 let z = s0 + jj as usize;
-                *slot = cand_key(d2s[jj as usize], sorig[z], z as u32);
+                let rank = if z == self_z { 0 } else { sorig[z] + 1 };
+                *slot = cand_key(d2s[jj as usize], rank, z as u32);
             }
             n += w;
             if n >= compact_at {
@@ -236,7 +252,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             if let Some(p) = &sinks.indices {
                 let out = p.slice_mut(row * k, k);
                 for j in 0..k {
-                    out[j] = if j < m { (s.cand[j] >> 32) as u32 as i64 } else { -1 };
+                    out[j] = if j < m { cand_index(s.cand[j], orig) } else { -1 };
                 }
             }
             if let Some(p) = &sinks.distances {

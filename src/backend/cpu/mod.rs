@@ -116,12 +116,12 @@ impl Backend for Cpu {
         lists: &Lists<Self>,
         sinks: &KnnSinks<'_, Self, T>,
     ) -> Result<u64> {
-        let job = knn::KnnJob { zs, k, masses: masses.map(|m| &m[..]), scalar: scalar.map(|s| &s[..]) };
+        let job = knn::KnnJob { zs, k, kk: k.min(zs.n_sources()), masses: masses.map(|m| &m[..]), scalar: scalar.map(|s| &s[..]) };
         Ok(knn::leaf_pass(metric, &job, lists, sinks))
     }
 
-    fn knn_ball_query<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, queries: &[[T; D]], r2: &[T], k: usize) -> Result<(Vec<i64>, Vec<T>)> {
-        Ok(knn::ball_query(metric, zs, queries, r2, k))
+    fn knn_ball_query<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, queries: &[[T; D]], r2: &[T], first: Option<&[u32]>, k: usize) -> Result<(Vec<i64>, Vec<T>)> {
+        Ok(knn::ball_query(metric, zs, queries, r2, first, k))
     }
 
     fn fof_begin<T: Real, const D: usize>(&self, zs: &Prepared<Self, T, D>) -> Result<fof::Links> {

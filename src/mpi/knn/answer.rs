@@ -12,11 +12,12 @@ use crate::input::Domain;
 use crate::pipeline::Prepared;
 
 /// For each query of `qs` (with squared radii `r2`), this rank's sources within the
-/// radius, at most `k`: rows of `k` local source indices (-1 pads) and squared distances.
-pub(super) fn ball<T: Real, const D: usize>(pool: &rayon::ThreadPool, domain: &Domain<D>, zs: &Prepared<Cpu, T, D>, qs: &[[T; D]], r2: &[T], k: usize) -> (Vec<i64>, Vec<T>) {
+/// radius, at most `k` (`first[q]` ranked first among equal distances): rows of `k`
+/// local source indices (-1 pads) and squared distances.
+pub(super) fn ball<T: Real, const D: usize>(pool: &rayon::ThreadPool, domain: &Domain<D>, zs: &Prepared<Cpu, T, D>, qs: &[[T; D]], r2: &[T], first: Option<&[u32]>, k: usize) -> (Vec<i64>, Vec<T>) {
     let r = pool.install(|| match domain {
-        Domain::Open => Cpu.knn_ball_query(&Open, zs, qs, r2, k),
-        Domain::Periodic(l) => Cpu.knn_ball_query(&Periodic::<T, D>::new(l), zs, qs, r2, k),
+        Domain::Open => Cpu.knn_ball_query(&Open, zs, qs, r2, first, k),
+        Domain::Periodic(l) => Cpu.knn_ball_query(&Periodic::<T, D>::new(l), zs, qs, r2, first, k),
     });
     r.expect("the CPU ball query cannot fail")
 }
@@ -34,7 +35,7 @@ pub(super) fn answer<T: Real, const D: usize>(
 ) -> Outbox {
     let kr = k.min(own.pos.len());
     let (idx, d2) = match zs {
-        Some(zs) if kr > 0 && !rq.pos.is_empty() => ball(pool, domain, zs, &rq.pos, &rq.r2, kr),
+        Some(zs) if kr > 0 && !rq.pos.is_empty() => ball(pool, domain, zs, &rq.pos, &rq.r2, None, kr),
         _ => (Vec::new(), Vec::new()),
     };
     let mut replies = vec![Vec::new(); rq.from.len() - 1];

@@ -27,6 +27,7 @@ pub(super) fn merge<T: Real, const D: usize>(
     recv: &Received,
     k: usize,
     want: Wanted,
+    self_query: bool,
     rows: &mut Rows<T>,
 ) {
     let nb = s.boundary.len();
@@ -39,7 +40,9 @@ pub(super) fn merge<T: Real, const D: usize>(
             Some(zs) => {
                 let qs: Vec<[T; D]> = s.boundary.iter().map(|&q| own_q[q as usize]).collect();
                 let r2: Vec<T> = s.boundary.iter().map(|&q| rows.kth_d2[q as usize]).collect();
-                ball(pool, domain, zs, &qs, &r2, k)
+                // In a self-query the query is its own local source (its own first neighbour).
+                let me: Option<Vec<u32>> = self_query.then(|| s.boundary.clone());
+                ball(pool, domain, zs, &qs, &r2, me.as_deref(), k)
             }
             None => (vec![-1; nb * k], vec![T::INFINITY; nb * k]),
         }
@@ -68,7 +71,9 @@ pub(super) fn merge<T: Real, const D: usize>(
                 cands.push((d2, g, ms, sc));
             }
         }
-        cands.sort_unstable_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)));
+        // (distance², not self, global index): in a self-query a point comes first.
+        let me = if self_query { own.gidx[q] } else { u64::MAX };
+        cands.sort_unstable_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then((a.1 != me).cmp(&(b.1 != me))).then(a.1.cmp(&b.1)));
         cands.truncate(k);
         let m = cands.len();
         let kth2 = if m == k { cands[k - 1].0 } else { T::INFINITY };

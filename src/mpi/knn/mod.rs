@@ -207,7 +207,7 @@ where
     let replies = timings.time("dist serve", || answer::answer(pool, domain, zs.as_ref(), &own, &rq, k, want));
     let recv = timings.time("dist replies", || comm.exchange("knn replies", &replies, &mut cs))?;
     drop(replies);
-    timings.time("dist merge", || merge::merge(pool, domain, zs.as_ref(), &own, own_q, &shipped, &recv, k, want, &mut rows));
+    timings.time("dist merge", || merge::merge(pool, domain, zs.as_ref(), &own, own_q, &shipped, &recv, k, want, queries.is_none(), &mut rows));
     drop(recv);
 
     // Results back to the ranks (and input rows) the queries came from.
