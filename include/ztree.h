@@ -204,7 +204,10 @@ typedef struct ztree_halo {
 } ztree_halo;
 
 // Outputs of `ztree_fof`. `labels`: a caller array of `count` entries, or NULL to use a
-// context-owned one. Everything else is context-owned and valid until the next call.
+// context-owned one (a `labels` pointer the context returned before counts as NULL).
+// Everything else is context-owned and valid until the next call; with `members`,
+// `member_offsets` always has `n_halos + 1` entries, and no pointer dangles, even with no
+// particles or no halos.
 typedef struct ztree_fof_output {
   // Per particle (input order): its halo's tag, or -1.
   int64_t *labels;
@@ -237,7 +240,8 @@ typedef struct ztree_knn_params {
 // Outputs of `ztree_knn`. For each output requested in `ztree_knn_params::outputs`:
 // pass a caller array of the right size, or NULL to have the context provide one (valid
 // until the next call on the context); on return the pointer says where the results are.
-// Outputs not requested are left alone.
+// A pointer the context returned before means the context's buffer again, so an output
+// struct can be reused without resetting it. Outputs not requested are left alone.
 typedef struct ztree_knn_output {
   // `n_queries * k` source indices (input order), nearest first; -1 pads.
   int64_t *indices;

@@ -80,12 +80,13 @@ pub(crate) fn reserve<V>(v: &mut Vec<V>, len: usize, what: &str) -> Result<(), F
 }
 
 /// A caller array of `len` elements, or the context buffer grown to `len` (fallibly; its
-/// pointer valid even when `len` is 0).
+/// pointer valid even when `len` is 0). A pointer this buffer handed out before (an output
+/// struct reused without resetting it) means the buffer again, whatever its size now.
 ///
 /// # Safety
-/// A non-null `ptr` must point to `len` writable elements.
+/// A non-null `ptr` that is not the buffer's must point to `len` writable elements.
 pub(crate) unsafe fn dest<'a, V: Copy + Default>(ptr: *mut V, buf: &'a mut Vec<V>, len: usize, what: &str) -> Result<&'a mut [V], Fail> {
-    if ptr.is_null() {
+    if ptr.is_null() || (buf.capacity() > 0 && ptr == buf.as_mut_ptr()) {
         buf.clear();
         reserve(buf, len, what)?;
         buf.resize(len, V::default());
