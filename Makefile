@@ -14,7 +14,7 @@ export OMPI_MCA_rmaps_base_oversubscribe = 1
 # shared-memory messages; plain copies through shared memory work everywhere.
 export OMPI_MCA_btl_vader_single_copy_mechanism ?= none
 
-.PHONY: all bootstrap build header header-check package test check miri test-rust test-mpi test-c test-fortran bench-build \
+.PHONY: all bootstrap build header header-check package test check miri test-rust test-mpi test-c test-fortran test-consumers bench-build \
         examples demo bench bench-knn bench-fof clean
 
 all: build
@@ -46,7 +46,7 @@ package: bootstrap
 # Fortran tests against the installed package (valgrind included), the examples and a
 # distributed run of the in-situ demo; benchmarks must compile; the build without MPI
 # must compile.
-test: bootstrap header-check bench-build examples test-c test-fortran test-mpi test-rust
+test: bootstrap header-check bench-build examples test-c test-fortran test-consumers test-mpi test-rust
 
 # The edit loop (under 2 minutes after a build): unit tests, the CPU oracles and API tests,
 # and the distributed tests on 2 ranks.
@@ -90,6 +90,11 @@ test-fortran: package
 	cmake -S examples-fortran -B $(BUILD)/examples-fortran -DCMAKE_PREFIX_PATH=$(PREFIX) >/dev/null
 	cmake --build $(BUILD)/examples-fortran
 	cd $(BUILD)/examples-fortran && ctest --output-on-failure
+
+# Consumers of the installed package: C++-only and Fortran mpi_f08 CMake projects, a
+# Makefile with pkg-config (shared, static, relocated prefix), exported symbols.
+test-consumers: package
+	bash tests/consumers/run.sh $(PREFIX) $(BUILD)/consumers
 
 examples: package
 	cmake -S examples-c -B $(BUILD)/examples-c -DCMAKE_PREFIX_PATH=$(PREFIX) >/dev/null

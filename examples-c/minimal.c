@@ -1,5 +1,6 @@
 /* The smallest useful ztree program: k nearest neighbours of a few particles.
- * Build: cc minimal.c $(pkg-config --cflags --libs ztree)   or CMake: ZTree::ztree */
+ * Build: cc minimal.c $(pkg-config --cflags --libs ztree) -Wl,-rpath,$(pkg-config --variable=libdir ztree)
+ *   (or CMake: target_link_libraries(prog ZTree::ztree)) */
 #include <stdio.h>
 
 #include "ztree.h"

@@ -1,12 +1,16 @@
 ! ztree Fortran interface: bind(C) mirrors of include/ztree.h and small wrappers that
-! take Fortran arrays. Compile this file into your program (CMake: link ZTree::fortran).
+! take Fortran arrays. CMake: link ZTree::fortran (the package compiles this module once,
+! in a library of your build); otherwise compile this file into your program.
 !
 !   use ztree
 !   type(ztree_config) :: cfg
 !   type(c_ptr) :: ctx
 !   ierr = ztree_config_default(cfg); cfg%periodic = 1; cfg%box_size = 1.0d0
-!   ierr = ztree_create_mpi(cfg, MPI_COMM_WORLD, ctx)     ! or ztree_create(cfg, ctx)
-!   ierr = ztree_f_knn_density(ctx, pos, 16, density)        ! pos(3, n)
+!   ierr = ztree_create_mpi(cfg, MPI_COMM_WORLD, ctx)     ! use mpi (or ztree_create(cfg, ctx))
+!   ierr = ztree_create_mpi(cfg, MPI_COMM_WORLD%MPI_VAL, ctx)  ! use mpi_f08
+!   ierr = ztree_f_knn_density(ctx, pos, 16, density)        ! pos(3, n), real(4) or real(8)
+!   p = ztree_particles_xyz(pos); call ztree_set_velocities(p, vel); call ztree_set_masses(p, m)
+!   ierr = ztree_f_fof_labels(ctx, p, 0.0d0, 0.2d0, 20, labels, n_halos, halos)
 !   ierr = ztree_f_fof_labels(ctx, pos, 0.0d0, 0.2d0, 20, labels, n_halos)
 !   ierr = ztree_destroy(ctx)
 module ztree
@@ -18,7 +22,8 @@ module ztree
   integer(c_int), parameter, public :: ZTREE_OK = 0, ZTREE_ERR_NULL_POINTER = 1, &
     ZTREE_ERR_INVALID_ARGUMENT = 2, ZTREE_ERR_NON_FINITE = 3, ZTREE_ERR_OUTSIDE_BOX = 4, &
     ZTREE_ERR_SIZE = 5, ZTREE_ERR_DTYPE = 6, ZTREE_ERR_UNSUPPORTED = 7, &
-    ZTREE_ERR_NO_SOURCES = 8, ZTREE_ERR_INTERNAL = 9, ZTREE_ERR_MPI = 10, ZTREE_ERR_REMOTE = 11
+    ZTREE_ERR_NO_SOURCES = 8, ZTREE_ERR_INTERNAL = 9, ZTREE_ERR_MPI = 10, ZTREE_ERR_REMOTE = 11, &
+    ZTREE_ERR_MEMORY = 12
   integer(c_int32_t), parameter, public :: ZTREE_DTYPE_NONE = 0, ZTREE_DTYPE_F32 = 1, &
     ZTREE_DTYPE_F64 = 2, ZTREE_DTYPE_I32 = 3, ZTREE_DTYPE_I64 = 4, ZTREE_DTYPE_U32 = 5, &
     ZTREE_DTYPE_U64 = 6
@@ -49,6 +54,7 @@ module ztree
     real(c_double) :: box_size(3)
     integer(c_int32_t) :: threads, leaf_size, coarsening, top_target, super_group
     real(c_double) :: max_volume_factor, particle_mass
+    integer(c_int64_t) :: memory_limit
   end type
 
   type, bind(C), public :: ztree_knn_params
@@ -95,6 +101,7 @@ module ztree
 
   public :: ztree_config_default, ztree_create, ztree_create_mpi, ztree_destroy, ztree_knn, &
             ztree_fof, ztree_get_stats, ztree_last_error, ztree_version, ztree_particles_xyz, &
+            ztree_set_velocities, ztree_set_masses, ztree_set_ids, ztree_knn_bytes, ztree_fof_bytes, &
             ztree_f_knn_density, ztree_f_fof_labels, ztree_stage_name
 
   interface
@@ -132,6 +139,23 @@ module ztree
       type(ztree_fof_params), intent(in) :: params
       type(ztree_fof_output), intent(inout) :: out
     end function
+    integer(c_int) function ztree_knn_bytes(ctx, sources, queries, params, out, bytes) bind(C, name="ztree_knn_bytes")
+      import :: c_int, c_int64_t, c_ptr, ztree_particles, ztree_knn_params, ztree_knn_output
+      type(c_ptr), value :: ctx
+      type(ztree_particles), intent(in) :: sources
+      type(c_ptr), value :: queries
+      type(ztree_knn_params), intent(in) :: params
+      type(ztree_knn_output), intent(in) :: out
+      integer(c_int64_t), intent(out) :: bytes
+    end function
+    integer(c_int) function ztree_fof_bytes(ctx, particles, params, out, bytes) bind(C, name="ztree_fof_bytes")
+      import :: c_int, c_int64_t, c_ptr, ztree_particles, ztree_fof_params, ztree_fof_output
+      type(c_ptr), value :: ctx
+      type(ztree_particles), intent(in) :: particles
+      type(ztree_fof_params), intent(in) :: params
+      type(ztree_fof_output), intent(in) :: out
+      integer(c_int64_t), intent(out) :: bytes
+    end function
     integer(c_int) function ztree_get_stats(ctx, out) bind(C, name="ztree_get_stats")
       import :: c_int, c_ptr, ztree_stats
       type(c_ptr), value :: ctx
@@ -150,8 +174,31 @@ module ztree
     end function
   end interface
 
+  !> Particles from pos(3, n), real(4) or real(8), read in place.
   interface ztree_particles_xyz
     module procedure particles_xyz_f64, particles_xyz_f32
+  end interface
+  !> Velocities vel(3, n), real(4) or real(8) whatever the positions' kind.
+  interface ztree_set_velocities
+    module procedure set_velocities_f64, set_velocities_f32
+  end interface
+  !> Masses m(n), real(4) or real(8).
+  interface ztree_set_masses
+    module procedure set_masses_f64, set_masses_f32
+  end interface
+  !> Particle ids(n), integer(4) or integer(8): FoF halo tags become minimum ids.
+  interface ztree_set_ids
+    module procedure set_ids_i64, set_ids_i32
+  end interface
+  !> kNN density of particles given as pos(3, n) (real(4) or real(8)) or as a
+  !> ztree_particles with masses, velocities or ids attached.
+  interface ztree_f_knn_density
+    module procedure knn_density_particles, knn_density_f64, knn_density_f32
+  end interface
+  !> FoF halo tags of particles given as pos(3, n) (real(4) or real(8)) or as a
+  !> ztree_particles (masses, velocities and ids then enter the catalogue).
+  interface ztree_f_fof_labels
+    module procedure fof_labels_particles, fof_labels_f64, fof_labels_f32
   end interface
 
 contains
@@ -221,27 +268,73 @@ contains
     end do
   end function
 
-  !> kNN density (k over the volume of the k-ball) of every particle of pos(3, n), and
-  !> optionally the k-th neighbour distance.
-  integer(c_int) function ztree_f_knn_density(ctx, pos, k, density, kth) result(ierr)
+  subroutine set_velocities_f64(p, vel)
+    type(ztree_particles), intent(inout) :: p
+    real(c_double), intent(in), target, contiguous :: vel(:, :)
+    integer :: d
+    do d = 1, 3
+      p%vel(d) = ztree_array(c_null_ptr, ZTREE_DTYPE_F64, int(size(vel, 1), c_int64_t) * 8)
+      if (size(vel, 2) > 0 .and. d <= size(vel, 1)) p%vel(d)%data = c_loc(vel(d, 1))
+    end do
+  end subroutine
+
+  subroutine set_velocities_f32(p, vel)
+    type(ztree_particles), intent(inout) :: p
+    real(c_float), intent(in), target, contiguous :: vel(:, :)
+    integer :: d
+    do d = 1, 3
+      p%vel(d) = ztree_array(c_null_ptr, ZTREE_DTYPE_F32, int(size(vel, 1), c_int64_t) * 4)
+      if (size(vel, 2) > 0 .and. d <= size(vel, 1)) p%vel(d)%data = c_loc(vel(d, 1))
+    end do
+  end subroutine
+
+  subroutine set_masses_f64(p, m)
+    type(ztree_particles), intent(inout) :: p
+    real(c_double), intent(in), target, contiguous :: m(:)
+    p%mass = ztree_array(c_null_ptr, ZTREE_DTYPE_F64, 8)
+    if (size(m) > 0) p%mass%data = c_loc(m(1))
+  end subroutine
+
+  subroutine set_masses_f32(p, m)
+    type(ztree_particles), intent(inout) :: p
+    real(c_float), intent(in), target, contiguous :: m(:)
+    p%mass = ztree_array(c_null_ptr, ZTREE_DTYPE_F32, 4)
+    if (size(m) > 0) p%mass%data = c_loc(m(1))
+  end subroutine
+
+  subroutine set_ids_i64(p, ids)
+    type(ztree_particles), intent(inout) :: p
+    integer(c_int64_t), intent(in), target, contiguous :: ids(:)
+    p%ids = ztree_array(c_null_ptr, ZTREE_DTYPE_I64, 8)
+    if (size(ids) > 0) p%ids%data = c_loc(ids(1))
+  end subroutine
+
+  subroutine set_ids_i32(p, ids)
+    type(ztree_particles), intent(inout) :: p
+    integer(c_int32_t), intent(in), target, contiguous :: ids(:)
+    p%ids = ztree_array(c_null_ptr, ZTREE_DTYPE_I32, 4)
+    if (size(ids) > 0) p%ids%data = c_loc(ids(1))
+  end subroutine
+
+  !> kNN density (k, or the neighbours' mass, over the volume of the k-ball) of every
+  !> particle, and optionally the k-th neighbour distance.
+  integer(c_int) function knn_density_particles(ctx, p, k, density, kth) result(ierr)
     type(c_ptr), intent(in) :: ctx
-    real(c_double), intent(in), target, contiguous :: pos(:, :)
+    type(ztree_particles), intent(in) :: p
     integer, intent(in) :: k
     real(c_double), intent(out), target :: density(:)
     real(c_double), intent(out), target, optional :: kth(:)
-    type(ztree_particles) :: p
     type(ztree_knn_params) :: prm
     type(ztree_knn_output) :: out
-    p = particles_xyz_f64(pos)
     prm%k = int(k, c_int32_t)
     prm%outputs = ZTREE_KNN_DENSITY
-    if (size(density) < size(pos, 2)) then
+    if (size(density, kind=c_int64_t) < p%count) then
       ierr = ZTREE_ERR_SIZE
       return
     end if
     if (size(density) > 0) out%density = c_loc(density(1))
     if (present(kth)) then
-      if (size(kth) < size(pos, 2)) then
+      if (size(kth, kind=c_int64_t) < p%count) then
         ierr = ZTREE_ERR_SIZE
         return
       end if
@@ -251,27 +344,43 @@ contains
     ierr = ztree_knn(ctx, p, c_null_ptr, prm, out)
   end function
 
-  !> FoF halo tags of pos(3, n) (-1: in no halo). Give linking_length (absolute) or b
-  !> (relative, periodic boxes), the other 0. Optionally a copy of the catalogue.
-  integer(c_int) function ztree_f_fof_labels(ctx, pos, linking_length, b, min_members, labels, &
-                                           n_halos, halos) result(ierr)
+  integer(c_int) function knn_density_f64(ctx, pos, k, density, kth) result(ierr)
     type(c_ptr), intent(in) :: ctx
     real(c_double), intent(in), target, contiguous :: pos(:, :)
+    integer, intent(in) :: k
+    real(c_double), intent(out), target :: density(:)
+    real(c_double), intent(out), target, optional :: kth(:)
+    ierr = knn_density_particles(ctx, particles_xyz_f64(pos), k, density, kth)
+  end function
+
+  integer(c_int) function knn_density_f32(ctx, pos, k, density, kth) result(ierr)
+    type(c_ptr), intent(in) :: ctx
+    real(c_float), intent(in), target, contiguous :: pos(:, :)
+    integer, intent(in) :: k
+    real(c_double), intent(out), target :: density(:)
+    real(c_double), intent(out), target, optional :: kth(:)
+    ierr = knn_density_particles(ctx, particles_xyz_f32(pos), k, density, kth)
+  end function
+
+  !> FoF halo tags (-1: in no halo). Give linking_length (absolute) or b (relative,
+  !> periodic boxes), the other 0. Optionally a copy of the catalogue (GADGET order).
+  integer(c_int) function fof_labels_particles(ctx, p, linking_length, b, min_members, labels, &
+                                               n_halos, halos) result(ierr)
+    type(c_ptr), intent(in) :: ctx
+    type(ztree_particles), intent(in) :: p
     real(c_double), intent(in) :: linking_length, b
     integer, intent(in) :: min_members
     integer(c_int64_t), intent(out), target :: labels(:)
     integer(c_int64_t), intent(out) :: n_halos
     type(ztree_halo), allocatable, intent(out), optional :: halos(:)
-    type(ztree_particles) :: p
     type(ztree_fof_params) :: prm
     type(ztree_fof_output) :: out
     type(ztree_halo), pointer :: h(:)
     n_halos = 0
-    if (size(labels) < size(pos, 2)) then
+    if (size(labels, kind=c_int64_t) < p%count) then
       ierr = ZTREE_ERR_SIZE
       return
     end if
-    p = particles_xyz_f64(pos)
     prm%linking_length = linking_length
     prm%b = b
     prm%min_members = int(min_members, c_int32_t)
@@ -287,6 +396,30 @@ contains
         halos = h
       end if
     end if
+  end function
+
+  integer(c_int) function fof_labels_f64(ctx, pos, linking_length, b, min_members, labels, &
+                                         n_halos, halos) result(ierr)
+    type(c_ptr), intent(in) :: ctx
+    real(c_double), intent(in), target, contiguous :: pos(:, :)
+    real(c_double), intent(in) :: linking_length, b
+    integer, intent(in) :: min_members
+    integer(c_int64_t), intent(out), target :: labels(:)
+    integer(c_int64_t), intent(out) :: n_halos
+    type(ztree_halo), allocatable, intent(out), optional :: halos(:)
+    ierr = fof_labels_particles(ctx, particles_xyz_f64(pos), linking_length, b, min_members, labels, n_halos, halos)
+  end function
+
+  integer(c_int) function fof_labels_f32(ctx, pos, linking_length, b, min_members, labels, &
+                                         n_halos, halos) result(ierr)
+    type(c_ptr), intent(in) :: ctx
+    real(c_float), intent(in), target, contiguous :: pos(:, :)
+    real(c_double), intent(in) :: linking_length, b
+    integer, intent(in) :: min_members
+    integer(c_int64_t), intent(out), target :: labels(:)
+    integer(c_int64_t), intent(out) :: n_halos
+    type(ztree_halo), allocatable, intent(out), optional :: halos(:)
+    ierr = fof_labels_particles(ctx, particles_xyz_f32(pos), linking_length, b, min_members, labels, n_halos, halos)
   end function
 
 end module ztree
