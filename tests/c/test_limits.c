@@ -148,6 +148,7 @@ int main(void) {
   static double bx[N], by[N], bz[N];
   for (int i = 0; i < N; i++) { bx[i] = x[i] * 1e10; by[i] = y[i] * 1e10; bz[i] = z[i] * 1e10; }
   ztree_particles bp = soa(N, ZTREE_DTYPE_F64, bx, by, bz);
+  memset(&fo, 0, sizeof fo); /* fo.labels is ctx's buffer: not big's, and too short */
   CHECK(ztree_fof(big, &bp, &fp, &fo) == ZTREE_OK && fo.n_halos > 0, "particle_mass 1e300: %s", ztree_last_error(big));
   bad = 0;
   for (int64_t h = 0; h < fo.n_halos; h++)
@@ -218,8 +219,10 @@ int main(void) {
   pf.vel[1] = (ztree_array){vy, ZTREE_DTYPE_F64, 0};
   pf.vel[2] = (ztree_array){vz, ZTREE_DTYPE_F64, 0};
   pf.mass = (ztree_array){m, ZTREE_DTYPE_F64, 0};
+  memset(&fo, 0, sizeof fo);
   CHECK(ztree_fof(ctx, &pf, &fp, &fo) == ZTREE_OK && fo.n_halos > 0, "f32 positions, f64 velocities: %s", ztree_last_error(ctx));
   kp.outputs = ZTREE_KNN_DENSITY;
+  memset(&ko, 0, sizeof ko);
   CHECK(ztree_knn(ctx, &pf, NULL, &kp, &ko) == ZTREE_OK, "f32 positions, f64 masses: %s", ztree_last_error(ctx));
 
   ztree_destroy(open_ctx);
