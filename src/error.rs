@@ -14,6 +14,8 @@ pub enum Error {
     TooLarge { what: &'static str, index: usize, dim: usize, value: f64, limit: f64, elem: &'static str },
     #[error("invalid box: length {length:e} in dimension {dim} is beyond the {limit:e} ztree accepts for {elem} positions (squared distances would overflow); rescale the coordinates")]
     BoxTooLarge { dim: usize, length: f64, limit: f64, elem: &'static str },
+    #[error("periodic box aspect ratio {ratio:.3e} exceeds {max}: ztree's cells follow the box's shape and would be needles; use an open domain (cells are cubes there, any point set is fine) or a less elongated box")]
+    BoxAspect { ratio: f64, max: f64 },
     #[error("out of memory: {what} needs {bytes} bytes")]
     OutOfMemory { what: &'static str, bytes: u64 },
     #[error("invalid box: length {length} in dimension {dim} (box lengths must be finite and > 0)")]

@@ -150,6 +150,7 @@ fn check_config(c: &ztree_config) -> Result<Config, Fail> {
                 return bad(format!("config.box_size[{d}] must be finite and > 0 for a periodic box (got {l})"));
             }
         }
+        crate::input::domain::check_aspect(&c.box_size[..c.dims as usize])?;
     }
     if c.memory_limit < 0 {
         return bad(format!("config.memory_limit must be >= 0 bytes (0 = no limit; got {})", c.memory_limit));

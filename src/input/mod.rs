@@ -1,12 +1,12 @@
 //! What a caller hands to ztree: positions, per-particle fields and ids, the domain, and
 //! the checks every input passes before any work starts.
 
-mod domain;
+pub(crate) mod domain;
 mod fields;
 mod points;
 pub(crate) mod validate;
 
 pub(crate) use domain::Bounds;
-pub use domain::Domain;
+pub use domain::{Domain, MAX_BOX_ASPECT};
 pub use fields::{ParticleIds, ScalarField, VectorField};
 pub use points::{PointSource, SoaPoints};

@@ -192,6 +192,25 @@ int main(void) {
   CHECK(ztree_knn(huge, &p, NULL, &kp, &ko) == ZTREE_OK, "f64 in a box of 1e20: %s", ztree_last_error(huge));
   ztree_destroy(huge);
 
+  /* A needle-shaped periodic box is refused at creation; a rod of points in an open
+   * domain is fine (cubic cells). */
+  {
+    ztree_config c;
+    ztree_config_default(&c);
+    c.periodic = 1;
+    c.box_size[0] = 100; c.box_size[1] = 9.4; c.box_size[2] = 1e6;
+    ztree_context *needle = NULL;
+    s = ztree_create(&c, &needle);
+    CHECK(s == ZTREE_ERR_INVALID_ARGUMENT && needle == NULL && strstr(ztree_last_error(NULL), "aspect"), "needle box: %d %s", (int)s, ztree_last_error(NULL));
+    static double rz[N];
+    for (int i = 0; i < N; i++) rz[i] = 1e6 * urand();
+    ztree_particles rod = soa(N, ZTREE_DTYPE_F64, x, y, rz);
+    kp.k = 8;
+    kp.outputs = ZTREE_KNN_KTH_DISTANCE;
+    memset(&ko, 0, sizeof ko);
+    CHECK(ztree_knn(open_ctx, &rod, NULL, &kp, &ko) == ZTREE_OK, "rod: %s", ztree_last_error(open_ctx));
+  }
+
   /* Self first among duplicates, then ties by smaller index. */
   static double dx[64], dy[64], dz[64];
   for (int i = 0; i < 64; i++) { dx[i] = 0.25 + 0.5 * (i % 2); dy[i] = 0.5; dz[i] = 0.5; }

@@ -36,6 +36,10 @@ fn bad_input_is_an_error_not_a_panic() {
     assert!(matches!(run(&good, Domain::Periodic([1.0, 0.0, 1.0]), 1), Err(Error::InvalidBox { dim: 1, .. })));
     assert!(matches!(run(&good, Domain::Periodic([1.0, 1.0, f64::NAN]), 1), Err(Error::InvalidBox { dim: 2, .. })));
     assert!(matches!(run(&good, Domain::Periodic([-1.0, 1.0, 1.0]), 1), Err(Error::InvalidBox { dim: 0, .. })));
+    // Needle-shaped periodic boxes are refused (their cells would be needles); 100:1 is fine.
+    assert!(matches!(run(&good, Domain::Periodic([1.0, 1.0, 100.5]), 1), Err(Error::BoxAspect { .. })));
+    assert!(run(&good, Domain::Periodic([1.0, 1.0, 100.0]), 1).is_ok());
+    assert!(matches!(run(&good, Domain::Periodic([1e150, 1.0, 1.0]), 1), Err(Error::BoxAspect { .. })));
     let empty: Vec<[f64; 3]> = Vec::new();
     assert!(matches!(run(&empty, Domain::Open, 1), Err(Error::NoSources)));
     // Queries with NaN are reported as queries.
