@@ -44,7 +44,7 @@ pub use api::{Config, Context, Timings, TreeParams, WalkStats};
 pub use error::{Error, Result};
 pub use fof::{Catalogue, CatalogueOrder, Fof, FofFields, FofParams, FofStats, LinkingLength};
 pub use geom::Real;
-pub use input::{Domain, MAX_BOX_ASPECT, ParticleIds, PointSource, ScalarField, SoaPoints, VectorField};
+pub use input::{Domain, ParticleIds, PointSource, ScalarField, SoaPoints, VectorField};
 pub use knn::{KnnLists, KnnOutput, KnnParams, KnnStats, OutputOrder, SourceFields};
 #[cfg(feature = "mpi")]
 pub use mpi::{CatalogueScope, CommStage, CommStats, DistFofStats, DistKnnStats, DistStats};

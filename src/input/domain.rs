@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 /// Longest over shortest periodic box length accepted. The Morton cells of a periodic box
 /// follow its shape (so that they tile it and wrap with it); far beyond this ratio they are
 /// needles, and the walk slows down with the ratio (2.4x at 100:1 against a cube).
-pub const MAX_BOX_ASPECT: f64 = 100.0;
+pub(crate) const MAX_BOX_ASPECT: f64 = 100.0;
 
 /// `BoxAspect` when the periodic box lengths `l` (finite, > 0) are too elongated.
 pub(crate) fn check_aspect(l: &[f64]) -> Result<()> {

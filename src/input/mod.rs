@@ -7,6 +7,6 @@ mod points;
 pub(crate) mod validate;
 
 pub(crate) use domain::Bounds;
-pub use domain::{Domain, MAX_BOX_ASPECT};
+pub use domain::Domain;
 pub use fields::{ParticleIds, ScalarField, VectorField};
 pub use points::{PointSource, SoaPoints};
