@@ -178,8 +178,13 @@ pub(crate) fn build<T: Real, const D: usize>(
             break;
         }
         if stalled {
-            // Regularisation keeps too many nodes apart: drop it for the planes above.
-            prev_cap = Some(u8::MAX - 64);
+            // Regularisation keeps too many nodes apart: relax it by one coarsening step per
+            // plane (cells `coarsening` times larger), so the planes above still shrink
+            // gradually. Dropping it at once made the next plane jump from ~16k nodes to
+            // ~16 on a tiled 2.1M-particle box, and the first node pass test every pair of
+            // the 16k nodes.
+            let step = (params.coarsening as f64).log2().ceil() as u8;
+            prev_cap = Some(prev_cap.map_or(u8::MAX - 64, |c| c.saturating_add(step).min(u8::MAX - 64)));
         }
         capacity = capacity.saturating_mul(params.coarsening as u64);
     }
