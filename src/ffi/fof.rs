@@ -74,7 +74,7 @@ unsafe fn entry(
     let (p, prm, dtype) = match args {
         Ok(a) => a,
         Err(e) if size.is_some() => return Err(e),
-        Err(e) => return agree_args(&ctx.comm, "FoF", Err(e)).map(|_| ()),
+        Err(e) => return agree_args(&ctx.comm, "FoF", Err::<Proposal, _>(e), |p| p).map(|_| ()),
     };
     // SAFETY: checked non-null in `args`.
     let o = unsafe { &mut *out };
@@ -165,15 +165,7 @@ fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, p: &ztree_particles, 
         }
         Ok((c, labels))
     });
-    let (ready, proposal) = match ready {
-        Ok(mut r) => {
-            let p = std::mem::replace(&mut r.0.proposal, Proposal { words: Vec::new(), optional: Vec::new() });
-            (Some(r), Ok(p))
-        }
-        Err(e) => (None, Err(e)),
-    };
-    let present = agree_args(&ctx.comm, "FoF", proposal)?;
-    let (mut c, labels) = ready.ok_or_else(|| fail(ZTREE_ERR_INTERNAL, "FoF: agreed without arguments"))?;
+    let ((mut c, labels), present) = agree_args(&ctx.comm, "FoF", ready, |r| &r.0.proposal)?;
     // A rank without particles takes the other ranks' optional arrays, empty.
     if present[0] && c.vel.is_none() {
         c.vel = Some(StridedVectors([Strided::empty(ZTREE_DTYPE_F64); D]));

@@ -94,7 +94,7 @@ unsafe fn entry(
     let args = match args {
         Ok(a) => a,
         Err(e) if size.is_some() => return Err(e),
-        Err(e) => return agree_args(&ctx.comm, "kNN", Err(e)).map(|_| ()),
+        Err(e) => return agree_args(&ctx.comm, "kNN", Err::<Proposal, _>(e), |p| p).map(|_| ()),
     };
     // SAFETY: checked non-null in `args`.
     let o = unsafe { &mut *out };
@@ -214,15 +214,7 @@ fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztr
         let permutation = unsafe { wanted(want(ZTREE_KNN_PERMUTATION), o.permutation, &mut b.permutation, nq, "kNN permutation")? };
         Ok((c, dist_t, kth_t, indices, distances, kth, density, scalar_mean, permutation))
     });
-    let (ready, proposal) = match ready {
-        Ok(mut r) => {
-            let p = std::mem::replace(&mut r.0.proposal, Proposal { words: Vec::new(), optional: Vec::new() });
-            (Some(r), Ok(p))
-        }
-        Err(e) => (None, Err(e)),
-    };
-    let present = agree_args(&ctx.comm, "kNN", proposal)?;
-    let (mut c, mut dist_t, mut kth_t, indices, distances, kth, density, scalar_mean, permutation) = ready.ok_or_else(|| fail(ZTREE_ERR_INTERNAL, "kNN: agreed without arguments"))?;
+    let ((mut c, mut dist_t, mut kth_t, indices, distances, kth, density, scalar_mean, permutation), present) = agree_args(&ctx.comm, "kNN", ready, |r| &r.0.proposal)?;
 
     // A rank without sources takes the other ranks' optional arrays, empty.
     if present[0] && c.masses.is_none() {

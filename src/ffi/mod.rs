@@ -194,15 +194,10 @@ fn create(cfg: *const ztree_config, comm_f: Option<i32>, out: *mut *mut ztree_co
         // SAFETY: checked non-null; a ztree_config is plain data.
         let c = unsafe { cfg.read() };
         let core = Context::new(check_config(&c)?)?;
-        Ok((c, core))
+        Ok((c, core, out::Proposal { words: input::config_words(&c), optional: Vec::new() }))
     })();
-    let (local, proposal) = match local {
-        Ok((c, core)) => (Some((c, core)), Ok(out::Proposal { words: input::config_words(&c), optional: Vec::new() })),
-        Err(e) => (None, Err(e)),
-    };
     // Every rank's configuration valid and the shared part (dimensions, box) the same.
-    out::agree_args(&comm, "ztree_create_mpi", proposal)?;
-    let (c, core) = local.ok_or_else(|| fail(ztree_status::ZTREE_ERR_INTERNAL, "ztree_create: agreed without a configuration"))?;
+    let ((c, core, _), _) = out::agree_args(&comm, "ztree_create_mpi", local, |l| &l.2)?;
     let ctx = Box::new(ztree_context { core, config: c, comm, last_error: CString::default(), buffers: out::Buffers::default(), stats: out::empty_stats() });
     // SAFETY: checked non-null.
     unsafe { out.write(Box::into_raw(ctx)) };

@@ -39,28 +39,34 @@ pub(crate) struct Proposal {
 }
 
 /// The agreement at the start of every call on an MPI context, run after this rank checked
-/// every argument (`r`: its proposal, or why it rejects them): if any rank rejected its
-/// arguments, every rank returns in this call — that rank with its own status, the others
-/// with `ZTREE_ERR_REMOTE` — and if the words or the optional arrays differ between ranks,
-/// every rank returns `ZTREE_ERR_MPI`. Nothing else is collective before it, so the next
-/// call pairs up again. Returns which optional arrays the call has. Serial contexts: `r`
-/// as it is.
-pub(crate) fn agree_args(comm: &CommSlot, what: &str, r: Result<Proposal, Fail>) -> Result<Vec<bool>, Fail> {
-    #[cfg(feature = "mpi")]
-    if let Some(c) = comm {
-        let (words, optional, mine) = match r {
-            Ok(p) => (Ok(p.words), p.optional, None),
-            Err(f) => (Err(crate::error::Error::Mpi(String::new())), Vec::new(), Some(f)),
-        };
-        let agreed = crate::mpi::agree_params(c, what, words);
-        if let Some(f) = mine {
+/// every argument (`r`: what it prepared, with its `proposal`, or why it rejects them): if
+/// any rank rejected its arguments, every rank returns in this call — that rank with its
+/// own status, the others with `ZTREE_ERR_REMOTE` — and if the words or the optional arrays
+/// differ between ranks, every rank returns `ZTREE_ERR_MPI`. Nothing else is collective
+/// before it, so the next call pairs up again. Returns `r`'s value and which optional
+/// arrays the call has. Serial contexts: `r` as it is.
+pub(crate) fn agree_args<V>(comm: &CommSlot, what: &str, r: Result<V, Fail>, proposal: impl FnOnce(&V) -> &Proposal) -> Result<(V, Vec<bool>), Fail> {
+    let v = match r {
+        Ok(v) => v,
+        Err(f) => {
+            #[cfg(feature = "mpi")]
+            if let Some(c) = comm {
+                // Tells the other ranks; this rank's own failure is what it returns.
+                let _ = crate::mpi::agree_params(c, what, Err(crate::error::Error::Mpi(String::new())));
+            }
             return Err(f);
         }
-        agreed?;
-        return Ok(crate::mpi::agree_presence(c, what, &optional)?);
+    };
+    let p = proposal(&v);
+    #[cfg(feature = "mpi")]
+    if let Some(c) = comm {
+        crate::mpi::agree_params(c, what, Ok(p.words.clone()))?;
+        let present = crate::mpi::agree_presence(c, what, &p.optional)?;
+        return Ok((v, present));
     }
     let _ = (comm, what);
-    r.map(|p| p.optional.iter().map(|f| f.unwrap_or(false)).collect())
+    let present = p.optional.iter().map(|f| f.unwrap_or(false)).collect();
+    Ok((v, present))
 }
 
 /// `len` elements of `fill`, or `ZTREE_ERR_MEMORY`.
