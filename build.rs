@@ -1,5 +1,6 @@
 //! Generates src/ffi/version.rs from Cargo.toml (the header's ZTREE_VERSION_* macros come
-//! from it through cbindgen) and gives the shared library a soname.
+//! from it through cbindgen), gives the shared library a soname, and (feature `cuda-emu`)
+//! builds the CUDA emulator.
 
 use std::path::Path;
 
@@ -23,8 +24,27 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=Cargo.toml");
     println!("cargo:rerun-if-changed=build.rs");
+    #[cfg(feature = "cuda-emu")]
+    build_emulator();
     // A versioned soname so that installed libraries and CMake users link cleanly.
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
         println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libztree.so.{major}");
     }
+}
+
+/// The CUDA emulator: every kernel source compiled for the CPU (device tests only).
+#[cfg(feature = "cuda-emu")]
+fn build_emulator() {
+    println!("cargo:rerun-if-changed=kernels");
+    cc::Build::new()
+        .cpp(true)
+        .std("c++20")
+        .file("kernels/emu/all_kernels.cpp")
+        // The device is compiled without contraction (NVRTC --fmad=false); so is this.
+        .flag("-ffp-contract=off")
+        .flag("-pthread")
+        .opt_level(2)
+        .warnings(true)
+        .compile("ztree_cuda_emu");
+    println!("cargo:rustc-link-lib=pthread");
 }

@@ -36,6 +36,10 @@ pub enum Error {
     ThreadPool(String),
     #[error("MPI: {0}")]
     Mpi(String),
+    #[error("no CUDA device: {0}")]
+    NoDevice(String),
+    #[error("CUDA: {0}")]
+    Device(String),
     #[error("rank {rank} reported an error in this collective call (see the message on that rank); nothing was computed")]
     RemoteRank { rank: usize },
 }

@@ -11,6 +11,7 @@
 //! GPU), so the CPU's per-point reads stay monomorphised.
 
 pub(crate) mod cpu;
+pub(crate) mod cuda;
 
 use crate::api::TreeParams;
 use crate::error::Result;

@@ -42,6 +42,13 @@ impl<const D: usize> Quantizer<D> {
         Self { lo: bounds.lo, scale: [s; D] }
     }
 
+    /// The cell origin and cells per unit length of each dimension (for the device
+    /// kernels, which compute the same cells).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub fn parts(&self) -> ([f64; D], [f64; D]) {
+        (self.lo, self.scale)
+    }
+
     #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     /// Position of `x` on dimension `d`'s cell axis, before flooring and clamping.
     #[inline(always)]

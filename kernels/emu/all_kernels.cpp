@@ -1,0 +1,9 @@
+// The emulator's build of the kernels: one translation unit holding every kernels/*.cu
+// (so their registrations are linked) and the entry point the Rust side calls.
+#include "../keys.cu"
+#include "../scan.cu"
+#include "../sort.cu"
+
+extern "C" int zt_emu_launch(const char* name, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** args) {
+    return ::zt_emu::launch(name, dim3{gx, gy, gz}, dim3{bx, by, bz}, args);
+}

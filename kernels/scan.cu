@@ -1,0 +1,20 @@
+// Exclusive prefix sums of u32 arrays (the "scan" of count -> scan -> insert): each block
+// scans its tile and reports its total; the host scans the totals the same way and adds
+// them back (src/backend/cuda/scan.rs).
+#include "zt_block.cuh"
+
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_scan_blocks(const u32* in, u32 n, u32* out, u32* block_totals) {
+    u32 i = blockIdx.x * ZT_BLOCK + threadIdx.x;
+    u32 v = i < n ? in[i] : 0;
+    u32 total;
+    u32 e = zt_block_exclusive_scan(v, &total);
+    if (i < n) out[i] = e;
+    if (threadIdx.x == 0) block_totals[blockIdx.x] = total;
+}
+ZT_EXPORT(zt_scan_blocks)
+
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_scan_add(u32* out, u32 n, const u32* block_offsets) {
+    u32 i = blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (i < n) out[i] += block_offsets[blockIdx.x];
+}
+ZT_EXPORT(zt_scan_add)

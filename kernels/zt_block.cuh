@@ -1,0 +1,31 @@
+// Block-level primitives for blocks of ZT_BLOCK threads (no CUB: NVRTC has no headers).
+#pragma once
+#include "zt_cuda.cuh"
+
+// Exclusive prefix sum of one value per thread over the block; the block's total in
+// `*total`. Every thread of the block must call it.
+ZT_HD u32 zt_block_exclusive_scan(u32 v, u32* total) {
+    __shared__ u32 warp_sums[ZT_WARPS];
+    const unsigned full = 0xffffffffu;
+    u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    u32 x = v;
+    for (u32 o = 1; o < 32; o <<= 1) {
+        u32 y = __shfl_up_sync(full, x, o);
+        if (lane >= o) x += y;
+    }
+    if (lane == 31) warp_sums[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        u32 s = lane < ZT_WARPS ? warp_sums[lane] : 0;
+        for (u32 o = 1; o < ZT_WARPS; o <<= 1) {
+            u32 y = __shfl_up_sync(full, s, o);
+            if (lane >= o) s += y;
+        }
+        if (lane < ZT_WARPS) warp_sums[lane] = s;
+    }
+    __syncthreads();
+    u32 excl = x - v + (warp ? warp_sums[warp - 1] : 0);
+    *total = warp_sums[ZT_WARPS - 1];
+    __syncthreads();  // warp_sums is reused by the next call
+    return excl;
+}

@@ -1,0 +1,119 @@
+//! The device the CUDA back end drives: allocate, copy, launch. Two implementations: the
+//! real GPU (`driver`, through the CUDA driver API and NVRTC) and the emulator (`emu`, the
+//! same kernel sources compiled for the CPU), so the back end's host logic is one code
+//! path, tested in CI on the emulator and on a GPU wherever there is one.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::backend::Elem;
+use crate::error::{Error, Result};
+
+/// A device address.
+pub(crate) type DevPtr = u64;
+
+/// A kernel argument, passed by value (pointers are `Ptr`).
+#[derive(Clone, Debug)]
+pub(crate) enum Arg {
+    U32(u32),
+    U64(u64),
+    Ptr(DevPtr),
+    /// A `#[repr(C)]` struct by value, as 8-byte words (`ZtQuant`, `ZtStrided`).
+    Words(Vec<u64>),
+}
+
+impl Arg {
+    /// The argument's bytes, for a `void*` in the launch's parameter array.
+    pub(crate) fn as_ptr(&self) -> *mut std::ffi::c_void {
+        match self {
+            Arg::U32(v) => v as *const u32 as *mut _,
+            Arg::U64(v) | Arg::Ptr(v) => v as *const u64 as *mut _,
+            Arg::Words(w) => w.as_ptr() as *mut _,
+        }
+    }
+}
+
+/// Threads per block of every kernel (`ZT_BLOCK` in kernels/zt_cuda.cuh).
+pub(crate) const BLOCK: u32 = 256;
+
+pub(crate) trait Device: Send + Sync {
+    /// "CUDA device 0 (NVIDIA H100 ...)" or "emulator".
+    fn describe(&self) -> String;
+    /// `bytes` of uninitialised device memory (at least 256-byte aligned).
+    fn alloc(&self, bytes: usize) -> Result<DevPtr>;
+    /// # Safety
+    /// `p` came from `alloc` on this device and is not used afterwards.
+    unsafe fn free(&self, p: DevPtr);
+    /// # Safety
+    /// `dst .. dst + src.len()` is device memory of this device.
+    unsafe fn upload(&self, dst: DevPtr, src: &[u8]) -> Result<()>;
+    /// Waits for the work queued before it.
+    /// # Safety
+    /// `src .. src + dst.len()` is device memory of this device.
+    unsafe fn download(&self, dst: &mut [u8], src: DevPtr) -> Result<()>;
+    /// # Safety
+    /// `dst .. dst + bytes` is device memory of this device.
+    unsafe fn zero(&self, dst: DevPtr, bytes: usize) -> Result<()>;
+    /// Queues `kernel` (an `extern "C"` name from kernels/`module`.cu) over `grid` blocks
+    /// of `BLOCK` threads.
+    /// # Safety
+    /// The arguments match the kernel's parameters and every pointer is valid for what
+    /// the kernel does with it.
+    unsafe fn launch(&self, module: &'static str, kernel: &'static str, grid: u32, args: &[Arg]) -> Result<()>;
+}
+
+/// `n` elements of `T` in device memory, freed on drop.
+pub(crate) struct DevBuf<T: Elem> {
+    dev: Arc<dyn Device>,
+    ptr: DevPtr,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: Elem> DevBuf<T> {
+    /// Uninitialised (the kernels write before they read).
+    pub(crate) fn new(dev: &Arc<dyn Device>, len: usize) -> Result<Self> {
+        let bytes = len.checked_mul(size_of::<T>()).ok_or(Error::OutOfMemory { what: "device buffer", bytes: u64::MAX })?;
+        let ptr = dev.alloc(bytes.max(1))?;
+        Ok(Self { dev: dev.clone(), ptr, len, _t: PhantomData })
+    }
+    pub(crate) fn zeros(dev: &Arc<dyn Device>, len: usize) -> Result<Self> {
+        let b = Self::new(dev, len)?;
+        // SAFETY: the buffer is `len` elements of this device.
+        unsafe { dev.zero(b.ptr, len * size_of::<T>())? };
+        Ok(b)
+    }
+    pub(crate) fn from_slice(dev: &Arc<dyn Device>, v: &[T]) -> Result<Self> {
+        let b = Self::new(dev, v.len())?;
+        // SAFETY: `T` is plain data (`Elem`); the buffer holds `v.len()` elements.
+        unsafe { dev.upload(b.ptr, std::slice::from_raw_parts(v.as_ptr().cast(), size_of_val(v)))? };
+        Ok(b)
+    }
+    pub(crate) fn to_vec(&self) -> Result<Vec<T>> {
+        let mut v = vec![T::FILL; self.len];
+        // SAFETY: as in `from_slice`; every bit pattern of the `Elem` types is valid.
+        unsafe { self.dev.download(std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), self.len * size_of::<T>()), self.ptr)? };
+        Ok(v)
+    }
+    pub(crate) fn ptr(&self) -> DevPtr {
+        self.ptr
+    }
+    pub(crate) fn arg(&self) -> Arg {
+        Arg::Ptr(self.ptr)
+    }
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl<T: Elem> Drop for DevBuf<T> {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `new` on this device, dropped once.
+        unsafe { self.dev.free(self.ptr) }
+    }
+}
+
+/// Blocks covering `n` items at `per_block` items each.
+pub(crate) fn blocks(n: usize, per_block: usize) -> Result<u32> {
+    u32::try_from(n.div_ceil(per_block)).map_err(|_| Error::TooManyPoints { got: n, max: u32::MAX as usize })
+}

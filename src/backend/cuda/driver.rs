@@ -1,0 +1,160 @@
+//! The real GPU, through the CUDA driver API (cudarc, loaded at run time: no CUDA is
+//! needed to build or to run on machines without a GPU) and NVRTC.
+//!
+//! Work is queued on the caller's stream (the null stream when none is given). Modules
+//! are compiled once per device and process, for the device's own architecture.
+
+use std::collections::HashMap;
+use std::ffi::{CString, c_void};
+use std::sync::{Mutex, OnceLock};
+
+use cudarc::driver::{result, sys};
+
+use super::device::{Arg, BLOCK, DevPtr, Device};
+use super::sources;
+use crate::error::{Error, Result};
+
+/// One device and the stream the caller's work goes on.
+pub(crate) struct CudaDevice {
+    ordinal: i32,
+    ctx: sys::CUcontext,
+    stream: sys::CUstream,
+    name: String,
+}
+
+// SAFETY: a CUcontext and a CUstream may be used from any thread (the driver API is
+// thread-safe; the context is made current on the calling thread before each use).
+unsafe impl Send for CudaDevice {}
+unsafe impl Sync for CudaDevice {}
+
+fn device_err(what: &str, e: impl std::fmt::Debug) -> Error {
+    Error::Device(format!("{what}: {e:?}"))
+}
+
+impl CudaDevice {
+    /// Device `ordinal`, work on `stream` (null: the default stream). Fails with
+    /// `NoDevice` when there is no driver, no device or no NVRTC, never panics.
+    pub(crate) fn open(ordinal: i32, stream: *mut c_void) -> Result<Self> {
+        // SAFETY: only probes whether the library can be loaded.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(Error::NoDevice("no CUDA driver (libcuda.so) on this machine".into()));
+        }
+        // SAFETY: as above.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(Error::NoDevice("NVRTC (libnvrtc.so.12, CUDA 12.x) not found on the loader path; ztree compiles its kernels with it at run time".into()));
+        }
+        result::init().map_err(|e| Error::NoDevice(format!("the CUDA driver did not initialise: {e:?}")))?;
+        let count = result::device::get_count().map_err(|e| Error::NoDevice(format!("{e:?}")))?;
+        if ordinal < 0 || ordinal >= count {
+            return Err(Error::NoDevice(format!("CUDA device {ordinal} asked for, {count} present")));
+        }
+        let dev = result::device::get(ordinal).map_err(|e| device_err("cuDeviceGet", e))?;
+        // Retained and never released: the module cache lives in this context for the
+        // whole process (it is the context the CUDA runtime shares, too).
+        // SAFETY: `dev` came from cuDeviceGet.
+        let ctx = unsafe { result::primary_ctx::retain(dev) }.map_err(|e| device_err("cuDevicePrimaryCtxRetain", e))?;
+        let name = result::device::get_name(dev).unwrap_or_else(|_| "unknown".into());
+        Ok(Self { ordinal, ctx, stream: stream as sys::CUstream, name })
+    }
+
+    fn current(&self) -> Result<()> {
+        // SAFETY: the primary context is retained for the life of `self`.
+        unsafe { result::ctx::set_current(self.ctx) }.map_err(|e| device_err("cuCtxSetCurrent", e))
+    }
+
+    /// The function `kernel` of `module`, compiling the module on first use.
+    fn function(&self, module: &'static str, kernel: &'static str) -> Result<sys::CUfunction> {
+        static CACHE: OnceLock<Mutex<HashMap<(i32, &'static str), usize>>> = OnceLock::new();
+        let mut cache = CACHE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+        let m = match cache.get(&(self.ordinal, module)) {
+            Some(&m) => m as sys::CUmodule,
+            None => {
+                let m = self.compile(module)?;
+                cache.insert((self.ordinal, module), m as usize);
+                m
+            }
+        };
+        let name = CString::new(kernel).map_err(|e| device_err("kernel name", e))?;
+        // SAFETY: `m` is a loaded module of this device's primary context.
+        unsafe { result::module::get_function(m, name) }.map_err(|e| device_err(kernel, e))
+    }
+
+    fn compile(&self, module: &'static str) -> Result<sys::CUmodule> {
+        let src = sources::flattened(module).ok_or_else(|| Error::Device(format!("no kernel module {module}")))?;
+        let dev = result::device::get(self.ordinal).map_err(|e| device_err("cuDeviceGet", e))?;
+        use sys::CUdevice_attribute::*;
+        // SAFETY: `dev` came from cuDeviceGet.
+        let (major, minor) = unsafe {
+            (
+                result::device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR).map_err(|e| device_err("compute capability", e))?,
+                result::device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR).map_err(|e| device_err("compute capability", e))?,
+            )
+        };
+        let mut options: Vec<String> = sources::NVRTC_OPTIONS.iter().map(|s| s.to_string()).collect();
+        options.push(format!("--gpu-architecture=compute_{major}{minor}"));
+        let opts = cudarc::nvrtc::CompileOptions { options, name: Some(format!("{module}.cu")), ..Default::default() };
+        let ptx = cudarc::nvrtc::compile_ptx_with_opts(src, opts).map_err(|e| Error::Device(format!("NVRTC could not compile kernels/{module}.cu: {e:?}")))?;
+        let image = CString::new(ptx.to_src()).map_err(|e| device_err("PTX", e))?;
+        self.current()?;
+        // SAFETY: a NUL-terminated PTX image.
+        unsafe { result::module::load_data(image.as_ptr().cast()) }
+            .map_err(|e| Error::Device(format!("loading kernels/{module}.cu (PTX newer than the driver?): {e:?}")))
+    }
+}
+
+impl Device for CudaDevice {
+    fn describe(&self) -> String {
+        format!("CUDA device {} ({})", self.ordinal, self.name)
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<DevPtr> {
+        self.current()?;
+        // SAFETY: the context is current; stream-ordered allocation on the caller's stream.
+        unsafe { result::malloc_async(self.stream, bytes.max(1)) }.map_err(|e| match e.0 {
+            sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Error::OutOfMemory { what: "device buffer", bytes: bytes as u64 },
+            _ => device_err("cuMemAllocAsync", e),
+        })
+    }
+
+    unsafe fn free(&self, p: DevPtr) {
+        if self.current().is_ok() {
+            // SAFETY: allocated on this stream by `alloc`; errors cannot be reported from drop.
+            let _ = unsafe { result::free_async(p, self.stream) };
+        }
+    }
+
+    unsafe fn upload(&self, dst: DevPtr, src: &[u8]) -> Result<()> {
+        self.current()?;
+        // SAFETY: the caller guarantees the range; synchronous so `src` may go at once.
+        unsafe {
+            result::memcpy_htod_async(dst, src, self.stream).map_err(|e| device_err("cuMemcpyHtoDAsync", e))?;
+            result::stream::synchronize(self.stream).map_err(|e| device_err("cuStreamSynchronize", e))
+        }
+    }
+
+    unsafe fn download(&self, dst: &mut [u8], src: DevPtr) -> Result<()> {
+        self.current()?;
+        // SAFETY: the caller guarantees the range; waits for the copy.
+        unsafe {
+            result::memcpy_dtoh_async(dst, src, self.stream).map_err(|e| device_err("cuMemcpyDtoHAsync", e))?;
+            result::stream::synchronize(self.stream).map_err(|e| device_err("cuStreamSynchronize", e))
+        }
+    }
+
+    unsafe fn zero(&self, dst: DevPtr, bytes: usize) -> Result<()> {
+        self.current()?;
+        // SAFETY: the caller guarantees the range.
+        unsafe { result::memset_d8_async(dst, 0, bytes, self.stream) }.map_err(|e| device_err("cuMemsetD8Async", e))
+    }
+
+    unsafe fn launch(&self, module: &'static str, kernel: &'static str, grid: u32, args: &[Arg]) -> Result<()> {
+        if grid == 0 {
+            return Ok(());
+        }
+        let f = self.function(module, kernel)?;
+        self.current()?;
+        let mut ptrs: Vec<*mut c_void> = args.iter().map(Arg::as_ptr).collect();
+        // SAFETY: the caller guarantees the arguments match the kernel.
+        unsafe { result::launch_kernel(f, (grid, 1, 1), (BLOCK, 1, 1), 0, self.stream, &mut ptrs) }.map_err(|e| device_err(kernel, e))
+    }
+}

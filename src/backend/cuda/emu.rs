@@ -1,0 +1,76 @@
+//! The emulated device: kernels/*.cu compiled for the CPU with kernels/emu/cuda_emu.hpp
+//! (built by build.rs under the `cuda-emu` feature), device memory in host memory.
+
+use std::alloc::Layout;
+use std::collections::HashMap;
+use std::ffi::{CString, c_char, c_int, c_void};
+use std::sync::Mutex;
+
+use super::device::{Arg, BLOCK, DevPtr, Device};
+use crate::error::{Error, Result};
+
+unsafe extern "C" {
+    fn zt_emu_launch(name: *const c_char, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, args: *mut *mut c_void) -> c_int;
+}
+
+/// The emulator; allocations are tracked so that `free` knows their layout.
+#[derive(Default)]
+pub(crate) struct EmuDevice {
+    live: Mutex<HashMap<DevPtr, Layout>>,
+}
+
+impl Device for EmuDevice {
+    fn describe(&self) -> String {
+        "CUDA emulator (kernels compiled for the CPU)".into()
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<DevPtr> {
+        let layout = Layout::from_size_align(bytes.max(1), 256).map_err(|_| Error::OutOfMemory { what: "emulated device buffer", bytes: bytes as u64 })?;
+        // Filled with a pattern, not zeros: a kernel that reads what it never wrote shows.
+        // SAFETY: the layout has non-zero size.
+        let p = unsafe { std::alloc::alloc(layout) };
+        if p.is_null() {
+            return Err(Error::OutOfMemory { what: "emulated device buffer", bytes: bytes as u64 });
+        }
+        // SAFETY: `p` holds `layout.size()` bytes.
+        unsafe { p.write_bytes(0xa5, layout.size()) };
+        self.live.lock().unwrap_or_else(|e| e.into_inner()).insert(p as DevPtr, layout);
+        Ok(p as DevPtr)
+    }
+
+    unsafe fn free(&self, p: DevPtr) {
+        if let Some(layout) = self.live.lock().unwrap_or_else(|e| e.into_inner()).remove(&p) {
+            // SAFETY: allocated by `alloc` with this layout.
+            unsafe { std::alloc::dealloc(p as *mut u8, layout) }
+        }
+    }
+
+    unsafe fn upload(&self, dst: DevPtr, src: &[u8]) -> Result<()> {
+        // SAFETY: the caller guarantees `dst` holds `src.len()` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
+        Ok(())
+    }
+
+    unsafe fn download(&self, dst: &mut [u8], src: DevPtr) -> Result<()> {
+        // SAFETY: the caller guarantees `src` holds `dst.len()` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    unsafe fn zero(&self, dst: DevPtr, bytes: usize) -> Result<()> {
+        // SAFETY: the caller guarantees `dst` holds `bytes` bytes.
+        unsafe { (dst as *mut u8).write_bytes(0, bytes) };
+        Ok(())
+    }
+
+    unsafe fn launch(&self, _module: &'static str, kernel: &'static str, grid: u32, args: &[Arg]) -> Result<()> {
+        let mut ptrs: Vec<*mut c_void> = args.iter().map(Arg::as_ptr).collect();
+        let name = CString::new(kernel).map_err(|_| Error::Device(format!("bad kernel name {kernel}")))?;
+        // SAFETY: the caller guarantees the arguments match the kernel.
+        match unsafe { zt_emu_launch(name.as_ptr(), grid, 1, 1, BLOCK, 1, 1, ptrs.as_mut_ptr()) } {
+            0 => Ok(()),
+            1 => Err(Error::Device(format!("emulator: no kernel named {kernel}"))),
+            code => Err(Error::Device(format!("emulator: launch of {kernel} failed ({code})"))),
+        }
+    }
+}

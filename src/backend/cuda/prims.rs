@@ -1,0 +1,118 @@
+//! Host drivers of the device primitives: Morton keys of strided caller arrays, key
+//! levels, exclusive scans, the stable radix sort with permutation. Each queues kernels
+//! from kernels/ on a `Device`; only a few words come back to the host (the key spread).
+
+use std::sync::Arc;
+
+use super::device::{Arg, BLOCK, DevBuf, DevPtr, Device, blocks};
+use crate::error::{Error, Result};
+use crate::geom::Real;
+use crate::geom::morton::Quantizer;
+
+/// A caller's array on the device: element `i` at `data + i * stride` (0: packed).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Strided {
+    pub data: DevPtr,
+    pub stride: i64,
+}
+
+impl Strided {
+    fn arg(self) -> Arg {
+        Arg::Words(vec![self.data, self.stride as u64])
+    }
+}
+
+/// Keys per radix-sort tile (`ZT_TILE` in kernels/sort.cu).
+const SORT_TILE: usize = 2048;
+
+fn len_u32(n: usize) -> Result<u32> {
+    u32::try_from(n).map_err(|_| Error::TooManyPoints { got: n, max: u32::MAX as usize })
+}
+
+/// Morton keys of `n` points into `keys[..n]`, cells as `quant` (src/geom/morton.rs).
+pub(crate) fn keys<T: Real, const D: usize>(dev: &Arc<dyn Device>, pos: [Strided; D], n: usize, quant: &Quantizer<D>, keys: &DevBuf<u64>) -> Result<()> {
+    assert!(keys.len() >= n);
+    let kernel = match (T::NAME, D) {
+        ("f32", 2) => "zt_keys_f32_2",
+        ("f32", 3) => "zt_keys_f32_3",
+        ("f64", 2) => "zt_keys_f64_2",
+        ("f64", 3) => "zt_keys_f64_3",
+        _ => return Err(Error::Device(format!("no key kernel for {} in {D}D", T::NAME))),
+    };
+    let (lo, scale) = quant.parts();
+    let mut q = [0u64; 6];
+    for d in 0..D {
+        q[d] = lo[d].to_bits();
+        q[3 + d] = scale[d].to_bits();
+    }
+    let z = if D == 3 { pos[D - 1] } else { pos[0] };
+    let args = [pos[0].arg(), pos[1].arg(), z.arg(), Arg::U32(len_u32(n)?), Arg::Words(q.to_vec()), keys.arg()];
+    // SAFETY: the argument list is zt_keys_*'s; `pos` covers `n` points (the caller's
+    // descriptors, checked by the caller), `keys` holds `n` keys.
+    unsafe { dev.launch("keys", kernel, blocks(n, BLOCK as usize)?, &args) }
+}
+
+/// Levels of the gaps between consecutive sorted keys (`n - 1` of them).
+pub(crate) fn levels(dev: &Arc<dyn Device>, keys: &DevBuf<u64>) -> Result<DevBuf<u8>> {
+    let n = keys.len();
+    let out = DevBuf::new(dev, n.saturating_sub(1))?;
+    if n >= 2 {
+        let args = [keys.arg(), Arg::U32(len_u32(n)?), out.arg()];
+        // SAFETY: zt_levels(keys[n], n, levels[n - 1]).
+        unsafe { dev.launch("keys", "zt_levels", blocks(n - 1, BLOCK as usize)?, &args)? };
+    }
+    Ok(out)
+}
+
+/// In-place exclusive prefix sum of `v[..n]`; returns nothing (the total is the caller's
+/// to read, e.g. from an extra zero element at the end).
+pub(crate) fn exclusive_scan(dev: &Arc<dyn Device>, v: DevPtr, n: usize) -> Result<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    let nb = blocks(n, BLOCK as usize)?;
+    let totals: DevBuf<u32> = DevBuf::new(dev, nb as usize)?;
+    let args = [Arg::Ptr(v), Arg::U32(len_u32(n)?), Arg::Ptr(v), totals.arg()];
+    // SAFETY: zt_scan_blocks(in[n], n, out[n], totals[nb]), in place.
+    unsafe { dev.launch("scan", "zt_scan_blocks", nb, &args)? };
+    if nb > 1 {
+        exclusive_scan(dev, totals.ptr(), nb as usize)?;
+        let args = [Arg::Ptr(v), Arg::U32(len_u32(n)?), totals.arg()];
+        // SAFETY: zt_scan_add(out[n], n, offsets[nb]).
+        unsafe { dev.launch("scan", "zt_scan_add", nb, &args)? };
+    }
+    Ok(())
+}
+
+/// Stable sort of `keys`, applying the same permutation to `vals` (LSD radix, 8 bits per
+/// pass, passes on which every key agrees skipped).
+pub(crate) fn sort_pairs(dev: &Arc<dyn Device>, keys: &mut DevBuf<u64>, vals: &mut DevBuf<u32>) -> Result<()> {
+    let n = keys.len();
+    assert_eq!(n, vals.len());
+    if n < 2 {
+        return Ok(());
+    }
+    let n32 = len_u32(n)?;
+    let spread: DevBuf<u64> = DevBuf::zeros(dev, 1)?;
+    // SAFETY: zt_key_spread(keys[n], n, spread[1]).
+    unsafe { dev.launch("sort", "zt_key_spread", blocks(n, BLOCK as usize)?, &[keys.arg(), Arg::U32(n32), spread.arg()])? };
+    let diff = spread.to_vec()?[0];
+    let nb = blocks(n, SORT_TILE)?;
+    let counts: DevBuf<u32> = DevBuf::new(dev, 256 * nb as usize)?;
+    let mut keys_alt: DevBuf<u64> = DevBuf::new(dev, n)?;
+    let mut vals_alt: DevBuf<u32> = DevBuf::new(dev, n)?;
+    for shift in (0..64).step_by(8) {
+        if (diff >> shift) & 0xff == 0 {
+            continue;
+        }
+        // SAFETY: zt_radix_counts(keys[n], n, shift, counts[256 * nb]).
+        unsafe { dev.launch("sort", "zt_radix_counts", nb, &[keys.arg(), Arg::U32(n32), Arg::U32(shift), counts.arg()])? };
+        exclusive_scan(dev, counts.ptr(), counts.len())?;
+        let args = [keys.arg(), vals.arg(), Arg::U32(n32), Arg::U32(shift), counts.arg(), keys_alt.arg(), vals_alt.arg()];
+        // SAFETY: zt_radix_scatter(keys[n], vals[n], n, shift, offsets[256 * nb], keys_out[n], vals_out[n]).
+        unsafe { dev.launch("sort", "zt_radix_scatter", nb, &args)? };
+        std::mem::swap(keys, &mut keys_alt);
+        std::mem::swap(vals, &mut vals_alt);
+    }
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! The device primitives against the CPU's definitions, on every device this test process
+//! can reach: the emulator (feature `cuda-emu`) and a real GPU when one is present.
+
+use std::sync::Arc;
+
+use super::device::{DevBuf, Device};
+use super::prims::{self, Strided};
+use crate::geom::Real;
+use crate::geom::morton::{Quantizer, level_of};
+use crate::input::{Bounds, Domain};
+
+fn devices() -> Vec<Arc<dyn Device>> {
+    let mut v: Vec<Arc<dyn Device>> = Vec::new();
+    #[cfg(feature = "cuda-emu")]
+    v.push(Arc::new(super::emu::EmuDevice::default()));
+    #[cfg(feature = "cuda")]
+    match super::driver::CudaDevice::open(0, std::ptr::null_mut()) {
+        Ok(d) => v.push(Arc::new(d)),
+        Err(e) => eprintln!("no real device for the device tests: {e}"),
+    }
+    // In CI the emulator must be there (make test builds it): an empty list is a failure.
+    assert!(!v.is_empty(), "no device to test on: build with --features cuda-emu");
+    v
+}
+
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 11
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 42) as f64
+    }
+}
+
+/// Points that probe the cell function: random, on cell faces, at the box's faces and
+/// beyond them (clamped), duplicates, and (for the open quantiser) a degenerate axis.
+fn probe_points<const D: usize>(n: usize, l: f64, seed: u64) -> Vec<[f64; D]> {
+    let mut r = Lcg(seed);
+    let cells = (1u64 << crate::geom::morton::bits_per_dim(D)) as f64;
+    (0..n)
+        .map(|i| {
+            std::array::from_fn(|d| match (i + d) % 7 {
+                0 => (r.next() % 4096) as f64 * l / 4096.0, // on coarse cell faces
+                1 => (r.next() % (cells as u64)) as f64 * l / cells, // on finest cell faces
+                2 => l - l * f64::EPSILON * (r.next() % 4) as f64, // at the top face
+                3 => -(r.unit() * l * 1e-3),                  // just below the box
+                4 => l * (1.0 + r.unit()),                    // above it
+                5 if i % 11 == 0 => f64::NAN,                 // (never passed validation; cell 0 on both)
+                _ => r.unit() * l,
+            })
+        })
+        .collect()
+}
+
+fn check_keys<T: Real, const D: usize>(dev: &Arc<dyn Device>, quant: &Quantizer<D>, pts: &[[f64; D]]) {
+    let n = pts.len();
+    // The points as the caller holds them: array of structs, D coordinates and a pad.
+    let width = D + 1;
+    let mut aos: Vec<T> = vec![T::ZERO; n * width];
+    for (i, p) in pts.iter().enumerate() {
+        for d in 0..D {
+            aos[i * width + d] = T::from_f64(p[d]);
+        }
+    }
+    let buf: DevBuf<T> = DevBuf::from_slice(dev, &aos).unwrap();
+    let stride = (width * size_of::<T>()) as i64;
+    let pos: [Strided; D] = std::array::from_fn(|d| Strided { data: buf.ptr() + (d * size_of::<T>()) as u64, stride });
+    let keys: DevBuf<u64> = DevBuf::new(dev, n).unwrap();
+    prims::keys::<T, D>(dev, pos, n, quant, &keys).unwrap();
+    let got = keys.to_vec().unwrap();
+    for (i, p) in pts.iter().enumerate() {
+        let want = quant.key(&std::array::from_fn(|d| T::from_f64(p[d]).to_f64()));
+        assert_eq!(got[i], want, "{}: key of point {i} {:?} ({}, {D}D)", dev.describe(), p, T::NAME);
+    }
+}
+
+#[test]
+fn keys_equal_the_cpu_quantiser() {
+    for dev in devices() {
+        for &l in &[1.0, 100.0, 3.7e5] {
+            let p3 = probe_points::<3>(3000, l, 7);
+            let p2 = probe_points::<2>(3000, l, 8);
+            let periodic3 = Quantizer::new(&Domain::Periodic([l, l * 0.5, l]), &Bounds::EMPTY);
+            let open3 = Quantizer::over(&Bounds { lo: [0.1 * l, -0.2 * l, 0.0], hi: [0.9 * l, 0.7 * l, 0.0] });
+            let periodic2 = Quantizer::new(&Domain::Periodic([l, l]), &Bounds::EMPTY);
+            let open2 = Quantizer::over(&Bounds { lo: [0.0, 0.5 * l], hi: [l, 0.5 * l] });
+            for q in [&periodic3, &open3] {
+                check_keys::<f64, 3>(&dev, q, &p3);
+                check_keys::<f32, 3>(&dev, q, &p3);
+            }
+            for q in [&periodic2, &open2] {
+                check_keys::<f64, 2>(&dev, q, &p2);
+                check_keys::<f32, 2>(&dev, q, &p2);
+            }
+        }
+    }
+}
+
+#[test]
+fn levels_equal_the_cpu_levels() {
+    for dev in devices() {
+        let mut r = Lcg(3);
+        for n in [0usize, 1, 2, 255, 256, 257, 5000] {
+            let mut keys: Vec<u64> = (0..n).map(|_| r.next() % 64 * (1 << (r.next() % 40))).collect();
+            keys.sort_unstable();
+            let want: Vec<u8> = keys.windows(2).map(|w| if w[0] == w[1] { 0 } else { 64 + level_of(w[0], w[1]) }).collect();
+            let got = prims::levels(&dev, &DevBuf::from_slice(&dev, &keys).unwrap()).unwrap().to_vec().unwrap();
+            assert_eq!(got, want, "{}: n = {n}", dev.describe());
+        }
+    }
+}
+
+#[test]
+fn exclusive_scan_is_a_prefix_sum() {
+    for dev in devices() {
+        let mut r = Lcg(5);
+        for n in [1usize, 31, 32, 255, 256, 257, 4097, 70_000] {
+            let v: Vec<u32> = (0..n).map(|i| if i % 5 == 0 { 0 } else { (r.next() % 1000) as u32 }).collect();
+            let buf = DevBuf::from_slice(&dev, &v).unwrap();
+            prims::exclusive_scan(&dev, buf.ptr(), n).unwrap();
+            let want: Vec<u32> = v.iter().scan(0u32, |s, &x| { let e = *s; *s += x; Some(e) }).collect();
+            assert_eq!(buf.to_vec().unwrap(), want, "{}: n = {n}", dev.describe());
+        }
+    }
+}
+
+#[test]
+fn radix_sort_is_stable_and_equals_the_cpu_sort() {
+    for dev in devices() {
+        let mut r = Lcg(11);
+        for (n, distinct) in [(0usize, 1u64), (1, 1), (2, 1), (100, 7), (2047, 1 << 62), (2048, 300), (2049, 2), (20_000, 1 << 20), (20_000, 1)] {
+            // Few distinct values (long runs of ties) and keys spread over all 63 bits.
+            let keys: Vec<u64> = (0..n).map(|_| (r.next() % distinct).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 1).collect();
+            let vals: Vec<u32> = (0..n as u32).collect();
+            let mut dk = DevBuf::from_slice(&dev, &keys).unwrap();
+            let mut dv = DevBuf::from_slice(&dev, &vals).unwrap();
+            prims::sort_pairs(&dev, &mut dk, &mut dv).unwrap();
+            let (mut ck, mut cv) = (keys.clone(), vals.clone());
+            crate::backend::cpu::radix_sort(&mut ck, &mut cv);
+            let mut order: Vec<u32> = vals.clone();
+            order.sort_by_key(|&i| keys[i as usize]); // std's sort is stable
+            assert_eq!(dv.to_vec().unwrap(), order, "{}: permutation, n = {n}", dev.describe());
+            assert_eq!(cv, order, "cpu permutation, n = {n}");
+            assert_eq!(dk.to_vec().unwrap(), ck, "{}: keys, n = {n}", dev.describe());
+        }
+    }
+}
