@@ -6,6 +6,13 @@ NP ?= 2
 DEMO_PARTICLES ?= 2000000
 CBINDGEN ?= $(HOME)/.cargo/bin/cbindgen
 
+# Tests build the CUDA emulator (the kernels compiled for the CPU) and find NVRTC and ptxas
+# in the pip wheels bootstrap installs (no GPU or CUDA toolkit needed).
+# (Looked up when a recipe runs: the venv may not exist before bootstrap.)
+TEST_FEATURES ?= --features cuda-emu
+CUDA_WHEELS = $$(ls -d $(CURDIR)/.venv/lib/python3*/site-packages/nvidia | head -1)
+CUDA_ENV = LD_LIBRARY_PATH=$(CUDA_WHEELS)/cuda_nvrtc/lib$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} ZTREE_PTXAS=$(CUDA_WHEELS)/cuda_nvcc/bin/ptxas
+
 # OpenMPI refuses to run as root, or with more ranks than cores, unless told.
 export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
@@ -14,7 +21,7 @@ export OMPI_MCA_rmaps_base_oversubscribe = 1
 # shared-memory messages; plain copies through shared memory work everywhere.
 export OMPI_MCA_btl_vader_single_copy_mechanism ?= none
 
-.PHONY: all bootstrap build header header-check package test check miri test-rust test-mpi test-c test-fortran test-consumers test-fuzz fuzz fuzz-build bench-build \
+.PHONY: all bootstrap build header header-check package test check miri test-rust test-device test-mpi test-c test-fortran test-consumers test-fuzz fuzz fuzz-build bench-build \
         examples demo bench bench-knn bench-fof clean
 
 all: build
@@ -51,7 +58,7 @@ test: bootstrap header-check bench-build examples test-c test-fortran test-consu
 # The edit loop (under 2 minutes after a build): unit tests, the CPU oracles and API tests,
 # and the distributed tests on 2 ranks.
 check:
-	$(CARGO) test --lib --test knn_oracle --test knn_api --test fof_oracle
+	$(CUDA_ENV) $(CARGO) test $(TEST_FEATURES) --lib --test knn_oracle --test knn_api --test fof_oracle
 	@$(MAKE) --no-print-directory test-mpi MPI_RANKS=2 MPI_DEMO=0
 
 # Miri over the modules it can run (sort, tree, union-find, catalogue, metric, keys,
@@ -66,7 +73,12 @@ bench-build: bootstrap
 
 test-rust: bootstrap
 	$(CARGO) check --lib --no-default-features
-	$(CARGO) test
+	$(CUDA_ENV) $(CARGO) test $(TEST_FEATURES)
+
+# The CUDA back end's tests alone: kernels on the emulator (and on a GPU when present)
+# against the CPU, NVRTC builds for sm_80/sm_90 and the ptxas spill check.
+test-device: bootstrap
+	$(CUDA_ENV) $(CARGO) test $(TEST_FEATURES) --lib backend::cuda
 
 # Distributed kNN and FoF against single-rank results, on 1, 2, 3 and 4 ranks
 # (oversubscribed), then the C in-situ demo on 3 ranks.
@@ -74,7 +86,7 @@ MPI_TESTS = mpi_knn mpi_fof
 MPI_RANKS ?= 1 2 3 4
 MPI_DEMO ?= 1
 test-mpi:
-	@bins=$$($(CARGO) test --no-run $(MPI_TESTS:%=--test %) --message-format=json | \
+	@bins=$$($(CARGO) test $(TEST_FEATURES) --no-run $(MPI_TESTS:%=--test %) --message-format=json | \
 	  python3 -c 'import sys, json; [print(m["executable"]) for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable")]'); \
 	for np in $(MPI_RANKS); do for b in $$bins; do \
 	  echo "mpirun -np $$np $$(basename $$b)"; timeout 900 mpirun -np $$np $$b || exit 1; \

@@ -16,7 +16,6 @@ pub(crate) type DevPtr = u64;
 #[derive(Clone, Debug)]
 pub(crate) enum Arg {
     U32(u32),
-    U64(u64),
     Ptr(DevPtr),
     /// A `#[repr(C)]` struct by value, as 8-byte words (`ZtQuant`, `ZtStrided`).
     Words(Vec<u64>),
@@ -27,7 +26,7 @@ impl Arg {
     pub(crate) fn as_ptr(&self) -> *mut std::ffi::c_void {
         match self {
             Arg::U32(v) => v as *const u32 as *mut _,
-            Arg::U64(v) | Arg::Ptr(v) => v as *const u64 as *mut _,
+            Arg::Ptr(v) => v as *const u64 as *mut _,
             Arg::Words(w) => w.as_ptr() as *mut _,
         }
     }

@@ -18,3 +18,5 @@ pub(crate) mod prims;
 pub(crate) mod sources;
 #[cfg(all(test, any(feature = "cuda", feature = "cuda-emu")))]
 mod tests;
+#[cfg(all(test, feature = "cuda"))]
+mod nvrtc_check;
