@@ -126,6 +126,7 @@ examples: package
 	cmake -S examples-c -B $(BUILD)/examples-c -DCMAKE_PREFIX_PATH=$(PREFIX) >/dev/null
 	cmake --build $(BUILD)/examples-c
 	$(BUILD)/examples-c/minimal
+	$(BUILD)/examples-c/insitu_cuda 20000
 
 # The main job: the C in-situ driver on $(NP) MPI ranks.
 demo: examples

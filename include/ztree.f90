@@ -23,7 +23,7 @@ module ztree
     ZTREE_ERR_INVALID_ARGUMENT = 2, ZTREE_ERR_NON_FINITE = 3, ZTREE_ERR_OUTSIDE_BOX = 4, &
     ZTREE_ERR_SIZE = 5, ZTREE_ERR_DTYPE = 6, ZTREE_ERR_UNSUPPORTED = 7, &
     ZTREE_ERR_NO_SOURCES = 8, ZTREE_ERR_INTERNAL = 9, ZTREE_ERR_MPI = 10, ZTREE_ERR_REMOTE = 11, &
-    ZTREE_ERR_MEMORY = 12
+    ZTREE_ERR_MEMORY = 12, ZTREE_ERR_NO_DEVICE = 13, ZTREE_ERR_DEVICE = 14
   integer(c_int32_t), parameter, public :: ZTREE_DTYPE_NONE = 0, ZTREE_DTYPE_F32 = 1, &
     ZTREE_DTYPE_F64 = 2, ZTREE_DTYPE_I32 = 3, ZTREE_DTYPE_I64 = 4, ZTREE_DTYPE_U32 = 5, &
     ZTREE_DTYPE_U64 = 6
@@ -62,6 +62,8 @@ module ztree
     integer(c_int32_t) :: outputs = 0   ! uint32_t bit mask in C
     integer(c_int32_t) :: order = 0
     type(ztree_array) :: scalar
+    !> CUDA stream for device arrays (c_null_ptr: the default stream).
+    type(c_ptr) :: cuda_stream = c_null_ptr
   end type
 
   type, bind(C), public :: ztree_knn_output
@@ -80,6 +82,8 @@ module ztree
     integer(c_int32_t) :: min_members = 20, order = 0, members = 0
     !> MPI contexts: 0 = each halo on one rank; 1 = the whole catalogue on rank 0.
     integer(c_int32_t) :: gather = 0
+    !> CUDA stream for device arrays (c_null_ptr: the default stream).
+    type(c_ptr) :: cuda_stream = c_null_ptr
   end type
 
   type, bind(C), public :: ztree_fof_output
@@ -102,9 +106,13 @@ module ztree
   public :: ztree_config_default, ztree_create, ztree_create_mpi, ztree_destroy, ztree_knn, &
             ztree_fof, ztree_get_stats, ztree_last_error, ztree_version, ztree_particles_xyz, &
             ztree_set_velocities, ztree_set_masses, ztree_set_ids, ztree_knn_bytes, ztree_fof_bytes, &
-            ztree_f_knn_density, ztree_f_fof_labels, ztree_stage_name
+            ztree_f_knn_density, ztree_f_fof_labels, ztree_stage_name, ztree_cuda_device_count
 
   interface
+    !> CUDA devices ztree can use here (0 without a driver, a device or NVRTC 12).
+    integer(c_int32_t) function ztree_cuda_device_count() bind(C, name="ztree_cuda_device_count")
+      import :: c_int32_t
+    end function
     integer(c_int) function ztree_config_default(cfg) bind(C, name="ztree_config_default")
       import :: c_int, ztree_config
       type(ztree_config), intent(out) :: cfg

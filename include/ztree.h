@@ -93,6 +93,11 @@ typedef enum ztree_status {
   // Memory ran out, or the call would need more than `ztree_config::memory_limit`
   // (the message says how much); nothing was changed.
   ZTREE_ERR_MEMORY = 12,
+  // CUDA device arrays were passed, but this process has no usable CUDA device (no
+  // driver, no device, or no NVRTC 12 on the loader path); the message says which.
+  ZTREE_ERR_NO_DEVICE = 13,
+  // A CUDA call failed (launch, copy, kernel compilation); the message says which.
+  ZTREE_ERR_DEVICE = 14,
 } ztree_status;
 
 // The opaque handle: create once, reuse every time step, destroy at the end.
@@ -158,7 +163,8 @@ typedef struct ztree_array {
 // Particles as a caller holds them. Optional arrays have `data = NULL`.
 typedef struct ztree_particles {
   int64_t count;
-  // `ZTREE_MEMORY_HOST` (CUDA device arrays are reserved for the CUDA back end).
+  // `ZTREE_MEMORY_HOST`, or `ZTREE_MEMORY_CUDA_DEVICE` for device arrays (the CUDA
+  // back end; `ZTREE_ERR_NO_DEVICE` where there is no GPU).
   int32_t memory;
   // Positions x, y, z (z unused in 2D): f32 or f64, all the same type.
   struct ztree_array pos[3];
@@ -185,6 +191,8 @@ typedef struct ztree_fof_params {
   // first particle in z-order); non-zero = the whole catalogue on rank 0 (other ranks
   // get none). Ignored by serial contexts.
   int32_t gather;
+  // The CUDA stream for device arrays (see `ztree_knn_params::cuda_stream`).
+  void *cuda_stream;
 } ztree_fof_params;
 
 // One halo of the FoF catalogue.
@@ -235,6 +243,9 @@ typedef struct ztree_knn_params {
   // Per-source scalar (f32 or f64) averaged over the neighbours for
   // `ZTREE_KNN_SCALAR_MEAN`.
   struct ztree_array scalar;
+  // The CUDA stream (`cudaStream_t` / `CUstream`) device work is queued on when the
+  // particles are device arrays; NULL: the default stream. Ignored for host arrays.
+  void *cuda_stream;
 } ztree_knn_params;
 
 // Outputs of `ztree_knn`. For each output requested in `ztree_knn_params::outputs`:
@@ -264,6 +275,15 @@ typedef struct ztree_knn_output {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+extern int zt_emu_launch(const char *name,
+                         uint32_t gx,
+                         uint32_t gy,
+                         uint32_t gz,
+                         uint32_t bx,
+                         uint32_t by,
+                         uint32_t bz,
+                         void **args);
 
 // Fills `cfg` with the defaults: 3D, open domain, unit box, all cores, jz-tree's tree
 // parameters, particle mass 1.
@@ -295,6 +315,11 @@ const char *ztree_last_error(const struct ztree_context *ctx);
 
 // A static description of a status code.
 const char *ztree_status_string(enum ztree_status s);
+
+// The number of CUDA devices ztree can use in this process: 0 without a CUDA driver, a
+// device, or NVRTC 12 (`libnvrtc.so.12`) on the loader path, or in a build without the
+// CUDA back end. Never fails.
+int32_t ztree_cuda_device_count(void);
 
 // The library version, "MAJOR.MINOR.PATCH" (compare with the ZTREE_VERSION_* macros
 // of the header you compiled against).

@@ -191,11 +191,26 @@ pub(crate) fn null(what: &str) -> Fail {
     fail(ztree_status::ZTREE_ERR_NULL_POINTER, format!("{what} is NULL"))
 }
 
+/// Why CUDA device arrays cannot be used here.
+fn device_arrays(what: &str) -> Fail {
+    use ztree_status::*;
+    #[cfg(feature = "cuda")]
+    match crate::backend::cuda::driver::device_count() {
+        Err(e) => fail(ZTREE_ERR_NO_DEVICE, format!("{what}: CUDA device arrays given, but {e}")),
+        Ok(n) => fail(
+            ZTREE_ERR_UNSUPPORTED,
+            format!("{what}: CUDA device arrays given ({n} device(s) present), but the CUDA back end of this version runs only its first stages (keys, sort) and cannot run a job yet: pass host arrays"),
+        ),
+    }
+    #[cfg(not(feature = "cuda"))]
+    fail(ZTREE_ERR_UNSUPPORTED, format!("{what}: CUDA device arrays need the CUDA back end, which this build does not have (cargo feature `cuda`); pass host arrays"))
+}
+
 /// The particle count, after checking the memory space.
 pub(crate) fn count_of(p: &ztree_particles, what: &str) -> Result<usize, Fail> {
     use ztree_status::*;
     if p.memory == ZTREE_MEMORY_CUDA_DEVICE {
-        return Err(fail(ZTREE_ERR_UNSUPPORTED, format!("{what}: CUDA device arrays need the CUDA back end, which this build does not have; pass host arrays")));
+        return Err(device_arrays(what));
     }
     if p.memory != ZTREE_MEMORY_HOST {
         return Err(fail(ZTREE_ERR_INVALID_ARGUMENT, format!("{what}: unknown memory space {}", p.memory)));

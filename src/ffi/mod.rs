@@ -46,6 +46,8 @@ impl From<Error> for Fail {
             Error::Mpi(_) => ZTREE_ERR_MPI,
             Error::RemoteRank { .. } => ZTREE_ERR_REMOTE,
             Error::OutOfMemory { .. } => ZTREE_ERR_MEMORY,
+            Error::NoDevice(_) => ZTREE_ERR_NO_DEVICE,
+            Error::Device(_) => ZTREE_ERR_DEVICE,
             _ => ZTREE_ERR_INVALID_ARGUMENT,
         };
         fail(status, e.to_string())
@@ -271,8 +273,22 @@ pub extern "C" fn ztree_status_string(s: ztree_status) -> *const c_char {
         ztree_status::ZTREE_ERR_MPI => c"MPI error",
         ztree_status::ZTREE_ERR_REMOTE => c"another rank reported an error",
         ztree_status::ZTREE_ERR_MEMORY => c"out of memory or over the memory limit",
+        ztree_status::ZTREE_ERR_NO_DEVICE => c"no usable CUDA device",
+        ztree_status::ZTREE_ERR_DEVICE => c"CUDA error",
     };
     m.as_ptr()
+}
+
+/// The number of CUDA devices ztree can use in this process: 0 without a CUDA driver, a
+/// device, or NVRTC 12 (`libnvrtc.so.12`) on the loader path, or in a build without the
+/// CUDA back end. Never fails.
+#[unsafe(no_mangle)]
+pub extern "C" fn ztree_cuda_device_count() -> i32 {
+    #[cfg(feature = "cuda")]
+    if let Ok(Ok(n)) = std::panic::catch_unwind(crate::backend::cuda::driver::device_count) {
+        return n as i32;
+    }
+    0
 }
 
 /// The library version, "MAJOR.MINOR.PATCH" (compare with the ZTREE_VERSION_* macros

@@ -65,6 +65,11 @@ pub enum ztree_status {
     /// Memory ran out, or the call would need more than `ztree_config::memory_limit`
     /// (the message says how much); nothing was changed.
     ZTREE_ERR_MEMORY = 12,
+    /// CUDA device arrays were passed, but this process has no usable CUDA device (no
+    /// driver, no device, or no NVRTC 12 on the loader path); the message says which.
+    ZTREE_ERR_NO_DEVICE = 13,
+    /// A CUDA call failed (launch, copy, kernel compilation); the message says which.
+    ZTREE_ERR_DEVICE = 14,
 }
 
 /// A strided array of `count` elements, read in place and never written:
@@ -86,7 +91,8 @@ pub struct ztree_array {
 #[derive(Clone, Copy, Debug)]
 pub struct ztree_particles {
     pub count: i64,
-    /// `ZTREE_MEMORY_HOST` (CUDA device arrays are reserved for the CUDA back end).
+    /// `ZTREE_MEMORY_HOST`, or `ZTREE_MEMORY_CUDA_DEVICE` for device arrays (the CUDA
+    /// back end; `ZTREE_ERR_NO_DEVICE` where there is no GPU).
     pub memory: i32,
     /// Positions x, y, z (z unused in 2D): f32 or f64, all the same type.
     pub pos: [ztree_array; 3],
@@ -140,6 +146,9 @@ pub struct ztree_knn_params {
     /// Per-source scalar (f32 or f64) averaged over the neighbours for
     /// `ZTREE_KNN_SCALAR_MEAN`.
     pub scalar: ztree_array,
+    /// The CUDA stream (`cudaStream_t` / `CUstream`) device work is queued on when the
+    /// particles are device arrays; NULL: the default stream. Ignored for host arrays.
+    pub cuda_stream: *mut c_void,
 }
 
 /// Outputs of `ztree_knn`. For each output requested in `ztree_knn_params::outputs`:
@@ -203,6 +212,8 @@ pub struct ztree_fof_params {
     /// first particle in z-order); non-zero = the whole catalogue on rank 0 (other ranks
     /// get none). Ignored by serial contexts.
     pub gather: i32,
+    /// The CUDA stream for device arrays (see `ztree_knn_params::cuda_stream`).
+    pub cuda_stream: *mut c_void,
 }
 
 /// Outputs of `ztree_fof`. `labels`: a caller array of `count` entries, or NULL to use a

@@ -31,20 +31,30 @@ fn device_err(what: &str, e: impl std::fmt::Debug) -> Error {
     Error::Device(format!("{what}: {e:?}"))
 }
 
+/// The CUDA devices this process can use; `NoDevice` (saying why) when there is no driver,
+/// no NVRTC or no device. Never panics (cudarc would, called without a driver).
+pub(crate) fn device_count() -> Result<usize> {
+    // SAFETY: only probes whether the library can be loaded.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(Error::NoDevice("no CUDA driver (libcuda.so) on this machine".into()));
+    }
+    // SAFETY: as above.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(Error::NoDevice("NVRTC (libnvrtc.so.12, CUDA 12.x) not found on the loader path; ztree compiles its kernels with it at run time".into()));
+    }
+    result::init().map_err(|e| Error::NoDevice(format!("the CUDA driver did not initialise: {e:?}")))?;
+    let count = result::device::get_count().map_err(|e| Error::NoDevice(format!("{e:?}")))?;
+    if count <= 0 {
+        return Err(Error::NoDevice("the CUDA driver reports no device".into()));
+    }
+    Ok(count as usize)
+}
+
 impl CudaDevice {
     /// Device `ordinal`, work on `stream` (null: the default stream). Fails with
     /// `NoDevice` when there is no driver, no device or no NVRTC, never panics.
     pub(crate) fn open(ordinal: i32, stream: *mut c_void) -> Result<Self> {
-        // SAFETY: only probes whether the library can be loaded.
-        if !unsafe { sys::is_culib_present() } {
-            return Err(Error::NoDevice("no CUDA driver (libcuda.so) on this machine".into()));
-        }
-        // SAFETY: as above.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(Error::NoDevice("NVRTC (libnvrtc.so.12, CUDA 12.x) not found on the loader path; ztree compiles its kernels with it at run time".into()));
-        }
-        result::init().map_err(|e| Error::NoDevice(format!("the CUDA driver did not initialise: {e:?}")))?;
-        let count = result::device::get_count().map_err(|e| Error::NoDevice(format!("{e:?}")))?;
+        let count = device_count()? as i32;
         if ordinal < 0 || ordinal >= count {
             return Err(Error::NoDevice(format!("CUDA device {ordinal} asked for, {count} present")));
         }
