@@ -27,3 +27,22 @@ extern "C" __global__ void zt_levels(const u64* keys, u32 n, u8* levels) {
     levels[i] = zt_gap_level(keys[i], keys[i + 1]);
 }
 ZT_EXPORT(zt_levels)
+
+// out[z] = the caller's coordinate of point perm[z] - first, for every z whose perm[z] is in
+// first .. first + count (the positions in z-order; sources and queries are gathered by
+// two calls with their own descriptors).
+template <class T>
+__device__ void gather_strided(ZtStrided a, const u32* perm, u32 n, u32 first, u32 count, T* out) {
+    u32 z = blockIdx.x * blockDim.x + threadIdx.x;
+    if (z >= n) return;
+    u32 v = perm[z];
+    if (v >= first && v - first < count) out[z] = (T)zt_load<T>(a, v - first);
+}
+extern "C" __global__ void zt_gather_f32(ZtStrided a, const u32* perm, u32 n, u32 first, u32 count, float* out) {
+    gather_strided<float>(a, perm, n, first, count, out);
+}
+ZT_EXPORT(zt_gather_f32)
+extern "C" __global__ void zt_gather_f64(ZtStrided a, const u32* perm, u32 n, u32 first, u32 count, double* out) {
+    gather_strided<double>(a, perm, n, first, count, out);
+}
+ZT_EXPORT(zt_gather_f64)

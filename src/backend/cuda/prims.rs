@@ -116,3 +116,18 @@ pub(crate) fn sort_pairs(dev: &Arc<dyn Device>, keys: &mut DevBuf<u64>, vals: &m
     }
     Ok(())
 }
+
+/// `out[z] = a[perm[z] - first]` for every z whose `perm[z]` is in `first .. first + count`
+/// (one coordinate of the caller's points, into z-order).
+pub(crate) fn gather<T: Real>(dev: &Arc<dyn Device>, a: Strided, perm: &DevBuf<u32>, first: u32, count: usize, out: &DevBuf<T>) -> Result<()> {
+    let n = perm.len();
+    assert!(out.len() >= n);
+    let kernel = match T::NAME {
+        "f32" => "zt_gather_f32",
+        "f64" => "zt_gather_f64",
+        other => return Err(Error::Device(format!("no gather kernel for {other}"))),
+    };
+    let args = [a.arg(), perm.arg(), Arg::U32(len_u32(n)?), Arg::U32(first), Arg::U32(len_u32(count)?), out.arg()];
+    // SAFETY: zt_gather_*(a[count], perm[n], n, first, count, out[n]).
+    unsafe { dev.launch("keys", kernel, blocks(n, BLOCK as usize)?, &args) }
+}

@@ -147,3 +147,35 @@ fn radix_sort_is_stable_and_equals_the_cpu_sort() {
         }
     }
 }
+
+#[test]
+fn keys_sort_gather_put_points_in_z_order_as_the_cpu_does() {
+    // The prepare stage's first steps chained on the device: keys of strided f32 points,
+    // the stable sort with permutation, the gather of each coordinate into z-order.
+    for dev in devices() {
+        let n = 5000;
+        let pts = probe_points::<3>(n, 1.0, 21);
+        let q = Quantizer::new(&Domain::Periodic([1.0; 3]), &Bounds::EMPTY);
+        let aos: Vec<f32> = pts.iter().flat_map(|p| [p[0] as f32, p[1] as f32, p[2] as f32]).collect();
+        let buf: DevBuf<f32> = DevBuf::from_slice(&dev, &aos).unwrap();
+        let pos: [Strided; 3] = std::array::from_fn(|d| Strided { data: buf.ptr() + 4 * d as u64, stride: 12 });
+        let mut keys: DevBuf<u64> = DevBuf::new(&dev, n).unwrap();
+        prims::keys::<f32, 3>(&dev, pos, n, &q, &keys).unwrap();
+        let mut perm = DevBuf::from_slice(&dev, &(0..n as u32).collect::<Vec<_>>()).unwrap();
+        prims::sort_pairs(&dev, &mut keys, &mut perm).unwrap();
+        let perm_host = perm.to_vec().unwrap();
+        let mut want_keys: Vec<u64> = pts.iter().map(|p| q.key(&std::array::from_fn(|d| p[d] as f32 as f64))).collect();
+        let mut want_perm: Vec<u32> = (0..n as u32).collect();
+        crate::backend::cpu::radix_sort(&mut want_keys, &mut want_perm);
+        assert_eq!(perm_host, want_perm, "{}", dev.describe());
+        assert_eq!(keys.to_vec().unwrap(), want_keys);
+        for d in 0..3 {
+            let out: DevBuf<f32> = DevBuf::new(&dev, n).unwrap();
+            prims::gather::<f32>(&dev, pos[d], &perm, 0, n, &out).unwrap();
+            // Bit patterns: the probe points include NaN.
+            let want: Vec<u32> = want_perm.iter().map(|&i| (pts[i as usize][d] as f32).to_bits()).collect();
+            let got: Vec<u32> = out.to_vec().unwrap().iter().map(|v| v.to_bits()).collect();
+            assert!(got == want, "{}: coordinate {d} differs", dev.describe());
+        }
+    }
+}
