@@ -18,3 +18,10 @@ extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_scan_add(u32* out, u32
     if (i < n) out[i] += block_offsets[blockIdx.x];
 }
 ZT_EXPORT(zt_scan_add)
+
+// out[i] = i (the identity permutation the sort starts from).
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_iota(u32* out, u32 n) {
+    u32 i = blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (i < n) out[i] = i;
+}
+ZT_EXPORT(zt_iota)

@@ -1,19 +1,23 @@
 // An emulation of the CUDA execution model on the CPU, for running the kernels in
 // kernels/*.cu unchanged where there is no GPU (the device tests in CI).
 //
-// - Each block's threads are real OS threads running concurrently; `__syncthreads` is a
-//   real barrier over the block's live threads, `__syncwarp` and the warp intrinsics one
-//   over the warp's. Blocks of a launch run one after another on the same threads, so
-//   `__shared__` variables (function-local statics here) are the block's shared memory.
+// - Each block's threads are fibers (ucontext), switched only at synchronisation points:
+//   `__syncthreads` is a real barrier over the block's live threads, `__syncwarp` and the
+//   warp collectives one over the warp's. After each barrier the threads resume in a
+//   different order (forward, backward, shuffled), so that a read of shared memory that
+//   lacks its barrier sees a different writer's state and the tests notice.
+// - Blocks of a launch run one after another, so `__shared__` variables (function-local
+//   statics here) are the block's shared memory. Launches are serialised process-wide.
 // - Atomics are real atomics (std::atomic_ref); device memory is host memory.
-// - Warp intrinsics keep their `_sync` contract: the mask must name every lane of the
+// - Warp collectives keep their `_sync` contract: the mask must name every lane of the
 //   warp (the kernels only use full-warp collectives), and a lane that has returned may
-//   not take part; either mistake stops the process with a message.
-// - Launches are serialised process-wide (shared statics are per kernel, not per launch).
+//   not take part. Either mistake, and a barrier some threads never reach (a deadlock),
+//   stop the process with a message.
 #pragma once
 
+#include <ucontext.h>
+
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -23,7 +27,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -42,43 +45,71 @@ namespace zt_emu {
     std::abort();
 }
 
+enum class State { Ready, AtBlock, AtWarp, Done };
+
+struct Fiber {
+    ucontext_t ctx;
+    State state = State::Ready;
+    uint3 tid{};
+    unsigned lane = 0, warp = 0;
+};
+
 struct Warp {
-    std::unique_ptr<std::barrier<>> bar;
-    unsigned full = 0;                // mask of the lanes this warp has
-    std::atomic<unsigned> exited{0};  // lanes that have returned
+    unsigned full = 0;     // mask of the lanes this warp has
+    unsigned exited = 0;   // lanes that have returned
+    unsigned waiting = 0;  // lanes at the warp barrier
     unsigned long long slot[32] = {};
 };
 
-struct Block {
-    std::unique_ptr<std::barrier<>> bar;
-    std::unique_ptr<Warp[]> warps;
-    void reset(unsigned threads) {
-        bar = std::make_unique<std::barrier<>>(threads);
-        unsigned nw = (threads + 31) / 32;
-        warps = std::make_unique<Warp[]>(nw);
-        for (unsigned w = 0; w < nw; ++w) {
-            unsigned lanes = threads - 32 * w < 32 ? threads - 32 * w : 32;
-            warps[w].bar = std::make_unique<std::barrier<>>(lanes);
-            warps[w].full = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
-        }
-    }
-};
-
-struct ThreadState {
-    uint3 tid{}, bid{};
+// The running launch (one at a time).
+struct Launch {
+    std::function<void()> body;  // runs the kernel with its arguments
+    uint3 bid{};
     dim3 bdim{}, gdim{};
-    Block* block = nullptr;
-    unsigned lane = 0, warp = 0;
+    std::vector<Fiber> fibers;
+    std::vector<Warp> warps;
+    char* stacks = nullptr;
+    ucontext_t scheduler;
+    unsigned current = 0, live = 0, at_block = 0;
 };
-inline thread_local ThreadState ts;
+inline Launch* g_launch = nullptr;
 
-inline Warp& my_warp() { return ts.block->warps[ts.warp]; }
+constexpr std::size_t STACK = 64 * 1024;
+
+// Fiber stacks for the largest block, allocated once and never cleared (pages are touched
+// only as deep as the kernels go).
+inline char* fiber_stacks() {
+    static std::unique_ptr<char[]> stacks(new char[1024 * STACK]);
+    return stacks.get();
+}
+
+inline Fiber& me() { return g_launch->fibers[g_launch->current]; }
+inline Warp& my_warp() { return g_launch->warps[me().warp]; }
+
+// Back to the scheduler until the barrier this fiber waits at opens.
+inline void yield() {
+    Fiber& f = me();
+    if (swapcontext(&f.ctx, &g_launch->scheduler) != 0) fatal("swapcontext failed");
+}
+
+inline void block_barrier() {
+    me().state = State::AtBlock;
+    g_launch->at_block++;
+    yield();
+}
+
+inline void warp_barrier() {
+    Warp& w = my_warp();
+    me().state = State::AtWarp;
+    w.waiting |= 1u << me().lane;
+    yield();
+}
 
 inline void check_mask(const Warp& w, unsigned mask) {
     if (mask != w.full) fatal("a warp collective was called with a mask other than the whole warp");
 }
 inline void check_alive(const Warp& w) {
-    if (w.exited.load() != 0) fatal("a warp collective waited on a lane that had returned");
+    if (w.exited != 0) fatal("a warp collective waited on a lane that had returned");
 }
 
 // One exchange round: every lane publishes `v`, then reads what `f` makes of the slots.
@@ -86,11 +117,12 @@ template <class R, class F>
 R warp_round(unsigned mask, unsigned long long v, F f) {
     Warp& w = my_warp();
     check_mask(w, mask);
-    w.slot[ts.lane] = v;
-    w.bar->arrive_and_wait();
+    check_alive(w);
+    w.slot[me().lane] = v;
+    warp_barrier();
     check_alive(w);
     R r = f(w);
-    w.bar->arrive_and_wait();
+    warp_barrier();
     return r;
 }
 
@@ -132,6 +164,80 @@ struct Registrar {
     }
 };
 
+inline void fiber_main() {
+    g_launch->body();
+    Fiber& f = me();
+    Warp& w = my_warp();
+    f.state = State::Done;
+    w.exited |= 1u << f.lane;
+    g_launch->live--;
+    // uc_link returns to the scheduler.
+}
+
+// Runs one block to completion: fibers in a varying order, barriers opened when every
+// live thread (of the block, or of the warp) waits at them.
+inline void init_fiber(Launch& L, unsigned t) {
+    Fiber& f = L.fibers[t];
+    f.state = State::Ready;
+    if (getcontext(&f.ctx) != 0) fatal("getcontext failed");
+    f.ctx.uc_stack.ss_sp = L.stacks + t * STACK;
+    f.ctx.uc_stack.ss_size = STACK;
+    f.ctx.uc_link = &L.scheduler;
+    makecontext(&f.ctx, fiber_main, 0);
+}
+
+inline void run_block(Launch& L, unsigned nt, unsigned round_seed) {
+    for (unsigned t = 0; t < nt; ++t) init_fiber(L, t);
+    for (unsigned w = 0; w < L.warps.size(); ++w) {
+        unsigned lanes = nt - 32 * w < 32 ? nt - 32 * w : 32;
+        L.warps[w] = Warp{};
+        L.warps[w].full = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
+    }
+    L.live = nt;
+    L.at_block = 0;
+    std::vector<unsigned> order(nt);
+    unsigned long long rng = 0x9e3779b97f4a7c15ull ^ round_seed;
+    while (L.live > 0) {
+        for (unsigned t = 0; t < nt; ++t) order[t] = t;
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        unsigned mode = (rng >> 40) % 3;  // forward, backward or shuffled, drawn per round
+        if (mode == 1) {
+            for (unsigned t = 0; t < nt / 2; ++t) std::swap(order[t], order[nt - 1 - t]);
+        } else if (mode == 2) {
+            for (unsigned t = nt; t > 1; --t) {
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                std::swap(order[t - 1], order[(rng >> 33) % t]);
+            }
+        }
+        bool ran = false;
+        for (unsigned t : order) {
+            if (L.fibers[t].state != State::Ready) continue;
+            L.current = t;
+            ran = true;
+            if (swapcontext(&L.scheduler, &L.fibers[t].ctx) != 0) fatal("swapcontext failed");
+        }
+        // Open the barriers every live participant has reached.
+        bool opened = false;
+        for (unsigned w = 0; w < L.warps.size(); ++w) {
+            Warp& wp = L.warps[w];
+            unsigned alive = wp.full & ~wp.exited;
+            if (wp.waiting != 0 && wp.waiting == alive) {
+                for (unsigned l = 0; l < 32; ++l)
+                    if (wp.waiting >> l & 1) L.fibers[32 * w + l].state = State::Ready;
+                wp.waiting = 0;
+                opened = true;
+            }
+        }
+        if (L.at_block != 0 && L.at_block == L.live) {
+            for (unsigned t = 0; t < nt; ++t)
+                if (L.fibers[t].state == State::AtBlock) L.fibers[t].state = State::Ready;
+            L.at_block = 0;
+            opened = true;
+        }
+        if (!ran && !opened && L.live > 0) fatal("deadlock: threads wait at barriers that others never reach (divergent __syncthreads or warp collective)");
+    }
+}
+
 // Runs `grid` blocks of `block` threads; 0, or 1 for an unknown kernel, 2 for bad sizes.
 inline int launch(const char* name, dim3 grid, dim3 block, void** args) {
     auto it = registry().find(name);
@@ -140,34 +246,28 @@ inline int launch(const char* name, dim3 grid, dim3 block, void** args) {
     if (nt == 0 || nt > 1024) return 2;
     if (nb == 0) return 0;
     static std::mutex serial;
+    static unsigned launches = 0;
     std::lock_guard<std::mutex> lock(serial);
+    Launch L;
     const Entry& entry = it->second;
-    Block state;
-    std::barrier<> pool(nt);
-    auto worker = [&](unsigned t) {
-        for (unsigned b = 0; b < nb; ++b) {
-            if (t == 0) state.reset(nt);
-            pool.arrive_and_wait();
-            ts.tid = uint3{t % block.x, t / block.x % block.y, t / (block.x * block.y)};
-            ts.bid = uint3{b % grid.x, b / grid.x % grid.y, b / (grid.x * grid.y)};
-            ts.bdim = block;
-            ts.gdim = grid;
-            ts.block = &state;
-            ts.lane = t % 32;
-            ts.warp = t / 32;
-            entry(args);
-            // A returned thread no longer holds up the others' barriers.
-            Warp& w = my_warp();
-            w.exited.fetch_or(1u << ts.lane);
-            w.bar->arrive_and_drop();
-            state.bar->arrive_and_drop();
-            pool.arrive_and_wait();
-        }
-    };
-    std::vector<std::thread> threads;
-    threads.reserve(nt);
-    for (unsigned t = 0; t < nt; ++t) threads.emplace_back(worker, t);
-    for (auto& th : threads) th.join();
+    L.body = [&] { entry(args); };
+    L.bdim = block;
+    L.gdim = grid;
+    L.fibers.resize(nt);
+    L.warps.resize((nt + 31) / 32);
+    L.stacks = fiber_stacks();
+    for (unsigned t = 0; t < nt; ++t) {
+        L.fibers[t].tid = uint3{t % block.x, t / block.x % block.y, t / (block.x * block.y)};
+        L.fibers[t].lane = t % 32;
+        L.fibers[t].warp = t / 32;
+    }
+    g_launch = &L;
+    for (unsigned b = 0; b < nb; ++b) {
+        L.bid = uint3{b % grid.x, b / grid.x % grid.y, b / (grid.x * grid.y)};
+        run_block(L, nt, launches * 7919u + b);
+    }
+    g_launch = nullptr;
+    launches++;
     return 0;
 }
 
@@ -182,13 +282,13 @@ inline int launch(const char* name, dim3 grid, dim3 block, void** args) {
 #define __shared__ static
 #define __restrict__ __restrict
 #define __launch_bounds__(...)
-#define threadIdx (::zt_emu::ts.tid)
-#define blockIdx (::zt_emu::ts.bid)
-#define blockDim (::zt_emu::ts.bdim)
-#define gridDim (::zt_emu::ts.gdim)
+#define threadIdx (::zt_emu::me().tid)
+#define blockIdx (::zt_emu::g_launch->bid)
+#define blockDim (::zt_emu::g_launch->bdim)
+#define gridDim (::zt_emu::g_launch->gdim)
 #define warpSize 32
 
-inline void __syncthreads() { ::zt_emu::ts.block->bar->arrive_and_wait(); }
+inline void __syncthreads() { ::zt_emu::block_barrier(); }
 inline int __syncthreads_or(int p) {
     static std::atomic<int> any;  // one block at a time: a block-wide flag
     __syncthreads();
@@ -201,31 +301,30 @@ inline int __syncthreads_or(int p) {
     return r;
 }
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
-    auto& w = ::zt_emu::my_warp();
-    ::zt_emu::check_mask(w, mask);
-    w.bar->arrive_and_wait();
+    ::zt_emu::check_mask(::zt_emu::my_warp(), mask);
+    ::zt_emu::warp_barrier();
 }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 template <class T>
 T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
-    unsigned lane = ::zt_emu::ts.lane;
+    unsigned lane = ::zt_emu::me().lane;
     return ::zt_emu::shfl_from(mask, v, (lane & ~unsigned(width - 1)) + (unsigned(src) & unsigned(width - 1)));
 }
 template <class T>
 T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-    unsigned lane = ::zt_emu::ts.lane;
+    unsigned lane = ::zt_emu::me().lane;
     return ::zt_emu::shfl_from(mask, v, (lane & unsigned(width - 1)) >= delta ? lane - delta : lane);
 }
 template <class T>
 T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-    unsigned lane = ::zt_emu::ts.lane;
+    unsigned lane = ::zt_emu::me().lane;
     return ::zt_emu::shfl_from(mask, v, (lane & unsigned(width - 1)) + delta < unsigned(width) ? lane + delta : lane);
 }
 template <class T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
-    unsigned lane = ::zt_emu::ts.lane;
+    unsigned lane = ::zt_emu::me().lane;
     unsigned src = lane ^ unsigned(lane_mask);
     return ::zt_emu::shfl_from(mask, v, (src & ~unsigned(width - 1)) == (lane & ~unsigned(width - 1)) ? src : lane);
 }

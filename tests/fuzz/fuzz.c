@@ -178,7 +178,7 @@ int main(int argc, char **argv) {
       snapshot();
       s = is_fof ? ztree_fof(ctx, &src, !bad(50) ? &fp : NULL, &fo) : ztree_knn(ctx, &src, use_q ? &qry : NULL, !bad(50) ? &kp : NULL, &ko);
       calls++;
-      if ((int)s < 0 || (int)s > ZTREE_ERR_MEMORY) fail("unknown status", NULL);
+      if ((int)s < 0 || (int)s > ZTREE_ERR_DEVICE) fail("unknown status", NULL);
       if (s == ZTREE_ERR_INTERNAL) fail("internal error", ztree_last_error(ctx));
       if (s != ZTREE_OK && !*ztree_last_error(ctx)) fail("error without a message", NULL);
       check_bufs(inputs);

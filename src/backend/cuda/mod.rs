@@ -9,6 +9,7 @@
 
 #![cfg_attr(not(test), allow(dead_code))]
 
+pub(crate) mod backend;
 pub(crate) mod device;
 #[cfg(feature = "cuda")]
 pub(crate) mod driver;
@@ -20,3 +21,5 @@ pub(crate) mod sources;
 mod tests;
 #[cfg(all(test, feature = "cuda"))]
 mod nvrtc_check;
+#[cfg(all(test, any(feature = "cuda", feature = "cuda-emu")))]
+mod pipeline_tests;

@@ -30,8 +30,8 @@ fn len_u32(n: usize) -> Result<u32> {
 }
 
 /// Morton keys of `n` points into `keys[..n]`, cells as `quant` (src/geom/morton.rs).
-pub(crate) fn keys<T: Real, const D: usize>(dev: &Arc<dyn Device>, pos: [Strided; D], n: usize, quant: &Quantizer<D>, keys: &DevBuf<u64>) -> Result<()> {
-    assert!(keys.len() >= n);
+/// `keys` is device memory for `n` keys (a buffer, or a part of one).
+pub(crate) fn keys<T: Real, const D: usize>(dev: &Arc<dyn Device>, pos: [Strided; D], n: usize, quant: &Quantizer<D>, keys: DevPtr) -> Result<()> {
     let kernel = match (T::NAME, D) {
         ("f32", 2) => "zt_keys_f32_2",
         ("f32", 3) => "zt_keys_f32_3",
@@ -46,10 +46,18 @@ pub(crate) fn keys<T: Real, const D: usize>(dev: &Arc<dyn Device>, pos: [Strided
         q[3 + d] = scale[d].to_bits();
     }
     let z = if D == 3 { pos[D - 1] } else { pos[0] };
-    let args = [pos[0].arg(), pos[1].arg(), z.arg(), Arg::U32(len_u32(n)?), Arg::Words(q.to_vec()), keys.arg()];
+    let args = [pos[0].arg(), pos[1].arg(), z.arg(), Arg::U32(len_u32(n)?), Arg::Words(q.to_vec()), Arg::Ptr(keys)];
     // SAFETY: the argument list is zt_keys_*'s; `pos` covers `n` points (the caller's
     // descriptors, checked by the caller), `keys` holds `n` keys.
     unsafe { dev.launch("keys", kernel, blocks(n, BLOCK as usize)?, &args) }
+}
+
+/// `0, 1, .., n - 1`.
+pub(crate) fn iota(dev: &Arc<dyn Device>, n: usize) -> Result<DevBuf<u32>> {
+    let out = DevBuf::new(dev, n)?;
+    // SAFETY: zt_iota(out[n], n).
+    unsafe { dev.launch("scan", "zt_iota", blocks(n, BLOCK as usize)?, &[out.arg(), Arg::U32(len_u32(n)?)])? };
+    Ok(out)
 }
 
 /// Levels of the gaps between consecutive sorted keys (`n - 1` of them).

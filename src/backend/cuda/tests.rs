@@ -9,7 +9,7 @@ use crate::geom::Real;
 use crate::geom::morton::{Quantizer, level_of};
 use crate::input::{Bounds, Domain};
 
-fn devices() -> Vec<Arc<dyn Device>> {
+pub(super) fn devices() -> Vec<Arc<dyn Device>> {
     let mut v: Vec<Arc<dyn Device>> = Vec::new();
     #[cfg(feature = "cuda-emu")]
     v.push(Arc::new(super::emu::EmuDevice::default()));
@@ -68,7 +68,7 @@ fn check_keys<T: Real, const D: usize>(dev: &Arc<dyn Device>, quant: &Quantizer<
     let stride = (width * size_of::<T>()) as i64;
     let pos: [Strided; D] = std::array::from_fn(|d| Strided { data: buf.ptr() + (d * size_of::<T>()) as u64, stride });
     let keys: DevBuf<u64> = DevBuf::new(dev, n).unwrap();
-    prims::keys::<T, D>(dev, pos, n, quant, &keys).unwrap();
+    prims::keys::<T, D>(dev, pos, n, quant, keys.ptr()).unwrap();
     let got = keys.to_vec().unwrap();
     for (i, p) in pts.iter().enumerate() {
         let want = quant.key(&std::array::from_fn(|d| T::from_f64(p[d]).to_f64()));
@@ -160,7 +160,7 @@ fn keys_sort_gather_put_points_in_z_order_as_the_cpu_does() {
         let buf: DevBuf<f32> = DevBuf::from_slice(&dev, &aos).unwrap();
         let pos: [Strided; 3] = std::array::from_fn(|d| Strided { data: buf.ptr() + 4 * d as u64, stride: 12 });
         let mut keys: DevBuf<u64> = DevBuf::new(&dev, n).unwrap();
-        prims::keys::<f32, 3>(&dev, pos, n, &q, &keys).unwrap();
+        prims::keys::<f32, 3>(&dev, pos, n, &q, keys.ptr()).unwrap();
         let mut perm = DevBuf::from_slice(&dev, &(0..n as u32).collect::<Vec<_>>()).unwrap();
         prims::sort_pairs(&dev, &mut keys, &mut perm).unwrap();
         let perm_host = perm.to_vec().unwrap();

@@ -1,0 +1,451 @@
+//! `impl Backend for Cuda`: the pipeline's stages over device buffers.
+//!
+//! On the device so far: Morton keys of the caller's strided arrays, the stable radix sort
+//! with permutation, the gap levels, the gather into z-order, iota. Every other stage is
+//! *staged*: its inputs are copied to the host, the CPU back end's stage runs, and its
+//! outputs are copied back (`Staged` below), so the whole pipeline runs through the device
+//! layer today — on the emulator in CI, on a GPU where there is one — and each stage moves
+//! to the device by replacing one method, checked by the same pipeline tests.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use super::device::{DevBuf, DevPtr, Device};
+use super::prims::{self, Strided};
+use crate::api::{Timings, TreeParams};
+use crate::backend::cpu::{Cpu, DisjointSlice};
+use crate::backend::{Backend, Elem, Ingest};
+use crate::error::{Error, Result};
+use crate::fof::catalogue::{Catalogue, CatalogueRequest, ReduceStats};
+use crate::geom::Real;
+use crate::geom::metric::Metric;
+use crate::geom::morton::Quantizer;
+use crate::input::{Bounds, Domain};
+use crate::pipeline::{KnnSinks, Lists, PointTypes, Prepared, Tree};
+
+/// The CUDA back end on one device (real or emulated).
+pub(crate) struct Cuda {
+    pub dev: Arc<dyn Device>,
+}
+
+/// A caller's device array written by a stage (per-query or per-particle results).
+pub(crate) struct DevOut<'a, T> {
+    pub ptr: DevPtr,
+    pub len: usize,
+    _borrow: PhantomData<&'a mut [T]>,
+}
+
+impl<T> DevOut<'_, T> {
+    /// # Safety
+    /// `ptr` is device memory of `len` elements of `T`, not otherwise used during the call.
+    pub(crate) unsafe fn new(ptr: DevPtr, len: usize) -> Self {
+        Self { ptr, len, _borrow: PhantomData }
+    }
+}
+
+/// Element types of caller fields on the device.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[allow(dead_code)] // every id type arrives with the C face for device arrays
+pub(crate) enum FieldType {
+    F32,
+    F64,
+    I32,
+    I64,
+    U32,
+    U64,
+}
+
+impl FieldType {
+    fn size(self) -> usize {
+        match self {
+            FieldType::F32 | FieldType::I32 | FieldType::U32 => 4,
+            _ => 8,
+        }
+    }
+}
+
+/// A caller's per-particle field on the device (masses, a scalar, one velocity component,
+/// ids), in input order.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DevField<'a> {
+    pub a: Strided,
+    pub ty: FieldType,
+    pub n: usize,
+    pub _borrow: PhantomData<&'a [u8]>,
+}
+
+/// A caller's positions on the device: `n` points, one strided array per dimension.
+pub(crate) struct DevPoints<'a, T, const D: usize> {
+    pub pos: [Strided; D],
+    pub n: usize,
+    pub _borrow: PhantomData<&'a [T]>,
+}
+
+impl Cuda {
+    fn host<T: Elem>(&self, b: &DevBuf<T>) -> Result<Vec<T>> {
+        b.to_vec()
+    }
+    fn dev<T: Elem>(&self, v: &[T]) -> Result<DevBuf<T>> {
+        DevBuf::from_slice(&self.dev, v)
+    }
+    fn host_arr<T: Elem, const D: usize>(&self, a: &[DevBuf<T>; D]) -> Result<[Vec<T>; D]> {
+        let mut v = Vec::with_capacity(D);
+        for b in a {
+            v.push(b.to_vec()?);
+        }
+        Ok(v.try_into().unwrap_or_else(|_| unreachable!()))
+    }
+    fn dev_arr<T: Elem, const D: usize>(&self, a: &[Vec<T>; D]) -> Result<[DevBuf<T>; D]> {
+        let mut v = Vec::with_capacity(D);
+        for h in a {
+            v.push(self.dev(h)?);
+        }
+        Ok(v.try_into().unwrap_or_else(|_| unreachable!()))
+    }
+
+    /// `n` elements of a strided caller array, as raw element bytes, on the host.
+    fn fetch(&self, a: Strided, n: usize, size: usize) -> Result<Vec<u8>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let stride = if a.stride == 0 { size } else { a.stride as usize };
+        let span = (n - 1) * stride + size;
+        let mut raw = vec![0u8; span];
+        // SAFETY: the caller's descriptor covers `n` elements (checked at the API).
+        unsafe { self.dev.download(&mut raw, a.data)? };
+        let mut out = Vec::with_capacity(n * size);
+        for i in 0..n {
+            out.extend_from_slice(&raw[i * stride..i * stride + size]);
+        }
+        Ok(out)
+    }
+    fn fetch_f64(&self, f: &DevField<'_>) -> Result<Vec<f64>> {
+        let raw = self.fetch(f.a, f.n, f.ty.size())?;
+        let c4 = |c: &[u8]| <[u8; 4]>::try_from(c).unwrap();
+        let c8 = |c: &[u8]| <[u8; 8]>::try_from(c).unwrap();
+        Ok(match f.ty {
+            FieldType::F32 => raw.chunks_exact(4).map(|c| f32::from_ne_bytes(c4(c)) as f64).collect(),
+            FieldType::F64 => raw.chunks_exact(8).map(|c| f64::from_ne_bytes(c8(c))).collect(),
+            other => return Err(Error::Device(format!("a real field of type {other:?}"))),
+        })
+    }
+    fn fetch_ids(&self, f: &DevField<'_>) -> Result<Vec<i64>> {
+        let raw = self.fetch(f.a, f.n, f.ty.size())?;
+        let c4 = |c: &[u8]| <[u8; 4]>::try_from(c).unwrap();
+        let c8 = |c: &[u8]| <[u8; 8]>::try_from(c).unwrap();
+        Ok(match f.ty {
+            FieldType::I32 => raw.chunks_exact(4).map(|c| i32::from_ne_bytes(c4(c)) as i64).collect(),
+            FieldType::U32 => raw.chunks_exact(4).map(|c| u32::from_ne_bytes(c4(c)) as i64).collect(),
+            FieldType::I64 => raw.chunks_exact(8).map(|c| i64::from_ne_bytes(c8(c))).collect(),
+            FieldType::U64 => raw.chunks_exact(8).map(|c| u64::from_ne_bytes(c8(c)) as i64).collect(),
+            other => return Err(Error::Device(format!("ids of type {other:?}"))),
+        })
+    }
+    fn fetch_points<T: Real, const D: usize>(&self, p: &DevPoints<'_, T, D>) -> Result<Vec<[T; D]>> {
+        let mut coords = Vec::with_capacity(D);
+        for d in 0..D {
+            let raw = self.fetch(p.pos[d], p.n, size_of::<T>())?;
+            // SAFETY: each chunk holds one `T` (f32 or f64: any bits are a value).
+            coords.push(raw.chunks_exact(size_of::<T>()).map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr().cast::<T>()) }).collect::<Vec<T>>());
+        }
+        Ok((0..p.n).map(|i| std::array::from_fn(|d| coords[d][i])).collect())
+    }
+    /// Writes `v` into a caller's device array.
+    fn put<T: Elem>(&self, out: &DevOut<'_, T>, v: &[T]) -> Result<()> {
+        assert_eq!(out.len, v.len());
+        // SAFETY: `out` is `len` elements of device memory (DevOut's contract); `T` is plain data.
+        unsafe { self.dev.upload(out.ptr, std::slice::from_raw_parts(v.as_ptr().cast(), size_of_val(v))) }
+    }
+
+    fn host_tree<T: Real, const D: usize>(&self, t: &Tree<Cuda, T, D>) -> Result<Tree<Cpu, T, D>> {
+        Ok(Tree {
+            planes: t.planes.clone(),
+            start: self.host(&t.start)?,
+            src_start: self.host(&t.src_start)?,
+            src_count: self.host(&t.src_count)?,
+            qry_start: self.host(&t.qry_start)?,
+            qry_count: self.host(&t.qry_count)?,
+            src_lo: self.host(&t.src_lo)?,
+            src_hi: self.host(&t.src_hi)?,
+            qry_lo: self.host(&t.qry_lo)?,
+            qry_hi: self.host(&t.qry_hi)?,
+            child_start: self.host(&t.child_start)?,
+            child_count: self.host(&t.child_count)?,
+            level_caps: t.level_caps.clone(),
+        })
+    }
+    fn dev_tree<T: Real, const D: usize>(&self, t: Tree<Cpu, T, D>) -> Result<Tree<Cuda, T, D>> {
+        Ok(Tree {
+            planes: t.planes,
+            start: self.dev(&t.start)?,
+            src_start: self.dev(&t.src_start)?,
+            src_count: self.dev(&t.src_count)?,
+            qry_start: self.dev(&t.qry_start)?,
+            qry_count: self.dev(&t.qry_count)?,
+            src_lo: self.dev(&t.src_lo)?,
+            src_hi: self.dev(&t.src_hi)?,
+            qry_lo: self.dev(&t.qry_lo)?,
+            qry_hi: self.dev(&t.qry_hi)?,
+            child_start: self.dev(&t.child_start)?,
+            child_count: self.dev(&t.child_count)?,
+            level_caps: t.level_caps,
+        })
+    }
+    fn host_prepared<T: Real, const D: usize>(&self, p: &Prepared<Cuda, T, D>) -> Result<Prepared<Cpu, T, D>> {
+        let qry = match &p.qry {
+            Some((pos, orig)) => Some((self.host_arr(pos)?, self.host(orig)?)),
+            None => None,
+        };
+        Ok(Prepared { src_pos: self.host_arr(&p.src_pos)?, src_orig: self.host(&p.src_orig)?, qry, tree: self.host_tree(&p.tree)? })
+    }
+    fn host_lists(&self, l: &Lists<Cuda>) -> Result<Lists<Cpu>> {
+        Ok(Lists { offsets: self.host(&l.offsets)?, items: self.host(&l.items)? })
+    }
+    fn dev_lists(&self, l: Lists<Cpu>) -> Result<Lists<Cuda>> {
+        Ok(Lists { offsets: self.dev(&l.offsets)?, items: self.dev(&l.items)? })
+    }
+}
+
+/// A host copy of an optional device output, written by a staged stage, then put back.
+struct Staged<T> {
+    v: Option<Vec<T>>,
+}
+impl<T: Elem> Staged<T> {
+    fn new(out: &Option<DevOut<'_, T>>) -> Self {
+        Self { v: out.as_ref().map(|o| vec![T::FILL; o.len]) }
+    }
+    fn slice(&mut self) -> Option<DisjointSlice<'_, T>> {
+        self.v.as_mut().map(|v| DisjointSlice::new(v))
+    }
+    fn put(&self, cuda: &Cuda, out: &Option<DevOut<'_, T>>) -> Result<()> {
+        match (out, &self.v) {
+            (Some(o), Some(v)) => cuda.put(o, v),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Backend for Cuda {
+    type Buf<T: Elem> = DevBuf<T>;
+    type Out<'a, T: Elem> = DevOut<'a, T>;
+    type Scalar<'a> = DevField<'a>;
+    type Vectors<'a, const D: usize> = [DevField<'a>; D];
+    type Ids<'a> = DevField<'a>;
+    type Links = <Cpu as Backend>::Links;
+
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+    fn len<T: Elem>(b: &DevBuf<T>) -> usize {
+        b.len()
+    }
+    fn bytes<T: Elem>(b: &DevBuf<T>) -> usize {
+        b.len() * size_of::<T>()
+    }
+    fn upload<T: Elem>(&self, v: Vec<T>) -> Result<DevBuf<T>> {
+        self.dev(&v)
+    }
+    fn download<T: Elem>(&self, b: &DevBuf<T>) -> Result<Vec<T>> {
+        b.to_vec()
+    }
+    fn zeros<T: Elem>(&self, n: usize) -> Result<DevBuf<T>> {
+        DevBuf::zeros(&self.dev, n)
+    }
+    fn iota(&self, n: usize) -> Result<DevBuf<u32>> {
+        prims::iota(&self.dev, n)
+    }
+
+    fn sort_keys(&self, keys: &mut DevBuf<u64>, perm: &mut DevBuf<u32>) -> Result<()> {
+        prims::sort_pairs(&self.dev, keys, perm)
+    }
+    fn levels(&self, keys: &DevBuf<u64>) -> Result<DevBuf<u8>> {
+        prims::levels(&self.dev, keys)
+    }
+    fn refine_runs<T: Real, const D: usize>(&self, keys: &DevBuf<u64>, perm: &mut DevBuf<u32>, levels: &mut DevBuf<u8>, pos: &mut [DevBuf<T>; D], max_run: usize) -> Result<()> {
+        // Staged.
+        let (hk, mut hp, mut hl, mut hpos) = (self.host(keys)?, self.host(perm)?, self.host(levels)?, self.host_arr(pos)?);
+        Cpu.refine_runs(&hk, &mut hp, &mut hl, &mut hpos, max_run)?;
+        *perm = self.dev(&hp)?;
+        *levels = self.dev(&hl)?;
+        *pos = self.dev_arr(&hpos)?;
+        Ok(())
+    }
+    #[allow(clippy::type_complexity)]
+    fn split_types<T: Real, const D: usize>(&self, pos: [DevBuf<T>; D], perm: DevBuf<u32>, ns: usize) -> Result<([DevBuf<T>; D], DevBuf<u32>, [DevBuf<T>; D], DevBuf<u32>, DevBuf<u32>)> {
+        // Staged.
+        let (sp, so, qp, qo, prefix) = Cpu.split_types(self.host_arr(&pos)?, self.host(&perm)?, ns)?;
+        Ok((self.dev_arr(&sp)?, self.dev(&so)?, self.dev_arr(&qp)?, self.dev(&qo)?, self.dev(&prefix)?))
+    }
+    fn build_tree<T: Real, const D: usize>(
+        &self,
+        levels: &DevBuf<u8>,
+        types: PointTypes<'_, Self>,
+        src_pos: &[DevBuf<T>; D],
+        qry_pos: Option<&[DevBuf<T>; D]>,
+        params: &TreeParams,
+    ) -> Result<Tree<Self, T, D>> {
+        // Staged.
+        let prefix = match types {
+            PointTypes::Same => None,
+            PointTypes::Joint { src_prefix } => Some(self.host(src_prefix)?),
+        };
+        let htypes = match &prefix {
+            None => PointTypes::Same,
+            Some(p) => PointTypes::Joint { src_prefix: p },
+        };
+        let qp = qry_pos.map(|q| self.host_arr(q)).transpose()?;
+        let t = Cpu.build_tree(&self.host(levels)?, htypes, &self.host_arr(src_pos)?, qp.as_ref(), params)?;
+        self.dev_tree(t)
+    }
+    fn gather_scalar(&self, f: DevField<'_>, orig: &DevBuf<u32>) -> Result<DevBuf<f64>> {
+        // Staged.
+        let v = self.fetch_f64(&f)?;
+        let g: Vec<f64> = self.host(orig)?.iter().map(|&i| v[i as usize]).collect();
+        self.dev(&g)
+    }
+
+    fn walk_start<T: Real, const D: usize>(&self, tree: &Tree<Self, T, D>) -> Result<Lists<Self>> {
+        // Staged.
+        self.dev_lists(Cpu.walk_start(&self.host_tree(tree)?)?)
+    }
+    fn knn_node_pass<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Self, T, D>, k: usize, parent: usize, lists: &Lists<Self>) -> Result<Lists<Self>> {
+        // Staged.
+        self.dev_lists(Cpu.knn_node_pass(metric, &self.host_tree(tree)?, k, parent, &self.host_lists(lists)?)?)
+    }
+    fn knn_leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        k: usize,
+        masses: Option<&DevBuf<f64>>,
+        scalar: Option<&DevBuf<f64>>,
+        lists: &Lists<Self>,
+        sinks: &KnnSinks<'_, Self, T>,
+    ) -> Result<u64> {
+        // Staged: the results are computed on the host and copied into the device sinks.
+        let (hm, hs) = (masses.map(|m| self.host(m)).transpose()?, scalar.map(|s| self.host(s)).transpose()?);
+        let mut idx = Staged::new(&sinks.indices);
+        let mut dist = Staged::new(&sinks.distances);
+        let mut d2 = Staged::new(&sinks.d2);
+        let mut kth = Staged::new(&sinks.kth);
+        let mut kth_d2 = Staged::new(&sinks.kth_d2);
+        let mut dens = Staged::new(&sinks.density);
+        let mut mean = Staged::new(&sinks.scalar_mean);
+        let pairs = {
+            let hsinks = KnnSinks::<Cpu, T> {
+                indices: idx.slice(),
+                distances: dist.slice(),
+                d2: d2.slice(),
+                kth: kth.slice(),
+                kth_d2: kth_d2.slice(),
+                density: dens.slice(),
+                scalar_mean: mean.slice(),
+                zorder: sinks.zorder,
+            };
+            Cpu.knn_leaf_pass(metric, &self.host_prepared(zs)?, k, hm.as_ref(), hs.as_ref(), &self.host_lists(lists)?, &hsinks)?
+        };
+        idx.put(self, &sinks.indices)?;
+        dist.put(self, &sinks.distances)?;
+        d2.put(self, &sinks.d2)?;
+        kth.put(self, &sinks.kth)?;
+        kth_d2.put(self, &sinks.kth_d2)?;
+        dens.put(self, &sinks.density)?;
+        mean.put(self, &sinks.scalar_mean)?;
+        Ok(pairs)
+    }
+    fn knn_ball_query<T: Real, const D: usize, M: Metric<T, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        queries: &[[T; D]],
+        r2: &[T],
+        first: Option<&[u32]>,
+        k: usize,
+    ) -> Result<(Vec<i64>, Vec<T>)> {
+        // Staged.
+        Cpu.knn_ball_query(metric, &self.host_prepared(zs)?, queries, r2, first, k)
+    }
+
+    fn fof_begin<T: Real, const D: usize>(&self, zs: &Prepared<Self, T, D>) -> Result<Self::Links> {
+        Cpu.fof_begin(&self.host_prepared(zs)?)
+    }
+    fn fof_leaf_self<T: Real, const D: usize, M: Metric<f64, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, l: f64, links: &Self::Links) -> Result<()> {
+        // Staged (the union–find lives on the host for now).
+        Cpu.fof_leaf_self(metric, &self.host_prepared(zs)?, l, links)
+    }
+    fn fof_node_pass<T: Real, const D: usize, M: Metric<f64, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        l: f64,
+        links: &Self::Links,
+        parent: usize,
+        lists: &Lists<Self>,
+    ) -> Result<Lists<Self>> {
+        // Staged.
+        self.dev_lists(Cpu.fof_node_pass(metric, &self.host_prepared(zs)?, l, links, parent, &self.host_lists(lists)?)?)
+    }
+    fn fof_leaf_pass<T: Real, const D: usize, M: Metric<f64, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, l: f64, links: &Self::Links, lists: &Lists<Self>) -> Result<u64> {
+        // Staged.
+        Cpu.fof_leaf_pass(metric, &self.host_prepared(zs)?, l, links, &self.host_lists(lists)?)
+    }
+    fn fof_contract(&self, links: Self::Links) -> Result<DevBuf<u32>> {
+        self.dev(&Cpu.fof_contract(links)?)
+    }
+    fn catalogue<T: Real, const D: usize>(
+        &self,
+        zs: &Prepared<Self, T, D>,
+        roots: &DevBuf<u32>,
+        req: &CatalogueRequest<'_, Self, D>,
+        labels: &DevOut<'_, i64>,
+        timings: &mut Timings,
+    ) -> Result<(Catalogue<D>, ReduceStats)> {
+        // Staged: the caller's fields come to the host, the labels go back.
+        let vel: Option<Vec<[f64; D]>> = match &req.velocities {
+            Some(v) => {
+                let mut comps = Vec::with_capacity(D);
+                for f in v {
+                    comps.push(self.fetch_f64(f)?);
+                }
+                Some((0..comps[0].len()).map(|i| std::array::from_fn(|d| comps[d][i])).collect())
+            }
+            None => None,
+        };
+        let masses = req.masses.as_ref().map(|m| self.fetch_f64(m)).transpose()?;
+        let ids = req.ids.as_ref().map(|f| self.fetch_ids(f)).transpose()?;
+        let hreq = CatalogueRequest::<Cpu, D> {
+            box_len: req.box_len,
+            velocities: vel.as_ref().map(|v| v as &dyn crate::input::VectorField<D>),
+            masses: masses.as_ref().map(|m| m as &dyn crate::input::ScalarField),
+            particle_mass: req.particle_mass,
+            ids: ids.as_ref().map(|v| v as &dyn crate::input::ParticleIds),
+            min_members: req.min_members,
+            order: req.order,
+            members: req.members,
+        };
+        let mut hl = vec![0i64; labels.len];
+        let r = Cpu.catalogue(&self.host_prepared(zs)?, &self.host(roots)?, &hreq, &DisjointSlice::new(&mut hl), timings)?;
+        self.put(labels, &hl)?;
+        Ok(r)
+    }
+}
+
+impl<T: Real, const D: usize> Ingest<DevPoints<'_, T, D>, T, D> for Cuda {
+    fn count(&self, pts: &DevPoints<'_, T, D>) -> usize {
+        pts.n
+    }
+    fn scan(&self, pts: &DevPoints<'_, T, D>, what: &'static str, domain: &Domain<D>) -> Result<Bounds<D>> {
+        // Staged: the checks and the bounding box on the host.
+        Ingest::<Vec<[T; D]>, T, D>::scan(&Cpu, &self.fetch_points(pts)?, what, domain)
+    }
+    fn keys_into(&self, pts: &DevPoints<'_, T, D>, quant: &Quantizer<D>, keys: &mut DevBuf<u64>, at: usize) -> Result<()> {
+        assert!(at + pts.n <= keys.len());
+        prims::keys::<T, D>(&self.dev, pts.pos, pts.n, quant, keys.ptr() + (at * 8) as u64)
+    }
+    fn gather_into(&self, pts: &DevPoints<'_, T, D>, perm: &DevBuf<u32>, first: u32, out: &mut [DevBuf<T>; D]) -> Result<()> {
+        for d in 0..D {
+            prims::gather::<T>(&self.dev, pts.pos[d], perm, first, pts.n, &out[d])?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,194 @@
+//! The whole pipeline on the CUDA back end equals the CPU back end: kNN (self and separate
+//! queries, every output) and FoF with its catalogue, on random and adversarial inputs, f32
+//! and f64, 2D and 3D, periodic and open — on every device the tests can reach.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use super::backend::{Cuda, DevField, DevOut, DevPoints, FieldType};
+use super::device::{DevBuf, Device};
+use super::prims::Strided;
+use super::tests::devices;
+use crate::api::TreeParams;
+use crate::backend::cpu::{Cpu, DisjointSlice};
+use crate::fof::catalogue::{CatalogueOrder, CatalogueRequest};
+use crate::geom::Real;
+use crate::input::Domain;
+use crate::pipeline::KnnSinks;
+use crate::pipeline::knn::KnnFields;
+
+struct Lcg(u64);
+impl Lcg {
+    fn unit(&mut self) -> f64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Point sets that stress the tree and the walks, in a box of side `l`.
+fn inputs<const D: usize>(l: f64) -> Vec<(&'static str, Vec<[f64; D]>)> {
+    let mut r = Lcg(99);
+    let uniform: Vec<[f64; D]> = (0..2500).map(|_| std::array::from_fn(|_| r.unit() * l)).collect();
+    // Clumps: 80% of points in a few tight balls.
+    let centres: Vec<[f64; D]> = (0..6).map(|_| std::array::from_fn(|_| r.unit() * l)).collect();
+    let clustered: Vec<[f64; D]> = (0..2500)
+        .map(|i| if i % 5 == 0 { std::array::from_fn(|_| r.unit() * l) } else { std::array::from_fn(|d| (centres[i % 6][d] + (r.unit() - 0.5) * 0.02 * l).rem_euclid(l)) })
+        .collect();
+    // Duplicates: 40 positions, each many times (runs of identical keys get refined).
+    let dups: Vec<[f64; D]> = (0..1500).map(|i| std::array::from_fn(|d| ((i % 40) as f64 * 0.37 + d as f64 * 0.11).rem_euclid(1.0) * l)).collect();
+    // A lattice with spacing exactly l / 16, faces included (points at 0).
+    let side: usize = if D == 2 { 16 } else { 12 };
+    let lattice: Vec<[f64; D]> = (0..side.pow(D as u32)).map(|i| std::array::from_fn(|d| ((i / side.pow(d as u32)) % side) as f64 * (l / 16.0))).collect();
+    // Points on the box faces: 0 and the largest value below l.
+    let below = l * (1.0 - f64::EPSILON);
+    let faces: Vec<[f64; D]> = (0..800).map(|i| std::array::from_fn(|d| match (i + d) % 3 { 0 => 0.0, 1 => below, _ => r.unit() * l })).collect();
+    vec![("uniform", uniform), ("clustered", clustered), ("duplicates", dups), ("lattice", lattice), ("faces", faces), ("tiny", vec![[0.5 * l; D], [0.25 * l; D]])]
+}
+
+/// Device copies of points (array of structs, a pad element per point).
+struct OnDevice<T: Real> {
+    buf: DevBuf<T>,
+    n: usize,
+}
+impl<T: Real> OnDevice<T> {
+    fn new<const D: usize>(dev: &Arc<dyn Device>, pts: &[[T; D]]) -> Self {
+        let aos: Vec<T> = pts.iter().flat_map(|p| p.iter().copied().chain(std::iter::once(T::ZERO))).collect();
+        Self { buf: DevBuf::from_slice(dev, &aos).unwrap(), n: pts.len() }
+    }
+    fn points<const D: usize>(&self) -> DevPoints<'_, T, D> {
+        let stride = ((D + 1) * size_of::<T>()) as i64;
+        DevPoints { pos: std::array::from_fn(|d| Strided { data: self.buf.ptr() + (d * size_of::<T>()) as u64, stride }), n: self.n, _borrow: PhantomData }
+    }
+}
+
+fn out<T: crate::backend::Elem>(b: &DevBuf<T>) -> DevOut<'_, T> {
+    // SAFETY: the buffer is `len` elements, written only by this call.
+    unsafe { DevOut::new(b.ptr(), b.len()) }
+}
+
+fn knn_case<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, domain: &Domain<D>, pts: &[[T; D]], qry: Option<&[[T; D]]>, k: usize) {
+    let params = TreeParams::default();
+    let nq = qry.map_or(pts.len(), |q| q.len());
+    // CPU.
+    let (mut ci, mut cd2, mut ck) = (vec![0i64; nq * k], vec![T::ZERO; nq * k], vec![T::ZERO; nq]);
+    let cpu_stats = {
+        let sinks = KnnSinks::<Cpu, T> { indices: Some(DisjointSlice::new(&mut ci)), d2: Some(DisjointSlice::new(&mut cd2)), kth_d2: Some(DisjointSlice::new(&mut ck)), ..Default::default() };
+        let f = KnnFields::<Cpu> { masses: None, scalar: None };
+        let q: Option<&Vec<[T; D]>> = None;
+        match qry {
+            None => crate::pipeline::knn::run(&Cpu, domain, &pts.to_vec(), q, &f, k, &params, &sinks).unwrap().0,
+            Some(qq) => crate::pipeline::knn::run(&Cpu, domain, &pts.to_vec(), Some(&qq.to_vec()), &f, k, &params, &sinks).unwrap().0,
+        }
+    };
+    // Device.
+    let cuda = Cuda { dev: dev.clone() };
+    let src = OnDevice::new(dev, pts);
+    let q_dev = qry.map(|q| OnDevice::new(dev, q));
+    let (gi, gd2, gk): (DevBuf<i64>, DevBuf<T>, DevBuf<T>) = (DevBuf::new(dev, nq * k).unwrap(), DevBuf::new(dev, nq * k).unwrap(), DevBuf::new(dev, nq).unwrap());
+    let sinks = KnnSinks::<Cuda, T> { indices: Some(out(&gi)), d2: Some(out(&gd2)), kth_d2: Some(out(&gk)), ..Default::default() };
+    let f = KnnFields::<Cuda> { masses: None, scalar: None };
+    let qp = q_dev.as_ref().map(|q| q.points::<D>());
+    let dev_stats = crate::pipeline::knn::run(&cuda, domain, &src.points::<D>(), qp.as_ref(), &f, k, &params, &sinks).unwrap().0;
+    let what = format!("{}: kNN {name}, {} in {D}D, k = {k}, {domain:?}", dev.describe(), T::NAME);
+    assert_eq!(gi.to_vec().unwrap(), ci, "{what}: indices");
+    let bits = |v: &[T]| v.iter().map(|x| x.key_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&gd2.to_vec().unwrap()), bits(&cd2), "{what}: squared distances");
+    assert_eq!(bits(&gk.to_vec().unwrap()), bits(&ck), "{what}: k-th distance");
+    assert_eq!(dev_stats.nodes_per_plane, cpu_stats.nodes_per_plane, "{what}: planes");
+}
+
+fn fof_case<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, domain: &Domain<D>, pts: &[[T; D]], l: f64) {
+    let params = TreeParams::default();
+    let n = pts.len();
+    // Velocities, masses and ids as a code holds them: f32 velocities, f64 masses, u64 ids.
+    let mut r = Lcg(5);
+    let vel: Vec<[f32; D]> = (0..n).map(|_| std::array::from_fn(|_| (r.unit() - 0.5) as f32)).collect();
+    let mass: Vec<f64> = (0..n).map(|_| 0.5 + r.unit()).collect();
+    let ids: Vec<u64> = (0..n as u64).map(|i| (i * 7919) % (n as u64) + 1000).collect();
+    let box_len = match domain {
+        Domain::Periodic(l) => Some(*l),
+        Domain::Open => None,
+    };
+    // CPU.
+    let mut cl = vec![0i64; n];
+    let (ccat, _) = {
+        let req = CatalogueRequest::<Cpu, D> {
+            box_len,
+            velocities: Some(&vel),
+            masses: Some(&mass),
+            particle_mass: 1.0,
+            ids: Some(&ids),
+            min_members: 2,
+            order: CatalogueOrder::Gadget,
+            members: true,
+        };
+        crate::pipeline::fof::run(&Cpu, domain, &pts.to_vec(), l, &req, &params, &DisjointSlice::new(&mut cl)).unwrap()
+    };
+    // Device.
+    let cuda = Cuda { dev: dev.clone() };
+    let src = OnDevice::new(dev, pts);
+    let dvel = DevBuf::from_slice(dev, &vel).unwrap();
+    let dmass = DevBuf::from_slice(dev, &mass).unwrap();
+    let dids = DevBuf::from_slice(dev, &ids).unwrap();
+    let field = |data: u64, stride: i64, ty: FieldType| DevField { a: Strided { data, stride }, ty, n, _borrow: PhantomData };
+    let req = CatalogueRequest::<Cuda, D> {
+        box_len,
+        velocities: Some(std::array::from_fn(|d| field(dvel.ptr() + 4 * d as u64, 4 * D as i64, FieldType::F32))),
+        masses: Some(field(dmass.ptr(), 0, FieldType::F64)),
+        particle_mass: 1.0,
+        ids: Some(field(dids.ptr(), 8, FieldType::U64)),
+        min_members: 2,
+        order: CatalogueOrder::Gadget,
+        members: true,
+    };
+    let labels: DevBuf<i64> = DevBuf::new(dev, n).unwrap();
+    let (gcat, _) = crate::pipeline::fof::run(&cuda, domain, &src.points::<D>(), l, &req, &params, &out(&labels)).unwrap();
+    let what = format!("{}: FoF {name}, {} in {D}D, l = {l}, {domain:?}", dev.describe(), T::NAME);
+    assert_eq!(labels.to_vec().unwrap(), cl, "{what}: labels");
+    assert_eq!(gcat, ccat, "{what}: catalogue");
+}
+
+fn cast<T: Real, const D: usize>(p: &[[f64; D]]) -> Vec<[T; D]> {
+    p.iter().map(|x| std::array::from_fn(|d| T::from_f64(x[d]))).collect()
+}
+
+fn all_cases<T: Real, const D: usize>(dev: &Arc<dyn Device>) {
+    let l = 10.0;
+    for (name, pts) in inputs::<D>(l) {
+        let pts = cast::<T, D>(&pts);
+        // f32 rounding can put a point on the box's top face: keep it inside.
+        let inside: Vec<[T; D]> = pts.iter().map(|p| std::array::from_fn(|d| if p[d].to_f64() >= l { T::from_f64(0.0) } else { p[d] })).collect();
+        for domain in [Domain::Periodic([l; D]), Domain::Open] {
+            for k in [1, 16, 133] {
+                knn_case::<T, D>(dev, name, &domain, &inside, None, k);
+            }
+            fof_case::<T, D>(dev, name, &domain, &inside, l / 16.0);
+        }
+        // Separate queries (the first 300 points, shifted) and k beyond the sources.
+        let q: Vec<[T; D]> = inside.iter().take(300).map(|p| std::array::from_fn(|d| T::from_f64((p[d].to_f64() + 0.013 * l).rem_euclid(l) * 0.999))).collect();
+        knn_case::<T, D>(dev, name, &Domain::Periodic([l; D]), &inside, Some(&q), 16);
+        knn_case::<T, D>(dev, name, &Domain::Open, &inside[..inside.len().min(40)], Some(&q), 64);
+    }
+}
+
+#[test]
+fn pipeline_on_the_device_equals_the_cpu_f64_3d() {
+    for dev in devices() {
+        all_cases::<f64, 3>(&dev);
+    }
+}
+
+#[test]
+fn pipeline_on_the_device_equals_the_cpu_f32_3d() {
+    for dev in devices() {
+        all_cases::<f32, 3>(&dev);
+    }
+}
+
+#[test]
+fn pipeline_on_the_device_equals_the_cpu_2d() {
+    for dev in devices() {
+        all_cases::<f64, 2>(&dev);
+        all_cases::<f32, 2>(&dev);
+    }
+}
