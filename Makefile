@@ -78,7 +78,7 @@ test-rust: bootstrap
 # The CUDA back end's tests alone: kernels on the emulator (and on a GPU when present)
 # against the CPU, NVRTC builds for sm_80/sm_90 and the ptxas spill check.
 test-device: bootstrap
-	$(CUDA_ENV) $(CARGO) test $(TEST_FEATURES) --lib backend::cuda
+	$(CUDA_ENV) $(CARGO) test $(TEST_FEATURES) --lib -- backend::cuda ffi::device
 
 # Distributed kNN and FoF against single-rank results, on 1, 2, 3 and 4 ranks
 # (oversubscribed), then the C in-situ demo on 3 ranks.

@@ -81,10 +81,13 @@ fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T,
         let kf = KnnFields::<Cpu> { masses: fields.masses, scalar: fields.scalar };
         crate::pipeline::knn::run(&Cpu, domain, sources, queries, &kf, params.k, &ctx.config.tree, &sinks)?
     };
-    if out.order == OutputOrder::ZOrder
-        && let Some(p) = out.permutation.as_deref_mut()
-    {
-        p.par_iter_mut().zip(zs.queries().1.par_iter()).for_each(|(p, &o)| *p = o as i64);
+    // Which query each row is: the z-order's input indices, or (rows in input order) the
+    // identity.
+    if let Some(p) = out.permutation.as_deref_mut() {
+        match out.order {
+            OutputOrder::ZOrder => p.par_iter_mut().zip(zs.queries().1.par_iter()).for_each(|(p, &o)| *p = o as i64),
+            OutputOrder::Input => p.par_iter_mut().enumerate().for_each(|(i, p)| *p = i as i64),
+        }
     }
     Ok(stats)
 }

@@ -84,6 +84,11 @@ impl Strided {
         unsafe { self.base.add(i * self.stride).cast::<V>().read_unaligned() }
     }
 
+    /// The address and byte stride (for device arrays, which ztree never reads on the host).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub fn raw(&self) -> (u64, i64) {
+        (self.base as u64, self.stride as i64)
+    }
     pub fn dtype(&self) -> i32 {
         self.dtype
     }
@@ -195,24 +200,37 @@ pub(crate) fn null(what: &str) -> Fail {
 fn device_arrays(what: &str) -> Fail {
     use ztree_status::*;
     #[cfg(feature = "cuda")]
-    match crate::backend::cuda::driver::device_count() {
-        Err(e) => fail(ZTREE_ERR_NO_DEVICE, format!("{what}: CUDA device arrays given, but {e}")),
-        Ok(n) => fail(
-            ZTREE_ERR_UNSUPPORTED,
-            format!("{what}: CUDA device arrays given ({n} device(s) present), but the CUDA back end of this version runs only its first stages (keys, sort) and cannot run a job yet: pass host arrays"),
-        ),
+    match super::device::usable(what) {
+        Err(e) => e,
+        Ok(()) => fail(ZTREE_ERR_UNSUPPORTED, format!("{what}: CUDA device arrays are taken by kNN on serial contexts in this version (FoF and MPI contexts take host arrays)")),
     }
     #[cfg(not(feature = "cuda"))]
     fail(ZTREE_ERR_UNSUPPORTED, format!("{what}: CUDA device arrays need the CUDA back end, which this build does not have (cargo feature `cuda`); pass host arrays"))
 }
 
-/// The particle count, after checking the memory space.
+/// The particle count, after checking the memory space (host arrays only).
 pub(crate) fn count_of(p: &ztree_particles, what: &str) -> Result<usize, Fail> {
-    use ztree_status::*;
+    count_in(p, what, false)
+}
+
+/// The particle count, after checking the memory space; `device_ok`: this call takes CUDA
+/// device arrays (where a device is usable).
+pub(crate) fn count_in(p: &ztree_particles, what: &str, device_ok: bool) -> Result<usize, Fail> {
     if p.memory == ZTREE_MEMORY_CUDA_DEVICE {
+        #[cfg(feature = "cuda")]
+        if device_ok {
+            super::device::usable(what)?;
+            return count_value(p, what);
+        }
+        let _ = device_ok;
         return Err(device_arrays(what));
     }
-    if p.memory != ZTREE_MEMORY_HOST {
+    count_value(p, what)
+}
+
+fn count_value(p: &ztree_particles, what: &str) -> Result<usize, Fail> {
+    use ztree_status::*;
+    if p.memory != ZTREE_MEMORY_HOST && p.memory != ZTREE_MEMORY_CUDA_DEVICE {
         return Err(fail(ZTREE_ERR_INVALID_ARGUMENT, format!("{what}: unknown memory space {}", p.memory)));
     }
     if p.count < 0 {

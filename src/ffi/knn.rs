@@ -1,7 +1,7 @@
 //! `ztree_knn` and `ztree_knn_bytes`: argument checks, the agreement on MPI contexts,
 //! dispatch on dimension and element type, and the hand-over of results.
 
-use super::input::{Constant, Strided, StridedPoints, config_words, count_of, domain, null, pos_dtype, positions, presence};
+use super::input::{Constant, Strided, StridedPoints, config_words, count_in, domain, null, pos_dtype, positions, presence};
 use super::out::{Bytes, DistInfo, Proposal, agree_args, dest, fill_stats, try_vec};
 use super::types::*;
 use super::{Fail, fail, guard, ztree_context};
@@ -55,11 +55,11 @@ pub unsafe extern "C" fn ztree_knn_bytes(
 }
 
 /// The arguments as plain values.
-struct Args {
-    src: ztree_particles,
-    qry: Option<ztree_particles>,
-    prm: ztree_knn_params,
-    dtype: i32,
+pub(crate) struct Args {
+    pub src: ztree_particles,
+    pub qry: Option<ztree_particles>,
+    pub prm: ztree_knn_params,
+    pub dtype: i32,
 }
 
 unsafe fn entry(
@@ -107,17 +107,17 @@ unsafe fn entry(
 }
 
 /// The arguments after every check that needs no allocation.
-struct Checked<T: Real, const D: usize> {
-    ns: usize,
-    nq: usize,
-    k: usize,
-    rows: usize,
-    sp: StridedPoints<T, D>,
-    qp: Option<StridedPoints<T, D>>,
-    masses: Option<Strided>,
-    scalar: Option<Strided>,
-    order: OutputOrder,
-    bytes: Bytes,
+pub(crate) struct Checked<T: Real, const D: usize> {
+    pub ns: usize,
+    pub nq: usize,
+    pub k: usize,
+    pub rows: usize,
+    pub sp: StridedPoints<T, D>,
+    pub qp: Option<StridedPoints<T, D>>,
+    pub masses: Option<Strided>,
+    pub scalar: Option<Strided>,
+    pub order: OutputOrder,
+    pub bytes: Bytes,
     proposal: Proposal,
 }
 
@@ -125,11 +125,15 @@ const KNOWN: u32 = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES | ZTREE_KNN_KTH_DISTA
 
 fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_knn_output, distributed: bool) -> Result<Checked<T, D>, Fail> {
     let (src, prm) = (&a.src, &a.prm);
-    let ns = count_of(src, "sources")?;
+    // Device arrays: serial contexts (the distributed layer exchanges host arrays).
+    let ns = count_in(src, "sources", !distributed)?;
     let sp = positions::<T, D>(src, ns, "sources")?;
     let (nq, qp) = match &a.qry {
         Some(q) => {
-            let nq = count_of(q, "queries")?;
+            if q.memory != src.memory {
+                return Err(fail(ZTREE_ERR_INVALID_ARGUMENT, "queries and sources must be in the same memory space"));
+            }
+            let nq = count_in(q, "queries", !distributed)?;
             (nq, Some(positions::<T, D>(q, nq, "queries")?))
         }
         None => (ns, None),
@@ -194,6 +198,10 @@ fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztr
     if let Some(s) = size {
         *s = checked?.bytes.as_i64();
         return Ok(());
+    }
+    #[cfg(feature = "cuda")]
+    if ctx.comm.is_none() && a.src.memory == ZTREE_MEMORY_CUDA_DEVICE {
+        return super::device::knn(ctx, a, o, checked?);
     }
     let want = |bit: u32| a.prm.outputs & bit != 0;
     let limit = ctx.config.memory_limit;

@@ -6,6 +6,8 @@
 #![allow(non_camel_case_types)]
 #![allow(clippy::missing_safety_doc)]
 
+#[cfg(feature = "cuda")]
+mod device;
 mod fof;
 mod input;
 mod knn;
@@ -62,6 +64,9 @@ pub struct ztree_context {
     pub(crate) comm: out::CommSlot,
     pub(crate) last_error: CString,
     pub(crate) buffers: out::Buffers,
+    /// The device and device output buffers of the last call on device arrays.
+    #[cfg(feature = "cuda")]
+    pub(crate) device: device::DeviceState,
     pub(crate) stats: ztree_stats,
 }
 
@@ -200,7 +205,16 @@ fn create(cfg: *const ztree_config, comm_f: Option<i32>, out: *mut *mut ztree_co
     })();
     // Every rank's configuration valid and the shared part (dimensions, box) the same.
     let ((c, core, _), _) = out::agree_args(&comm, "ztree_create_mpi", local, |l| &l.2)?;
-    let ctx = Box::new(ztree_context { core, config: c, comm, last_error: CString::default(), buffers: out::Buffers::default(), stats: out::empty_stats() });
+    let ctx = Box::new(ztree_context {
+        core,
+        config: c,
+        comm,
+        last_error: CString::default(),
+        buffers: out::Buffers::default(),
+        #[cfg(feature = "cuda")]
+        device: Default::default(),
+        stats: out::empty_stats(),
+    });
     // SAFETY: checked non-null.
     unsafe { out.write(Box::into_raw(ctx)) };
     Ok(())

@@ -316,8 +316,8 @@ static void test_errors(ztree_context *ctx, ztree_context *open_ctx) {
   EXPECT(ztree_knn(ctx, &bad, NULL, &kp, &out), ZTREE_ERR_INVALID_ARGUMENT);
   bad = p;
   bad.memory = ZTREE_MEMORY_CUDA_DEVICE;
-  /* No GPU: a clear status. (With one, these host pointers are not device memory.) */
-  EXPECT(ztree_knn(ctx, &bad, NULL, &kp, &out), ztree_cuda_device_count() > 0 ? ZTREE_ERR_UNSUPPORTED : ZTREE_ERR_NO_DEVICE);
+  /* No GPU: a clear status. With one, these host pointers are not device memory. */
+  EXPECT(ztree_knn(ctx, &bad, NULL, &kp, &out), ztree_cuda_device_count() > 0 ? ZTREE_ERR_INVALID_ARGUMENT : ZTREE_ERR_NO_DEVICE);
   bad = p;
   bad.count = 0;
   EXPECT(ztree_knn(ctx, &bad, NULL, &kp, &out), ZTREE_ERR_NO_SOURCES);

@@ -119,7 +119,7 @@ impl Cuda {
         }
         Ok(out)
     }
-    fn fetch_f64(&self, f: &DevField<'_>) -> Result<Vec<f64>> {
+    pub(crate) fn fetch_f64(&self, f: &DevField<'_>) -> Result<Vec<f64>> {
         let raw = self.fetch(f.a, f.n, f.ty.size())?;
         let c4 = |c: &[u8]| <[u8; 4]>::try_from(c).unwrap();
         let c8 = |c: &[u8]| <[u8; 8]>::try_from(c).unwrap();

@@ -59,12 +59,33 @@ impl CudaDevice {
             return Err(Error::NoDevice(format!("CUDA device {ordinal} asked for, {count} present")));
         }
         let dev = result::device::get(ordinal).map_err(|e| device_err("cuDeviceGet", e))?;
-        // Retained and never released: the module cache lives in this context for the
-        // whole process (it is the context the CUDA runtime shares, too).
-        // SAFETY: `dev` came from cuDeviceGet.
-        let ctx = unsafe { result::primary_ctx::retain(dev) }.map_err(|e| device_err("cuDevicePrimaryCtxRetain", e))?;
+        // Retained once per device and never released: the module cache lives in this
+        // context for the whole process (the context the CUDA runtime shares, too).
+        static CONTEXTS: OnceLock<Mutex<HashMap<i32, usize>>> = OnceLock::new();
+        let mut contexts = CONTEXTS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+        let ctx = match contexts.get(&ordinal) {
+            Some(&c) => c as sys::CUcontext,
+            None => {
+                // SAFETY: `dev` came from cuDeviceGet.
+                let c = unsafe { result::primary_ctx::retain(dev) }.map_err(|e| device_err("cuDevicePrimaryCtxRetain", e))?;
+                contexts.insert(ordinal, c as usize);
+                c
+            }
+        };
         let name = result::device::get_name(dev).unwrap_or_else(|_| "unknown".into());
         Ok(Self { ordinal, ctx, stream: stream as sys::CUstream, name })
+    }
+
+    /// The device a caller's pointer lives on; an error when it is not device memory.
+    pub(crate) fn ordinal_of(ptr: DevPtr) -> Result<i32> {
+        device_count()?;
+        let mut ordinal: i32 = -1;
+        // SAFETY: writes one int; fails cleanly for pointers the driver does not know.
+        let r = unsafe { sys::cuPointerGetAttribute((&mut ordinal as *mut i32).cast(), sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr) };
+        if r != sys::CUresult::CUDA_SUCCESS || ordinal < 0 {
+            return Err(Error::InvalidParameter { name: "memory", why: format!("the pointer {ptr:#x} is not CUDA device memory ({r:?})") });
+        }
+        Ok(ordinal)
     }
 
     fn current(&self) -> Result<()> {

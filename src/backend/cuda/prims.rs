@@ -139,3 +139,25 @@ pub(crate) fn gather<T: Real>(dev: &Arc<dyn Device>, a: Strided, perm: &DevBuf<u
     // SAFETY: zt_gather_*(a[count], perm[n], n, first, count, out[n]).
     unsafe { dev.launch("keys", kernel, blocks(n, BLOCK as usize)?, &args) }
 }
+
+/// `out[i] = in[i] as f64` (f32 results into the C face's f64 arrays).
+/// `input` holds `n` f32 and `out` room for `n` f64 (device memory).
+pub(crate) fn f32_to_f64(dev: &Arc<dyn Device>, input: DevPtr, n: usize, out: DevPtr) -> Result<()> {
+    // SAFETY: zt_f32_to_f64(in[n], n, out[n]), sizes as documented.
+    unsafe { dev.launch("scan", "zt_f32_to_f64", blocks(n, BLOCK as usize)?, &[Arg::Ptr(input), Arg::U32(len_u32(n)?), Arg::Ptr(out)]) }
+}
+
+/// `out[i] = in[i] as i64`.
+pub(crate) fn u32_to_i64(dev: &Arc<dyn Device>, input: &DevBuf<u32>, out: DevPtr) -> Result<()> {
+    let n = input.len();
+    // SAFETY: zt_u32_to_i64(in[n], n, out[n]); `out` holds n i64 (the caller's promise).
+    unsafe { dev.launch("scan", "zt_u32_to_i64", blocks(n, BLOCK as usize)?, &[input.arg(), Arg::U32(len_u32(n)?), Arg::Ptr(out)]) }
+}
+
+/// `n` copies of `v`.
+pub(crate) fn fill_f64(dev: &Arc<dyn Device>, n: usize, v: f64) -> Result<DevBuf<f64>> {
+    let out = DevBuf::new(dev, n)?;
+    // SAFETY: zt_fill_f64(out[n], n, v).
+    unsafe { dev.launch("scan", "zt_fill_f64", blocks(n, BLOCK as usize)?, &[out.arg(), Arg::U32(len_u32(n)?), Arg::Words(vec![v.to_bits()])])? };
+    Ok(out)
+}

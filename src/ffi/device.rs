@@ -1,0 +1,219 @@
+//! Device arrays at the C face (serial contexts): `ztree_knn` on CUDA device particles runs
+//! the CUDA back end on the device the arrays live on, on the caller's stream, and writes
+//! its per-query results into caller device arrays or context-owned device buffers that
+//! grow on demand (a pointer the context returned before means that buffer again).
+
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use super::input::{Strided, StridedPoints, domain};
+use super::knn::{Args, Checked};
+use super::out::fill_stats;
+use super::types::*;
+use super::{Fail, fail, ztree_context};
+use crate::backend::cuda::backend::{Cuda, DevField, DevOut, DevPoints, FieldType};
+use crate::backend::cuda::device::{DevBuf, DevPtr, Device};
+use crate::backend::cuda::prims::{self, Strided as DevStrided};
+use crate::error::Error;
+use crate::geom::Real;
+use crate::knn::OutputOrder;
+use crate::pipeline::KnnSinks;
+use crate::pipeline::knn::KnnFields;
+use ztree_status::*;
+
+/// Outputs a context can own on the device.
+#[derive(Clone, Copy)]
+pub(crate) enum Slot {
+    Indices,
+    Distances,
+    Kth,
+    Density,
+    ScalarMean,
+    Permutation,
+}
+const SLOTS: usize = 6;
+
+/// The device of a context's last device call and the output buffers it owns there.
+#[derive(Default)]
+pub(crate) struct DeviceState {
+    /// (device ordinal, -1 for the emulator; the caller's stream).
+    key: Option<(i32, usize)>,
+    dev: Option<Arc<dyn Device>>,
+    slots: [Option<DevBuf<u8>>; SLOTS],
+}
+
+/// Test hook of builds with the emulator: when set, "device" calls run on the emulated
+/// device, whose memory is host memory. Not in shipped builds.
+#[cfg(feature = "cuda-emu")]
+pub(crate) static EMULATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn emulated() -> bool {
+    #[cfg(feature = "cuda-emu")]
+    return EMULATE.load(std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(feature = "cuda-emu"))]
+    false
+}
+
+/// Ok when device arrays can be used in this process; `ZTREE_ERR_NO_DEVICE` saying why not.
+pub(crate) fn usable(what: &str) -> Result<(), Fail> {
+    if emulated() {
+        return Ok(());
+    }
+    crate::backend::cuda::driver::device_count().map(|_| ()).map_err(|e| fail(ZTREE_ERR_NO_DEVICE, format!("{what}: CUDA device arrays given, but {e}")))
+}
+
+impl DeviceState {
+    /// The device holding `ptr`, working on `stream`; output buffers of another device or
+    /// stream are dropped.
+    fn device(&mut self, ptr: DevPtr, stream: *mut c_void) -> Result<Arc<dyn Device>, Fail> {
+        let ordinal = if emulated() { -1 } else { crate::backend::cuda::driver::CudaDevice::ordinal_of(ptr)? };
+        let key = (ordinal, stream as usize);
+        if self.key != Some(key) || self.dev.is_none() {
+            self.slots = Default::default();
+            let dev: Arc<dyn Device> = if ordinal < 0 {
+                #[cfg(feature = "cuda-emu")]
+                {
+                    Arc::new(crate::backend::cuda::emu::EmuDevice::default())
+                }
+                #[cfg(not(feature = "cuda-emu"))]
+                unreachable!("the emulator exists only in builds with it")
+            } else {
+                Arc::new(crate::backend::cuda::driver::CudaDevice::open(ordinal, stream)?)
+            };
+            self.dev = Some(dev);
+            self.key = Some(key);
+        }
+        Ok(self.dev.clone().unwrap())
+    }
+
+    /// Where output `slot` goes: the caller's device array, or (NULL, or the pointer the
+    /// context returned before) a context buffer of at least `bytes`.
+    fn output(&mut self, dev: &Arc<dyn Device>, slot: Slot, caller: *mut c_void, bytes: usize) -> Result<DevPtr, Fail> {
+        let s = &mut self.slots[slot as usize];
+        let own = s.as_ref().map(|b| b.ptr());
+        if !caller.is_null() && Some(caller as DevPtr) != own {
+            return Ok(caller as DevPtr);
+        }
+        if s.as_ref().is_none_or(|b| b.len() < bytes) {
+            *s = None; // freed before the larger one is taken
+            *s = Some(DevBuf::new(dev, bytes.max(1))?);
+        }
+        Ok(s.as_ref().unwrap().ptr())
+    }
+}
+
+fn dev_strided(s: &Strided) -> DevStrided {
+    let (data, stride) = s.raw();
+    DevStrided { data, stride }
+}
+
+fn dev_points<'a, T: Real, const D: usize>(p: &'a StridedPoints<T, D>, n: usize) -> DevPoints<'a, T, D> {
+    DevPoints { pos: std::array::from_fn(|d| dev_strided(&p.arrays[d])), n, _borrow: PhantomData }
+}
+
+fn dev_field<'a>(s: &'a Strided, n: usize) -> DevField<'a> {
+    let ty = match s.dtype() {
+        ZTREE_DTYPE_F32 => FieldType::F32,
+        ZTREE_DTYPE_F64 => FieldType::F64,
+        ZTREE_DTYPE_I32 => FieldType::I32,
+        ZTREE_DTYPE_I64 => FieldType::I64,
+        ZTREE_DTYPE_U32 => FieldType::U32,
+        _ => FieldType::U64,
+    };
+    DevField { a: dev_strided(s), ty, n, _borrow: PhantomData }
+}
+
+/// # Safety
+/// `out` is only written: `len` elements of device memory (the caller's or the context's).
+unsafe fn sink<'a, V>(ptr: Option<DevPtr>, len: usize) -> Option<DevOut<'a, V>> {
+    // SAFETY: the caller's promise.
+    ptr.map(|p| unsafe { DevOut::new(p, len) })
+}
+
+/// `ztree_knn` on device arrays (serial contexts; checked by `knn::check`).
+pub(crate) fn knn<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztree_knn_output, c: Checked<T, D>) -> Result<(), Fail> {
+    let want = |bit: u32| a.prm.outputs & bit != 0;
+    c.bytes.check(ctx.config.memory_limit, "this kNN call")?;
+    if c.ns == 0 {
+        return Err(Error::NoSources.into());
+    }
+    let (rows, nq) = (c.rows, c.nq);
+    let st = &mut ctx.device;
+    let dev = st.device(c.sp.arrays[0].raw().0, a.prm.cuda_stream)?;
+    let cuda = Cuda { dev: dev.clone() };
+    let mut slot = |on: bool, s: Slot, caller: *mut c_void, bytes: usize| -> Result<Option<DevPtr>, Fail> { if on { st.output(&dev, s, caller, bytes).map(Some) } else { Ok(None) } };
+    let idx = slot(want(ZTREE_KNN_INDICES), Slot::Indices, o.indices.cast(), rows * 8)?;
+    let dist = slot(want(ZTREE_KNN_DISTANCES), Slot::Distances, o.distances.cast(), rows * 8)?;
+    let kth = slot(want(ZTREE_KNN_KTH_DISTANCE), Slot::Kth, o.kth_distance.cast(), nq * 8)?;
+    let dens = slot(want(ZTREE_KNN_DENSITY), Slot::Density, o.density.cast(), nq * 8)?;
+    let mean = slot(want(ZTREE_KNN_SCALAR_MEAN), Slot::ScalarMean, o.scalar_mean.cast(), nq * 8)?;
+    let perm = slot(want(ZTREE_KNN_PERMUTATION), Slot::Permutation, o.permutation.cast(), nq * 8)?;
+    // f32 results go through f32 buffers and are widened into the f64 outputs.
+    let narrow = T::NAME == "f32";
+    let dist_t: Option<DevBuf<T>> = if narrow && dist.is_some() { Some(DevBuf::new(&dev, rows)?) } else { None };
+    let kth_t: Option<DevBuf<T>> = if narrow && kth.is_some() { Some(DevBuf::new(&dev, nq)?) } else { None };
+
+    // The fields: masses (or the constant particle mass) for the density, the scalar.
+    let masses = if want(ZTREE_KNN_DENSITY) { c.masses.as_ref().map(|m| dev_field(m, c.ns)) } else { None };
+    let constant = if want(ZTREE_KNN_DENSITY) && masses.is_none() && ctx.config.particle_mass != 1.0 { Some(prims::fill_f64(&dev, c.ns, ctx.config.particle_mass)?) } else { None };
+    let masses = masses.or(constant.as_ref().map(|b| DevField { a: DevStrided { data: b.ptr(), stride: 0 }, ty: FieldType::F64, n: c.ns, _borrow: PhantomData }));
+    let scalar = c.scalar.as_ref().map(|s| dev_field(s, c.ns));
+    for (what, f) in [("masses", &masses), ("scalar field", &scalar)] {
+        if let Some(f) = f {
+            crate::input::validate::check_scalar(what, &cuda.fetch_f64(f)?, c.ns)?;
+        }
+    }
+
+    // SAFETY (all sinks): each pointer is a caller device array of the documented size or
+    // a context buffer sized above, written only by this call.
+    let sinks = unsafe {
+        KnnSinks::<Cuda, T> {
+            indices: sink(idx, rows),
+            distances: sink(dist_t.as_ref().map(|b| b.ptr()).or(dist), rows),
+            kth: sink(kth_t.as_ref().map(|b| b.ptr()).or(kth), nq),
+            density: sink(dens, nq),
+            scalar_mean: sink(mean, nq),
+            zorder: c.order == OutputOrder::ZOrder,
+            ..Default::default()
+        }
+    };
+    let sp = dev_points(&c.sp, c.ns);
+    let qp = c.qp.as_ref().map(|q| dev_points(q, nq));
+    let fields = KnnFields::<Cuda> { masses, scalar };
+    let dom = domain::<D>(&ctx.config);
+    let core = &ctx.core;
+    let (stats, zs) = core.pool.install(|| crate::pipeline::knn::run(&cuda, &dom, &sp, qp.as_ref(), &fields, c.k, &core.config.tree, &sinks))?;
+    if let (Some(t), Some(d)) = (&dist_t, dist) {
+        prims::f32_to_f64(&dev, t.ptr(), t.len(), d)?;
+    }
+    if let (Some(t), Some(d)) = (&kth_t, kth) {
+        prims::f32_to_f64(&dev, t.ptr(), t.len(), d)?;
+    }
+    if let Some(p) = perm {
+        // Which query each row is: the z-order's input indices, or the identity.
+        match c.order {
+            OutputOrder::ZOrder => prims::u32_to_i64(&dev, zs.queries().1, p)?,
+            OutputOrder::Input => prims::u32_to_i64(&dev, &prims::iota(&dev, nq)?, p)?,
+        }
+    }
+    let ptr = |p: Option<DevPtr>, old: *mut f64| p.map_or(old, |p| p as *mut f64);
+    if let Some(p) = idx {
+        o.indices = p as *mut i64;
+    }
+    o.distances = ptr(dist, o.distances);
+    o.kth_distance = ptr(kth, o.kth_distance);
+    o.density = ptr(dens, o.density);
+    o.scalar_mean = ptr(mean, o.scalar_mean);
+    if let Some(p) = perm {
+        o.permutation = p as *mut i64;
+    }
+    o.n_queries = nq as i64;
+    o.padded_queries = stats.padded_queries as i64;
+    ctx.stats = fill_stats(&stats.timings, stats.scratch_bytes, c.ns, nq, 0, None);
+    Ok(())
+}
+
+#[cfg(all(test, feature = "cuda-emu"))]
+#[path = "device_tests.rs"]
+mod tests;

@@ -1,0 +1,131 @@
+//! `ztree_knn` on device arrays (the emulated device, whose memory is host memory) equals
+//! the same call on host arrays: every output, f32 and f64, self and separate queries,
+//! input and z-order, caller and context-owned outputs (reused across calls).
+
+use std::ffi::c_void;
+
+use super::EMULATE;
+use crate::ffi::types::*;
+use crate::ffi::knn::ztree_knn;
+use crate::ffi::{ztree_config_default, ztree_create, ztree_destroy, ztree_last_error};
+
+struct Pts<T> {
+    xyz: Vec<T>,
+    mass: Vec<f64>,
+    scalar: Vec<f32>,
+}
+
+fn points<T: Copy>(n: usize, seed: u64, conv: fn(f64) -> T) -> Pts<T> {
+    let mut s = seed;
+    let mut r = move || {
+        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (s >> 11) as f64 / (1u64 << 53) as f64
+    };
+    // Clustered with duplicates: every 7th point repeats the previous one.
+    let mut xyz = Vec::new();
+    for i in 0..n {
+        let p = [r(), r(), r()].map(|v| if i % 3 == 0 { 0.3 + 0.01 * v } else { v });
+        if i % 7 == 6 {
+            let l = xyz.len();
+            xyz.extend_from_within(l - 3..l);
+        } else {
+            xyz.extend(p.map(conv));
+        }
+    }
+    Pts { xyz, mass: (0..n).map(|_| 0.5 + r()).collect(), scalar: (0..n).map(|_| r() as f32).collect() }
+}
+
+fn particles<T>(p: &Pts<T>, dtype: i32, memory: i32) -> ztree_particles {
+    let n = p.mass.len();
+    let size = size_of::<T>() as i64;
+    let arr = |d: usize| ztree_array { data: unsafe { p.xyz.as_ptr().add(d) } as *const c_void, dtype, stride: 3 * size };
+    let none = ztree_array { data: std::ptr::null(), dtype: 0, stride: 0 };
+    ztree_particles {
+        count: n as i64,
+        memory,
+        pos: [arr(0), arr(1), arr(2)],
+        vel: [none; 3],
+        mass: ztree_array { data: p.mass.as_ptr() as *const c_void, dtype: ZTREE_DTYPE_F64, stride: 0 },
+        ids: none,
+    }
+}
+
+/// Copies of every output of one call (pointers may be context buffers, reused later).
+fn run(ctx: *mut crate::ffi::ztree_context, src: &ztree_particles, qry: Option<&ztree_particles>, kp: &ztree_knn_params, o: &mut ztree_knn_output) -> Vec<Vec<u64>> {
+    let s = unsafe { ztree_knn(ctx, src, qry.map_or(std::ptr::null(), |q| q as *const _), kp, o) };
+    assert_eq!(s, ztree_status::ZTREE_OK, "{:?}", unsafe { std::ffi::CStr::from_ptr(ztree_last_error(ctx)) });
+    let (nq, k) = (o.n_queries as usize, kp.k as usize);
+    let bits = |p: *const f64, n: usize| unsafe { std::slice::from_raw_parts(p, n) }.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    let ints = |p: *const i64, n: usize| unsafe { std::slice::from_raw_parts(p, n) }.iter().map(|&v| v as u64).collect::<Vec<_>>();
+    vec![ints(o.indices, nq * k), bits(o.distances, nq * k), bits(o.kth_distance, nq), bits(o.density, nq), bits(o.scalar_mean, nq), ints(o.permutation, nq)]
+}
+
+#[test]
+fn knn_on_device_arrays_equals_host_arrays() {
+    EMULATE.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut cfg: ztree_config = unsafe { std::mem::zeroed() };
+    ztree_config_default(&mut cfg);
+    cfg.periodic = 1;
+    cfg.box_size = [1.0; 3];
+    cfg.particle_mass = 2.0;
+    let mut ctx = std::ptr::null_mut();
+    assert_eq!(ztree_create(&cfg, &mut ctx), ztree_status::ZTREE_OK);
+    let all = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES | ZTREE_KNN_KTH_DISTANCE | ZTREE_KNN_DENSITY | ZTREE_KNN_SCALAR_MEAN | ZTREE_KNN_PERMUTATION;
+    let p64 = points::<f64>(3000, 1, |v| v);
+    let p32 = points::<f32>(3000, 2, |v| v as f32);
+    let q64 = points::<f64>(500, 3, |v| v);
+    let q32 = points::<f32>(500, 4, |v| v as f32);
+    for (name, dtype, src, qry) in [
+        ("f64 self", ZTREE_DTYPE_F64, particles(&p64, ZTREE_DTYPE_F64, 0), None),
+        ("f32 self", ZTREE_DTYPE_F32, particles(&p32, ZTREE_DTYPE_F32, 0), None),
+        ("f64 queries", ZTREE_DTYPE_F64, particles(&p64, ZTREE_DTYPE_F64, 0), Some(particles(&q64, ZTREE_DTYPE_F64, 0))),
+        ("f32 queries", ZTREE_DTYPE_F32, particles(&p32, ZTREE_DTYPE_F32, 0), Some(particles(&q32, ZTREE_DTYPE_F32, 0))),
+    ] {
+        let _ = dtype;
+        let scalar = if name.starts_with("f64") { p64.scalar.as_ptr() } else { p32.scalar.as_ptr() };
+        for (k, order, masses) in [(1, ZTREE_ORDER_INPUT, true), (16, ZTREE_ORDER_ZORDER, false), (40, ZTREE_ORDER_INPUT, false)] {
+            let kp = ztree_knn_params {
+                k,
+                outputs: all,
+                order,
+                scalar: ztree_array { data: scalar as *const c_void, dtype: ZTREE_DTYPE_F32, stride: 0 },
+                cuda_stream: std::ptr::null_mut(),
+            };
+            let mut src = src;
+            if !masses {
+                src.mass.data = std::ptr::null(); // the constant particle mass
+            }
+            let mut host_out: ztree_knn_output = unsafe { std::mem::zeroed() };
+            let host = run(ctx, &src, qry.as_ref(), &kp, &mut host_out);
+            let (mut dsrc, mut dqry) = (src, qry);
+            dsrc.memory = ZTREE_MEMORY_CUDA_DEVICE;
+            if let Some(q) = dqry.as_mut() {
+                q.memory = ZTREE_MEMORY_CUDA_DEVICE;
+            }
+            // Context-owned device outputs, twice through one output struct (the second
+            // call recognises the context's own pointers), then caller "device" arrays.
+            let mut dev_out: ztree_knn_output = unsafe { std::mem::zeroed() };
+            for round in 0..2 {
+                let dev = run(ctx, &dsrc, dqry.as_ref(), &kp, &mut dev_out);
+                for (j, (d, h)) in dev.iter().zip(&host).enumerate() {
+                    let first = d.iter().zip(h).position(|(a, b)| a != b);
+                    assert!(first.is_none(), "{name}, k = {k}, order {order}, round {round}: output {j} differs at {first:?}: {:?} vs {:?}", first.map(|i| d[i]), first.map(|i| h[i]));
+                }
+            }
+            let (nq, ku) = (host_out.n_queries as usize, k as usize);
+            let (mut idx, mut dist, mut kth) = (vec![0i64; nq * ku], vec![0f64; nq * ku], vec![0f64; nq]);
+            let (mut den, mut mean, mut perm) = (vec![0f64; nq], vec![0f64; nq], vec![0i64; nq]);
+            let mut caller_out: ztree_knn_output = unsafe { std::mem::zeroed() };
+            caller_out.indices = idx.as_mut_ptr();
+            caller_out.distances = dist.as_mut_ptr();
+            caller_out.kth_distance = kth.as_mut_ptr();
+            caller_out.density = den.as_mut_ptr();
+            caller_out.scalar_mean = mean.as_mut_ptr();
+            caller_out.permutation = perm.as_mut_ptr();
+            let dev = run(ctx, &dsrc, dqry.as_ref(), &kp, &mut caller_out);
+            assert_eq!(caller_out.indices, idx.as_mut_ptr(), "written into the caller's array");
+            assert!(dev == host, "{name}, k = {k}: caller device arrays differ from host outputs");
+        }
+    }
+    ztree_destroy(ctx);
+}
