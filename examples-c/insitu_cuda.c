@@ -1,6 +1,6 @@
 /* Device arrays in, device results out: what a GPU simulation passes to ztree.
  *
- * (kNN on a serial context; FoF and MPI contexts take host arrays in this version.)
+ * (Serial contexts; MPI contexts take host arrays in this version.)
  *
  * Builds everywhere (no CUDA headers or libraries needed: the CUDA driver is opened at run
  * time, as ztree itself does). Where there is no GPU, it shows the status a code gets

@@ -8,6 +8,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::input::{Strided, StridedPoints, domain};
+use super::fof::Checked as FofChecked;
 use super::knn::{Args, Checked};
 use super::out::fill_stats;
 use super::types::*;
@@ -16,6 +17,8 @@ use crate::backend::cuda::backend::{Cuda, DevField, DevOut, DevPoints, FieldType
 use crate::backend::cuda::device::{DevBuf, DevPtr, Device};
 use crate::backend::cuda::prims::{self, Strided as DevStrided};
 use crate::error::Error;
+use crate::fof::catalogue::CatalogueRequest;
+use crate::fof::{Catalogue, FofStats};
 use crate::geom::Real;
 use crate::knn::OutputOrder;
 use crate::pipeline::KnnSinks;
@@ -31,8 +34,9 @@ pub(crate) enum Slot {
     Density,
     ScalarMean,
     Permutation,
+    Labels,
 }
-const SLOTS: usize = 6;
+const SLOTS: usize = 7;
 
 /// The device of a context's last device call and the output buffers it owns there.
 #[derive(Default)]
@@ -212,6 +216,44 @@ pub(crate) fn knn<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o:
     o.padded_queries = stats.padded_queries as i64;
     ctx.stats = fill_stats(&stats.timings, stats.scratch_bytes, c.ns, nq, 0, None);
     Ok(())
+}
+
+/// `ztree_fof` on device arrays (serial contexts; checked by `fof::check`): labels into
+/// the caller's device array or a context-owned one, the catalogue on the host.
+pub(crate) fn fof<T: Real, const D: usize>(ctx: &mut ztree_context, o: &ztree_fof_output, c: &FofChecked<T, D>, stream: *mut c_void) -> Result<(Catalogue<D>, FofStats, *mut i64), Fail> {
+    c.bytes.check(ctx.config.memory_limit, "this FoF call")?;
+    let n = c.n;
+    let dom = domain::<D>(&ctx.config);
+    let l = c.params.linking_length.resolve(&dom, n)?;
+    let st = &mut ctx.device;
+    let dev = st.device(c.pos.arrays[0].raw().0, stream)?;
+    let labels = st.output(&dev, Slot::Labels, o.labels.cast(), n * 8)?;
+    let cuda = Cuda { dev };
+    let vel: Option<[DevField<'_>; D]> = c.vel.as_ref().map(|v| std::array::from_fn(|d| dev_field(&v.0[d], n)));
+    let masses = c.masses.as_ref().map(|m| dev_field(m, n));
+    let ids = c.ids.as_ref().map(|i| dev_field(i, n));
+    let pm = ctx.config.particle_mass;
+    cuda.validate_fof_fields(vel.as_ref(), masses.as_ref(), pm, ids.as_ref(), n)?;
+    if n == 0 {
+        let stats = FofStats { linking_length: l, ..Default::default() };
+        return Ok((Catalogue::empty(c.params.order, vel.is_some()), stats, labels as *mut i64));
+    }
+    let req = CatalogueRequest::<Cuda, D> {
+        box_len: dom.box_lengths(),
+        velocities: vel,
+        masses,
+        particle_mass: pm,
+        ids,
+        min_members: c.params.min_members,
+        order: c.params.order,
+        members: c.params.members,
+    };
+    let pts = dev_points(&c.pos, n);
+    // SAFETY: `labels` is n i64 of device memory, written only by this call.
+    let out = unsafe { DevOut::new(labels, n) };
+    let core = &ctx.core;
+    let (cat, stats) = core.pool.install(|| crate::pipeline::fof::run(&cuda, &dom, &pts, l, &req, &core.config.tree, &out))?;
+    Ok((cat, stats, labels as *mut i64))
 }
 
 #[cfg(all(test, feature = "cuda-emu"))]

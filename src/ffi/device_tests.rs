@@ -129,3 +129,66 @@ fn knn_on_device_arrays_equals_host_arrays() {
     }
     ztree_destroy(ctx);
 }
+
+/// Every result of one `ztree_fof` as comparable words.
+fn fof_words(ctx: *mut crate::ffi::ztree_context, p: &ztree_particles, fp: &ztree_fof_params, o: &mut ztree_fof_output) -> Vec<u64> {
+    let s = unsafe { crate::ffi::fof::ztree_fof(ctx, p, fp, o) };
+    assert_eq!(s, ztree_status::ZTREE_OK, "{:?}", unsafe { std::ffi::CStr::from_ptr(ztree_last_error(ctx)) });
+    let n = p.count as usize;
+    let nh = o.n_halos as usize;
+    let mut w: Vec<u64> = unsafe { std::slice::from_raw_parts(o.labels, n) }.iter().map(|&v| v as u64).collect();
+    for h in unsafe { std::slice::from_raw_parts(o.halos, nh) } {
+        w.extend([h.tag as u64, h.count as u64, h.mass.to_bits(), h.vel_dispersion.to_bits(), h.inertia_radius.to_bits()]);
+        w.extend(h.pos.iter().chain(&h.vel).map(|v| v.to_bits()));
+    }
+    let offsets = unsafe { std::slice::from_raw_parts(o.member_offsets, nh + 1) };
+    w.extend(offsets.iter().map(|&v| v as u64));
+    w.extend(unsafe { std::slice::from_raw_parts(o.member_indices, offsets[nh] as usize) }.iter().map(|&v| v as u64));
+    w.extend([o.linking_length.to_bits(), o.n_groups_total as u64, nh as u64]);
+    w
+}
+
+#[test]
+fn fof_on_device_arrays_equals_host_arrays() {
+    EMULATE.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut cfg: ztree_config = unsafe { std::mem::zeroed() };
+    ztree_config_default(&mut cfg);
+    cfg.periodic = 1;
+    cfg.box_size = [1.0; 3];
+    let mut ctx = std::ptr::null_mut();
+    assert_eq!(ztree_create(&cfg, &mut ctx), ztree_status::ZTREE_OK);
+    let p32 = points::<f32>(4000, 7, |v| v as f32);
+    let p64 = points::<f64>(4000, 8, |v| v);
+    let vel: Vec<f32> = p32.xyz.iter().map(|v| v * 3.0 - 1.0).collect();
+    let ids_u64: Vec<u64> = (0..4000u64).map(|i| (i * 7919) % 4000 + 17).collect();
+    let ids_i32: Vec<i32> = (0..4000i32).map(|i| 4000 - i).collect();
+    for (name, mut p) in [("f32", particles(&p32, ZTREE_DTYPE_F32, 0)), ("f64", particles(&p64, ZTREE_DTYPE_F64, 0))] {
+        for (with_fields, b) in [(true, 0.2), (false, 0.4)] {
+            if with_fields {
+                for d in 0..3 {
+                    p.vel[d] = ztree_array { data: unsafe { vel.as_ptr().add(d) } as *const c_void, dtype: ZTREE_DTYPE_F32, stride: 12 };
+                }
+                p.ids = ztree_array { data: ids_u64.as_ptr() as *const c_void, dtype: ZTREE_DTYPE_U64, stride: 0 };
+            } else {
+                p.mass.data = std::ptr::null();
+                p.ids = ztree_array { data: ids_i32.as_ptr() as *const c_void, dtype: ZTREE_DTYPE_I32, stride: 0 };
+            }
+            let fp = ztree_fof_params { linking_length: 0.0, b, min_members: 2, order: ZTREE_CATALOGUE_GADGET, members: 1, gather: 0, cuda_stream: std::ptr::null_mut() };
+            let mut ho: ztree_fof_output = unsafe { std::mem::zeroed() };
+            let host = fof_words(ctx, &p, &fp, &mut ho);
+            assert!(ho.n_halos > 3, "{name}: a test with halos");
+            let mut dp = p;
+            dp.memory = ZTREE_MEMORY_CUDA_DEVICE;
+            let mut dout: ztree_fof_output = unsafe { std::mem::zeroed() };
+            for round in 0..2 {
+                assert!(fof_words(ctx, &dp, &fp, &mut dout) == host, "{name}, b = {b}, round {round}: device FoF differs from host FoF");
+            }
+            let mut labels = vec![0i64; 4000];
+            let mut cout: ztree_fof_output = unsafe { std::mem::zeroed() };
+            cout.labels = labels.as_mut_ptr();
+            assert!(fof_words(ctx, &dp, &fp, &mut cout) == host, "{name}, b = {b}: caller labels differ");
+            assert_eq!(cout.labels, labels.as_mut_ptr());
+        }
+    }
+    ztree_destroy(ctx);
+}

@@ -1,11 +1,11 @@
 //! `ztree_fof` and `ztree_fof_bytes`: argument checks, the agreement on MPI contexts,
 //! dispatch on dimension and element type, and the hand-over of the catalogue.
 
-use super::input::{Strided, StridedPoints, StridedVectors, config_words, count_of, domain, null, pos_dtype, positions, presence, vectors};
+use super::input::{Strided, StridedPoints, StridedVectors, config_words, count_in, domain, null, pos_dtype, positions, presence, vectors};
 use super::out::{Bytes, DistInfo, Proposal, agree_args, dest, fill_stats, reserve};
 use super::types::*;
 use super::{Fail, fail, guard, ztree_context};
-use crate::fof::{CatalogueOrder, FofFields, FofParams, LinkingLength};
+use crate::fof::{Catalogue, CatalogueOrder, FofFields, FofParams, FofStats, LinkingLength};
 use crate::geom::Real;
 use crate::input::{ParticleIds, ScalarField, VectorField};
 use ztree_status::*;
@@ -87,19 +87,20 @@ unsafe fn entry(
 }
 
 /// The arguments after every check that needs no allocation.
-struct Checked<T: Real, const D: usize> {
-    n: usize,
-    pos: StridedPoints<T, D>,
-    vel: Option<StridedVectors<D>>,
-    masses: Option<Strided>,
-    ids: Option<Strided>,
-    params: FofParams,
-    bytes: Bytes,
+pub(crate) struct Checked<T: Real, const D: usize> {
+    pub n: usize,
+    pub pos: StridedPoints<T, D>,
+    pub vel: Option<StridedVectors<D>>,
+    pub masses: Option<Strided>,
+    pub ids: Option<Strided>,
+    pub params: FofParams,
+    pub bytes: Bytes,
     proposal: Proposal,
 }
 
 fn check<T: Real, const D: usize>(c: &ztree_config, p: &ztree_particles, prm: &ztree_fof_params, dtype: i32, o: &ztree_fof_output, distributed: bool) -> Result<Checked<T, D>, Fail> {
-    let n = count_of(p, "particles")?;
+    // Device arrays: serial contexts (the distributed layer exchanges host arrays).
+    let n = count_in(p, "particles", !distributed)?;
     let pos = positions::<T, D>(p, n, "particles")?;
     let vel = vectors::<D>(&p.vel, n, "particles.vel")?;
     let masses = Strided::new(&p.mass, n, "particles.mass", &[ZTREE_DTYPE_F32, ZTREE_DTYPE_F64], false)?;
@@ -147,6 +148,12 @@ fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, p: &ztree_particles, 
     if let Some(s) = size {
         *s = checked?.bytes.as_i64();
         return Ok(());
+    }
+    #[cfg(feature = "cuda")]
+    if ctx.comm.is_none() && p.memory == ZTREE_MEMORY_CUDA_DEVICE {
+        let c = checked?;
+        let (cat, stats, labels) = super::device::fof(ctx, o, &c, prm.cuda_stream)?;
+        return hand_over(ctx, o, &cat, &stats, labels, c.n, c.params.members, None);
     }
     let limit = ctx.config.memory_limit;
     let b = &mut ctx.buffers;
@@ -200,9 +207,16 @@ fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, p: &ztree_particles, 
         }
         _ => ctx.core.fof_into(&dom, &c.pos, &fields, &c.params, labels)?,
     };
+    hand_over(ctx, o, &cat, &stats, labels_ptr, c.n, c.params.members, dist.as_ref())
+}
+
+/// The catalogue into the context's host buffers and the output struct.
+#[allow(clippy::too_many_arguments)]
+fn hand_over<const D: usize>(ctx: &mut ztree_context, o: &mut ztree_fof_output, cat: &Catalogue<D>, stats: &FofStats, labels_ptr: *mut i64, n: usize, members: bool, dist: Option<&DistInfo>) -> Result<(), Fail> {
     // The catalogue is only as long as known now (gathered on rank 0, it can exceed what
     // was reserved): a failure here is this rank's alone, after the collective work.
     let b = &mut ctx.buffers;
+    b.halos.clear();
     reserve(&mut b.halos, cat.len(), "the FoF catalogue")?;
     b.halos.extend((0..cat.len()).map(|g| {
         let mut h = ztree_halo { tag: cat.tag[g], count: cat.count[g] as i64, mass: cat.mass[g], inertia_radius: cat.inertia_radius[g], ..Default::default() };
@@ -213,7 +227,9 @@ fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, p: &ztree_particles, 
         }
         h
     }));
-    if c.params.members {
+    if members {
+        b.member_offsets.clear();
+        b.member_indices.clear();
         // Always n_halos + 1 offsets, the first 0.
         reserve(&mut b.member_offsets, cat.len() + 1, "FoF member offsets")?;
         reserve(&mut b.member_indices, cat.member_indices.len(), "FoF member indices")?;
@@ -226,10 +242,10 @@ fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, p: &ztree_particles, 
     o.labels = labels_ptr;
     o.n_halos = cat.len() as i64;
     o.halos = b.halos.as_ptr();
-    o.member_offsets = if c.params.members { b.member_offsets.as_ptr() } else { std::ptr::null() };
-    o.member_indices = if c.params.members { b.member_indices.as_ptr() } else { std::ptr::null() };
+    o.member_offsets = if members { b.member_offsets.as_ptr() } else { std::ptr::null() };
+    o.member_indices = if members { b.member_indices.as_ptr() } else { std::ptr::null() };
     o.linking_length = stats.linking_length;
     o.n_groups_total = stats.groups_total as i64;
-    ctx.stats = fill_stats(&stats.timings, stats.scratch_bytes, c.n, 0, cat.len(), dist.as_ref());
+    ctx.stats = fill_stats(&stats.timings, stats.scratch_bytes, n, 0, cat.len(), dist);
     Ok(())
 }

@@ -202,15 +202,10 @@ fn device_arrays(what: &str) -> Fail {
     #[cfg(feature = "cuda")]
     match super::device::usable(what) {
         Err(e) => e,
-        Ok(()) => fail(ZTREE_ERR_UNSUPPORTED, format!("{what}: CUDA device arrays are taken by kNN on serial contexts in this version (FoF and MPI contexts take host arrays)")),
+        Ok(()) => fail(ZTREE_ERR_UNSUPPORTED, format!("{what}: CUDA device arrays are taken on serial contexts in this version; MPI contexts take host arrays")),
     }
     #[cfg(not(feature = "cuda"))]
     fail(ZTREE_ERR_UNSUPPORTED, format!("{what}: CUDA device arrays need the CUDA back end, which this build does not have (cargo feature `cuda`); pass host arrays"))
-}
-
-/// The particle count, after checking the memory space (host arrays only).
-pub(crate) fn count_of(p: &ztree_particles, what: &str) -> Result<usize, Fail> {
-    count_in(p, what, false)
 }
 
 /// The particle count, after checking the memory space; `device_ok`: this call takes CUDA

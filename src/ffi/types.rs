@@ -92,7 +92,7 @@ pub struct ztree_array {
 pub struct ztree_particles {
     pub count: i64,
     /// `ZTREE_MEMORY_HOST`, or `ZTREE_MEMORY_CUDA_DEVICE` for device arrays (the CUDA
-    /// back end: `ztree_knn` on serial contexts in this version, outputs then in device
+    /// back end, serial contexts in this version: per-particle outputs then in device
     /// memory; `ZTREE_ERR_NO_DEVICE` where there is no GPU).
     pub memory: i32,
     /// Positions x, y, z (z unused in 2D): f32 or f64, all the same type.

@@ -45,7 +45,6 @@ impl<T> DevOut<'_, T> {
 
 /// Element types of caller fields on the device.
 #[derive(Clone, Copy, Debug, PartialEq)]
-#[allow(dead_code)] // every id type arrives with the C face for device arrays
 pub(crate) enum FieldType {
     F32,
     F64,
@@ -129,6 +128,28 @@ impl Cuda {
             other => return Err(Error::Device(format!("a real field of type {other:?}"))),
         })
     }
+    /// Checks device fields as the host checks them (staged: copied to the host).
+    pub(crate) fn validate_fof_fields<const D: usize>(&self, vel: Option<&[DevField<'_>; D]>, masses: Option<&DevField<'_>>, particle_mass: f64, ids: Option<&DevField<'_>>, n: usize) -> Result<()> {
+        use crate::input::validate::{check_ids, check_masses, check_vectors};
+        if let Some(v) = vel {
+            let comps = v.iter().map(|f| self.fetch_f64(f)).collect::<Result<Vec<_>>>()?;
+            let vecs: Vec<[f64; D]> = (0..n).map(|i| std::array::from_fn(|d| comps[d][i])).collect();
+            check_vectors("velocities", &vecs, n)?;
+        }
+        match masses {
+            Some(m) => check_masses(&self.fetch_f64(m)?, n)?,
+            None if !(particle_mass.is_finite() && particle_mass > 0.0) => {
+                return Err(Error::InvalidParameter { name: "particle_mass", why: format!("must be finite and > 0 (got {particle_mass})") });
+            }
+            None => {}
+        }
+        if let Some(f) = ids.filter(|f| f.ty == FieldType::U64) {
+            let raw = self.fetch(f.a, f.n, 8)?;
+            check_ids(&raw.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap())).collect::<Vec<u64>>(), n)?;
+        }
+        Ok(())
+    }
+
     fn fetch_ids(&self, f: &DevField<'_>) -> Result<Vec<i64>> {
         let raw = self.fetch(f.a, f.n, f.ty.size())?;
         let c4 = |c: &[u8]| <[u8; 4]>::try_from(c).unwrap();
