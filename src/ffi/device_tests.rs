@@ -60,16 +60,22 @@ fn run(ctx: *mut crate::ffi::ztree_context, src: &ztree_particles, qry: Option<&
     vec![ints(o.indices, nq * k), bits(o.distances, nq * k), bits(o.kth_distance, nq), bits(o.density, nq), bits(o.scalar_mean, nq), ints(o.permutation, nq)]
 }
 
-#[test]
-fn knn_on_device_arrays_equals_host_arrays() {
+/// A serial context in the periodic unit box whose device calls run on the emulator.
+fn emulated_context(particle_mass: f64) -> *mut crate::ffi::ztree_context {
     EMULATE.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut cfg: ztree_config = unsafe { std::mem::zeroed() };
     ztree_config_default(&mut cfg);
     cfg.periodic = 1;
     cfg.box_size = [1.0; 3];
-    cfg.particle_mass = 2.0;
+    cfg.particle_mass = particle_mass;
     let mut ctx = std::ptr::null_mut();
     assert_eq!(ztree_create(&cfg, &mut ctx), ztree_status::ZTREE_OK);
+    ctx
+}
+
+#[test]
+fn knn_on_device_arrays_equals_host_arrays() {
+    let ctx = emulated_context(2.0);
     let all = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES | ZTREE_KNN_KTH_DISTANCE | ZTREE_KNN_DENSITY | ZTREE_KNN_SCALAR_MEAN | ZTREE_KNN_PERMUTATION;
     let p64 = points::<f64>(3000, 1, |v| v);
     let p32 = points::<f32>(3000, 2, |v| v as f32);
@@ -150,13 +156,7 @@ fn fof_words(ctx: *mut crate::ffi::ztree_context, p: &ztree_particles, fp: &ztre
 
 #[test]
 fn fof_on_device_arrays_equals_host_arrays() {
-    EMULATE.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut cfg: ztree_config = unsafe { std::mem::zeroed() };
-    ztree_config_default(&mut cfg);
-    cfg.periodic = 1;
-    cfg.box_size = [1.0; 3];
-    let mut ctx = std::ptr::null_mut();
-    assert_eq!(ztree_create(&cfg, &mut ctx), ztree_status::ZTREE_OK);
+    let ctx = emulated_context(1.0);
     let p32 = points::<f32>(4000, 7, |v| v as f32);
     let p64 = points::<f64>(4000, 8, |v| v);
     let vel: Vec<f32> = p32.xyz.iter().map(|v| v * 3.0 - 1.0).collect();
