@@ -46,3 +46,70 @@ extern "C" __global__ void zt_gather_f64(ZtStrided a, const u32* perm, u32 n, u3
     gather_strided<double>(a, perm, n, first, count, out);
 }
 ZT_EXPORT(zt_gather_f64)
+
+// Input checks and the bounding box (src/input/validate.rs `check_point`): the first point
+// (smallest index) that is not finite, outside [0, L) in a periodic box, or beyond
+// `max_coord`, and the min / max of every coordinate of the good points, as order-preserving
+// integer encodings of doubles (so that integer atomics find them).
+struct ZtBox {
+    double len[3];
+    double max_coord;
+    u32 periodic;
+};
+
+ZT_HD u64 zt_order_enc(double v) {
+    v = v + 0.0;  // -0.0 -> +0.0
+    u64 b = zt_double_bits(v);
+    return (b >> 63) ? ~b : (b | 0x8000000000000000ull);
+}
+
+template <class T, int D>
+__device__ void check_strided(ZtStrided x, ZtStrided y, ZtStrided z, u32 n, ZtBox box, u32* first_bad, u64* lo, u64* hi) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned full = 0xffffffffu;
+    u64 mn[3], mx[3];
+    for (int d = 0; d < 3; ++d) {
+        mn[d] = 0xffffffffffffffffull;
+        mx[d] = 0;
+    }
+    if (i < n) {
+        ZtStrided a[3] = {x, y, z};
+        bool bad = false;
+        for (int d = 0; d < D; ++d) {
+            double v = zt_load<T>(a[d], i);
+            bool finite = (v - v) == 0.0;
+            bool outside = box.periodic && !(v >= 0.0 && v < box.len[d]);
+            double mag = v < 0.0 ? -v : v;
+            bad = bad || !finite || outside || mag > box.max_coord;
+            mn[d] = mx[d] = zt_order_enc(v);
+        }
+        if (bad) {
+            atomicMin(first_bad, i);
+            for (int d = 0; d < 3; ++d) {
+                mn[d] = 0xffffffffffffffffull;
+                mx[d] = 0;
+            }
+        }
+    }
+    for (int d = 0; d < D; ++d) {
+        for (int o = 16; o > 0; o >>= 1) {
+            u64 a = __shfl_xor_sync(full, mn[d], o), b = __shfl_xor_sync(full, mx[d], o);
+            mn[d] = a < mn[d] ? a : mn[d];
+            mx[d] = b > mx[d] ? b : mx[d];
+        }
+        if ((threadIdx.x & 31) == 0) {
+            atomicMin(&lo[d], mn[d]);
+            atomicMax(&hi[d], mx[d]);
+        }
+    }
+}
+
+#define ZT_CHECK(name, T, D)                                                                                              \
+    extern "C" __global__ void name(ZtStrided x, ZtStrided y, ZtStrided z, u32 n, ZtBox box, u32* first_bad, u64* lo, u64* hi) { \
+        check_strided<T, D>(x, y, z, n, box, first_bad, lo, hi);                                                          \
+    }                                                                                                                     \
+    ZT_EXPORT(name)
+ZT_CHECK(zt_check_f32_2, float, 2)
+ZT_CHECK(zt_check_f32_3, float, 3)
+ZT_CHECK(zt_check_f64_2, double, 2)
+ZT_CHECK(zt_check_f64_3, double, 3)

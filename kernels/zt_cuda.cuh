@@ -20,6 +20,17 @@ typedef int i32;
 typedef unsigned long long u64;
 typedef long long i64;
 
+// The bits of a double (no aliasing through pointers).
+#if defined(__CUDACC__)
+ZT_HD u64 zt_double_bits(double v) { return (u64)__double_as_longlong(v); }
+#else
+inline u64 zt_double_bits(double v) {
+    u64 b;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
+}
+#endif
+
 // Threads per block of every kernel (the launch code uses the same number).
 #define ZT_BLOCK 256
 #define ZT_WARPS (ZT_BLOCK / 32)

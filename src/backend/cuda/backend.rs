@@ -456,8 +456,16 @@ impl<T: Real, const D: usize> Ingest<DevPoints<'_, T, D>, T, D> for Cuda {
         pts.n
     }
     fn scan(&self, pts: &DevPoints<'_, T, D>, what: &'static str, domain: &Domain<D>) -> Result<Bounds<D>> {
-        // Staged: the checks and the bounding box on the host.
-        Ingest::<Vec<[T; D]>, T, D>::scan(&Cpu, &self.fetch_points(pts)?, what, domain)
+        let box_len = domain.box_lengths();
+        let (bad, lo, hi) = prims::check_points::<T, D>(&self.dev, pts.pos, pts.n, box_len)?;
+        if let Some(i) = bad {
+            // The host's own check on that one point names what is wrong with it.
+            let one = DevPoints::<T, D> { pos: std::array::from_fn(|d| pts.pos[d].at(i, size_of::<T>())), n: 1, _borrow: PhantomData };
+            let p = self.fetch_points(&one)?[0];
+            crate::input::validate::check_point(&p, i, what, box_len.as_ref())?;
+            return Err(Error::Device(format!("{what}: point {i} was flagged on the device but passes the host check")));
+        }
+        Ok(Bounds { lo, hi })
     }
     fn keys_into(&self, pts: &DevPoints<'_, T, D>, quant: &Quantizer<D>, keys: &mut DevBuf<u64>, at: usize) -> Result<()> {
         assert!(at + pts.n <= keys.len());

@@ -269,3 +269,53 @@ fn gadget4_groups_on_the_device() {
         assert!(ours == theirs, "{}: the partition differs from GADGET-4's", dev.describe());
     }
 }
+
+fn scan_case<T: Real, const D: usize>(dev: &Arc<dyn Device>, pts: &[[T; D]], domain: &Domain<D>) {
+    use crate::backend::Ingest;
+    let want = Ingest::<Vec<[T; D]>, T, D>::scan(&Cpu, &pts.to_vec(), "sources", domain);
+    let on = OnDevice::new(dev, pts);
+    let got = Cuda { dev: dev.clone() }.scan(&on.points::<D>(), "sources", domain);
+    let same = match (&got, &want) {
+        // Numerically equal (the device reports -0.0 as 0.0; the quantiser treats them alike).
+        (Ok(a), Ok(b)) => (0..D).all(|d| a.lo[d] == b.lo[d] && a.hi[d] == b.hi[d]),
+        (Err(a), Err(b)) => a.to_string() == b.to_string(),
+        _ => false,
+    };
+    assert!(same, "{}: {} {D}D {domain:?}: device {got:?}, host {want:?}", dev.describe(), T::NAME);
+}
+
+#[test]
+fn input_checks_and_bounds_on_the_device_equal_the_host() {
+    for dev in devices() {
+        let mut r = Lcg(17);
+        let base: Vec<[f64; 3]> = (0..3000).map(|_| std::array::from_fn(|_| r.unit() * 4.0)).collect();
+        // (position, value) spoilers: several bad points, the first in input order wins.
+        let spoil: &[&[(usize, usize, f64)]] = &[
+            &[],
+            &[(2000, 1, f64::NAN), (2500, 0, f64::INFINITY)],
+            &[(1500, 2, -1e-9), (2999, 0, 4.0)],
+            &[(700, 0, 1e160), (900, 1, f64::NEG_INFINITY)],
+            &[(0, 0, -0.0), (5, 1, 4.0 - 1e-12)],
+            &[(2999, 2, 1e19)],
+        ];
+        for s in spoil {
+            let mut p = base.clone();
+            for &(i, d, v) in *s {
+                p[i][d] = v;
+            }
+            for domain in [Domain::Periodic([4.0; 3]), Domain::Open] {
+                scan_case::<f64, 3>(&dev, &p, &domain);
+                scan_case::<f32, 3>(&dev, &cast::<f32, 3>(&p), &domain);
+                let p2: Vec<[f64; 2]> = p.iter().map(|x| [x[0], x[1]]).collect();
+                let d2 = match domain {
+                    Domain::Periodic(_) => Domain::Periodic([4.0; 2]),
+                    Domain::Open => Domain::Open,
+                };
+                scan_case::<f64, 2>(&dev, &p2, &d2);
+                scan_case::<f32, 2>(&dev, &cast::<f32, 2>(&p2), &d2);
+            }
+        }
+        // No points: the empty box.
+        scan_case::<f64, 3>(&dev, &[], &Domain::Open);
+    }
+}

@@ -17,6 +17,11 @@ pub(crate) struct Strided {
 }
 
 impl Strided {
+    /// Element `i` onwards (elements of `size` bytes).
+    pub(crate) fn at(self, i: usize, size: usize) -> Strided {
+        let stride = if self.stride == 0 { size as i64 } else { self.stride };
+        Strided { data: self.data + (i as i64 * stride) as u64, stride: self.stride }
+    }
     fn arg(self) -> Arg {
         Arg::Words(vec![self.data, self.stride as u64])
     }
@@ -58,6 +63,43 @@ pub(crate) fn iota(dev: &Arc<dyn Device>, n: usize) -> Result<DevBuf<u32>> {
     // SAFETY: zt_iota(out[n], n).
     unsafe { dev.launch("scan", "zt_iota", blocks(n, BLOCK as usize)?, &[out.arg(), Arg::U32(len_u32(n)?)])? };
     Ok(out)
+}
+
+/// The checks of `validate::check_point` over `n` points and the bounding box of the good
+/// ones: the first bad point's index (if any) and, per dimension, the min and max.
+#[allow(clippy::type_complexity)]
+pub(crate) fn check_points<T: Real, const D: usize>(dev: &Arc<dyn Device>, pos: [Strided; D], n: usize, box_len: Option<[f64; D]>) -> Result<(Option<usize>, [f64; D], [f64; D])> {
+    let kernel = match (T::NAME, D) {
+        ("f32", 2) => "zt_check_f32_2",
+        ("f32", 3) => "zt_check_f32_3",
+        ("f64", 2) => "zt_check_f64_2",
+        ("f64", 3) => "zt_check_f64_3",
+        _ => return Err(Error::Device(format!("no check kernel for {} in {D}D", T::NAME))),
+    };
+    // Order-preserving encodings of doubles (kernels/keys.cu zt_order_enc) and back.
+    let enc = |v: f64| {
+        let b = (v + 0.0).to_bits();
+        if b >> 63 == 1 { !b } else { b | 1 << 63 }
+    };
+    let dec = |e: u64| f64::from_bits(if e >> 63 == 1 { e & !(1 << 63) } else { !e });
+    let first: DevBuf<u32> = DevBuf::from_slice(dev, &[u32::MAX])?;
+    let lo: DevBuf<u64> = DevBuf::from_slice(dev, &[enc(f64::INFINITY); 3])?;
+    let hi: DevBuf<u64> = DevBuf::from_slice(dev, &[enc(f64::NEG_INFINITY); 3])?;
+    let mut words = vec![0u64; 5];
+    if let Some(l) = box_len {
+        for d in 0..D {
+            words[d] = l[d].to_bits();
+        }
+        words[4] = 1;
+    }
+    words[3] = T::MAX_COORD.to_bits();
+    let z = if D == 3 { pos[D - 1] } else { pos[0] };
+    let args = [pos[0].arg(), pos[1].arg(), z.arg(), Arg::U32(len_u32(n)?), Arg::Words(words), first.arg(), lo.arg(), hi.arg()];
+    // SAFETY: zt_check_*(x, y, z, n, box, first[1], lo[3], hi[3]); `pos` covers n points.
+    unsafe { dev.launch("keys", kernel, blocks(n, BLOCK as usize)?, &args)? };
+    let f = first.to_vec()?[0];
+    let (l, h) = (lo.to_vec()?, hi.to_vec()?);
+    Ok(((f != u32::MAX).then_some(f as usize), std::array::from_fn(|d| dec(l[d])), std::array::from_fn(|d| dec(h[d]))))
 }
 
 /// Levels of the gaps between consecutive sorted keys (`n - 1` of them).
