@@ -113,3 +113,15 @@ ZT_CHECK(zt_check_f32_2, float, 2)
 ZT_CHECK(zt_check_f32_3, float, 3)
 ZT_CHECK(zt_check_f64_2, double, 2)
 ZT_CHECK(zt_check_f64_3, double, 3)
+
+// out[z] = field[orig[z]] as f64: a caller's per-particle scalar (masses, the field to
+// average) into z-order.
+template <class T>
+__device__ void gather_field(ZtStrided a, const u32* orig, u32 n, double* out) {
+    u32 z = blockIdx.x * blockDim.x + threadIdx.x;
+    if (z < n) out[z] = zt_load<T>(a, orig[z]);
+}
+extern "C" __global__ void zt_gather_field_f32(ZtStrided a, const u32* orig, u32 n, double* out) { gather_field<float>(a, orig, n, out); }
+ZT_EXPORT(zt_gather_field_f32)
+extern "C" __global__ void zt_gather_field_f64(ZtStrided a, const u32* orig, u32 n, double* out) { gather_field<double>(a, orig, n, out); }
+ZT_EXPORT(zt_gather_field_f64)

@@ -1,7 +1,8 @@
 //! `impl Backend for Cuda`: the pipeline's stages over device buffers.
 //!
-//! On the device so far: Morton keys of the caller's strided arrays, the stable radix sort
-//! with permutation, the gap levels, the gather into z-order, iota. Every other stage is
+//! On the device so far: input checks and bounds, Morton keys of the caller's strided
+//! arrays, the stable radix sort with permutation, the gap levels, the gathers of
+//! positions and fields into z-order, iota. Every other stage is
 //! *staged*: its inputs are copied to the host, the CPU back end's stage runs, and its
 //! outputs are copied back (`Staged` below), so the whole pipeline runs through the device
 //! layer today — on the emulator in CI, on a GPU where there is one — and each stage moves
@@ -319,10 +320,10 @@ impl Backend for Cuda {
         self.dev_tree(t)
     }
     fn gather_scalar(&self, f: DevField<'_>, orig: &DevBuf<u32>) -> Result<DevBuf<f64>> {
-        // Staged.
-        let v = self.fetch_f64(&f)?;
-        let g: Vec<f64> = self.host(orig)?.iter().map(|&i| v[i as usize]).collect();
-        self.dev(&g)
+        match f.ty {
+            FieldType::F32 | FieldType::F64 => prims::gather_field(&self.dev, f.a, f.ty == FieldType::F64, orig),
+            other => Err(Error::Device(format!("a real field of type {other:?}"))),
+        }
     }
 
     fn walk_start<T: Real, const D: usize>(&self, tree: &Tree<Self, T, D>) -> Result<Lists<Self>> {

@@ -182,6 +182,16 @@ pub(crate) fn gather<T: Real>(dev: &Arc<dyn Device>, a: Strided, perm: &DevBuf<u
     unsafe { dev.launch("keys", kernel, blocks(n, BLOCK as usize)?, &args) }
 }
 
+/// `out[z] = field[orig[z]]` as f64 for a caller's f32 (`f64 = false`) or f64 field.
+pub(crate) fn gather_field(dev: &Arc<dyn Device>, a: Strided, f64_field: bool, orig: &DevBuf<u32>) -> Result<DevBuf<f64>> {
+    let n = orig.len();
+    let out = DevBuf::new(dev, n)?;
+    let kernel = if f64_field { "zt_gather_field_f64" } else { "zt_gather_field_f32" };
+    // SAFETY: zt_gather_field_*(a, orig[n], n, out[n]); `a` covers every index in `orig`.
+    unsafe { dev.launch("keys", kernel, blocks(n, BLOCK as usize)?, &[a.arg(), orig.arg(), Arg::U32(len_u32(n)?), out.arg()])? };
+    Ok(out)
+}
+
 /// `out[i] = in[i] as f64` (f32 results into the C face's f64 arrays).
 /// `input` holds `n` f32 and `out` room for `n` f64 (device memory).
 pub(crate) fn f32_to_f64(dev: &Arc<dyn Device>, input: DevPtr, n: usize, out: DevPtr) -> Result<()> {
