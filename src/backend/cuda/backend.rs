@@ -2,7 +2,8 @@
 //!
 //! On the device so far: input checks and bounds, Morton keys of the caller's strided
 //! arrays, the stable radix sort with permutation, the gap levels, the gathers of
-//! positions and fields into z-order, iota. Every other stage is
+//! positions and fields into z-order, the split into sources and queries, iota. Every
+//! other stage is
 //! *staged*: its inputs are copied to the host, the CPU back end's stage runs, and its
 //! outputs are copied back (`Staged` below), so the whole pipeline runs through the device
 //! layer today — on the emulator in CI, on a GPU where there is one — and each stage moves
@@ -294,9 +295,7 @@ impl Backend for Cuda {
     }
     #[allow(clippy::type_complexity)]
     fn split_types<T: Real, const D: usize>(&self, pos: [DevBuf<T>; D], perm: DevBuf<u32>, ns: usize) -> Result<([DevBuf<T>; D], DevBuf<u32>, [DevBuf<T>; D], DevBuf<u32>, DevBuf<u32>)> {
-        // Staged.
-        let (sp, so, qp, qo, prefix) = Cpu.split_types(self.host_arr(&pos)?, self.host(&perm)?, ns)?;
-        Ok((self.dev_arr(&sp)?, self.dev(&so)?, self.dev_arr(&qp)?, self.dev(&qo)?, self.dev(&prefix)?))
+        prims::split_types(&self.dev, &pos, &perm, ns)
     }
     fn build_tree<T: Real, const D: usize>(
         &self,

@@ -192,6 +192,40 @@ pub(crate) fn gather_field(dev: &Arc<dyn Device>, a: Strided, f64_field: bool, o
     Ok(out)
 }
 
+/// Splits merged z-ordered points into sources (`perm < ns`) and queries, in z-order each:
+/// their positions, input indices, and the source prefix count (`n + 1` entries).
+#[allow(clippy::type_complexity)]
+pub(crate) fn split_types<T: Real, const D: usize>(
+    dev: &Arc<dyn Device>,
+    pos: &[DevBuf<T>; D],
+    perm: &DevBuf<u32>,
+    ns: usize,
+) -> Result<([DevBuf<T>; D], DevBuf<u32>, [DevBuf<T>; D], DevBuf<u32>, DevBuf<u32>)> {
+    let n = perm.len();
+    let nq = n - ns;
+    let (n32, ns32) = (len_u32(n)?, len_u32(ns)?);
+    let prefix: DevBuf<u32> = DevBuf::new(dev, n + 1)?;
+    let grid = blocks(n + 1, BLOCK as usize)?;
+    // SAFETY: zt_source_flags(perm[n], n, ns, flags[n + 1]).
+    unsafe { dev.launch("scan", "zt_source_flags", grid, &[perm.arg(), Arg::U32(n32), Arg::U32(ns32), prefix.arg()])? };
+    exclusive_scan(dev, prefix.ptr(), n + 1)?;
+    let (sorig, qorig): (DevBuf<u32>, DevBuf<u32>) = (DevBuf::new(dev, ns)?, DevBuf::new(dev, nq)?);
+    // SAFETY: zt_split_orig(perm[n], prefix[n + 1], n, ns, sorig[ns], qorig[nq]).
+    unsafe { dev.launch("scan", "zt_split_orig", grid, &[perm.arg(), prefix.arg(), Arg::U32(n32), Arg::U32(ns32), sorig.arg(), qorig.arg()])? };
+    let kernel = if T::NAME == "f32" { "zt_split_pos_f32" } else { "zt_split_pos_f64" };
+    let mut sp = Vec::with_capacity(D);
+    let mut qp = Vec::with_capacity(D);
+    for p in pos {
+        let (s, q): (DevBuf<T>, DevBuf<T>) = (DevBuf::new(dev, ns)?, DevBuf::new(dev, nq)?);
+        // SAFETY: zt_split_pos_*(pos[n], perm[n], prefix[n + 1], n, ns, spos[ns], qpos[nq]).
+        unsafe { dev.launch("scan", kernel, grid, &[p.arg(), perm.arg(), prefix.arg(), Arg::U32(n32), Arg::U32(ns32), s.arg(), q.arg()])? };
+        sp.push(s);
+        qp.push(q);
+    }
+    let arr = |v: Vec<DevBuf<T>>| -> [DevBuf<T>; D] { v.try_into().unwrap_or_else(|_| unreachable!()) };
+    Ok((arr(sp), sorig, arr(qp), qorig, prefix))
+}
+
 /// `out[i] = in[i] as f64` (f32 results into the C face's f64 arrays).
 /// `input` holds `n` f32 and `out` room for `n` f64 (device memory).
 pub(crate) fn f32_to_f64(dev: &Arc<dyn Device>, input: DevPtr, n: usize, out: DevPtr) -> Result<()> {
