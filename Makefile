@@ -82,7 +82,7 @@ test-device: bootstrap
 
 # Distributed kNN and FoF against single-rank results, on 1, 2, 3 and 4 ranks
 # (oversubscribed), then the C in-situ demo on 3 ranks.
-MPI_TESTS = mpi_knn mpi_fof
+MPI_TESTS = mpi_knn mpi_fof mpi_device
 MPI_RANKS ?= 1 2 3 4
 MPI_DEMO ?= 1
 test-mpi:

@@ -1,7 +1,5 @@
 /* Device arrays in, device results out: what a GPU simulation passes to ztree.
  *
- * (Serial contexts; MPI contexts take host arrays in this version.)
- *
  * Builds everywhere (no CUDA headers or libraries needed: the CUDA driver is opened at run
  * time, as ztree itself does). Where there is no GPU, it shows the status a code gets
  * (ZTREE_ERR_NO_DEVICE, with a message) and exits 0. Where there is one, it copies random

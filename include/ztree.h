@@ -164,8 +164,8 @@ typedef struct ztree_array {
 typedef struct ztree_particles {
   int64_t count;
   // `ZTREE_MEMORY_HOST`, or `ZTREE_MEMORY_CUDA_DEVICE` for device arrays (the CUDA
-  // back end, serial contexts in this version: per-particle outputs then in device
-  // memory; `ZTREE_ERR_NO_DEVICE` where there is no GPU).
+  // back end; per-particle outputs then in device memory; `ZTREE_ERR_NO_DEVICE` where
+  // there is no GPU).
   int32_t memory;
   // Positions x, y, z (z unused in 2D): f32 or f64, all the same type.
   struct ztree_array pos[3];

@@ -46,5 +46,24 @@ pub use fof::{Catalogue, CatalogueOrder, Fof, FofFields, FofParams, FofStats, Li
 pub use geom::Real;
 pub use input::{Domain, ParticleIds, PointSource, ScalarField, SoaPoints, VectorField};
 pub use knn::{KnnLists, KnnOutput, KnnParams, KnnStats, OutputOrder, SourceFields};
+/// Test hooks of builds with the CUDA emulator (feature `cuda-emu`, never shipped): the C
+/// API and a switch that runs "device" calls on the emulated device, whose memory is host
+/// memory, for tests that cannot reach the crate's internals (the MPI tests).
+#[cfg(all(feature = "cuda-emu", feature = "cuda"))]
+#[doc(hidden)]
+pub mod __emulator {
+    pub use crate::ffi::fof::ztree_fof;
+    pub use crate::ffi::knn::ztree_knn;
+    pub use crate::ffi::types::*;
+    pub use crate::ffi::{ztree_config_default, ztree_context, ztree_create, ztree_destroy, ztree_last_error};
+    #[cfg(feature = "mpi")]
+    pub use crate::ffi::ztree_create_mpi;
+
+    /// Device calls on the emulator from now on (`true`) or on real devices.
+    pub fn emulate_devices(on: bool) {
+        crate::ffi::device::EMULATE.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 #[cfg(feature = "mpi")]
 pub use mpi::{CatalogueScope, CommStage, CommStats, DistFofStats, DistKnnStats, DistStats};

@@ -71,7 +71,12 @@ impl DeviceState {
     /// The device holding `ptr`, working on `stream`; output buffers of another device or
     /// stream are dropped.
     fn device(&mut self, ptr: DevPtr, stream: *mut c_void) -> Result<Arc<dyn Device>, Fail> {
-        let ordinal = if emulated() { -1 } else { crate::backend::cuda::driver::CudaDevice::ordinal_of(ptr)? };
+        // No pointer (a rank or call without particles): the device used last, else device 0.
+        let ordinal = match (emulated(), ptr) {
+            (true, _) => -1,
+            (false, 0) => self.key.map_or(0, |k| k.0),
+            (false, p) => crate::backend::cuda::driver::CudaDevice::ordinal_of(p)?,
+        };
         let key = (ordinal, stream as usize);
         if self.key != Some(key) || self.dev.is_none() {
             self.slots = Default::default();
@@ -254,6 +259,129 @@ pub(crate) fn fof<T: Real, const D: usize>(ctx: &mut ztree_context, o: &ztree_fo
     let core = &ctx.core;
     let (cat, stats) = core.pool.install(|| crate::pipeline::fof::run(&cuda, &dom, &pts, l, &req, &core.config.tree, &out))?;
     Ok((cat, stats, labels as *mut i64))
+}
+
+// ---- MPI contexts: device arrays staged through host copies ----
+
+/// Host copies of a caller's device arrays, alive for one call (8-byte aligned).
+#[derive(Default)]
+struct Staging {
+    keep: Vec<Vec<u64>>,
+}
+
+impl Staging {
+    /// A packed host copy of `n` elements of a device array (absent or empty arrays as given).
+    fn array(&mut self, dev: &Arc<dyn Device>, a: &ztree_array, n: usize) -> Result<ztree_array, Fail> {
+        let Some(size) = super::input::dtype_size(a.dtype) else { return Ok(*a) };
+        if a.data.is_null() || n == 0 {
+            return Ok(*a);
+        }
+        let stride = if a.stride == 0 { size } else { a.stride as usize };
+        let mut raw = vec![0u8; (n - 1) * stride + size];
+        // SAFETY: the descriptor covers `n` elements of device memory (checked by the caller).
+        unsafe { dev.download(&mut raw, a.data as DevPtr)? };
+        let mut packed = vec![0u64; (n * size).div_ceil(8)];
+        // SAFETY: `packed` holds at least n * size bytes.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(packed.as_mut_ptr().cast::<u8>(), n * size) };
+        for i in 0..n {
+            bytes[i * size..(i + 1) * size].copy_from_slice(&raw[i * stride..i * stride + size]);
+        }
+        let data = packed.as_ptr() as *const c_void;
+        self.keep.push(packed);
+        Ok(ztree_array { data, dtype: a.dtype, stride: 0 })
+    }
+
+    /// Host copies of every array of `p`.
+    fn particles(&mut self, dev: &Arc<dyn Device>, p: &ztree_particles) -> Result<ztree_particles, Fail> {
+        let n = p.count.max(0) as usize;
+        let mut h = *p;
+        h.memory = ZTREE_MEMORY_HOST;
+        for d in 0..3 {
+            h.pos[d] = self.array(dev, &p.pos[d], n)?;
+            h.vel[d] = self.array(dev, &p.vel[d], n)?;
+        }
+        h.mass = self.array(dev, &p.mass, n)?;
+        h.ids = self.array(dev, &p.ids, n)?;
+        Ok(h)
+    }
+}
+
+impl DeviceState {
+    /// Copies `len` host elements into output `slot` on the device (see `output`).
+    fn put<V>(&mut self, dev: &Arc<dyn Device>, slot: Slot, caller: *mut V, host: *const V, len: usize) -> Result<*mut V, Fail> {
+        let bytes = len * size_of::<V>();
+        let dst = self.output(dev, slot, caller.cast(), bytes)?;
+        if bytes > 0 {
+            // SAFETY: `host` is `len` elements the host call just wrote; `dst` holds `bytes`.
+            unsafe { dev.upload(dst, std::slice::from_raw_parts(host.cast::<u8>(), bytes))? };
+        }
+        Ok(dst as *mut V)
+    }
+}
+
+/// Runs `stage` (host copies of the device arrays); a failure there still takes part in the
+/// call's one agreement, so no rank is left waiting.
+fn staged<R>(ctx: &mut ztree_context, what: &str, stage: impl FnOnce(&mut ztree_context, &mut Staging) -> Result<R, Fail>) -> Result<(R, Staging), Fail> {
+    let mut st = Staging::default();
+    match stage(ctx, &mut st) {
+        Ok(r) => Ok((r, st)),
+        Err(e) => super::out::agree_args(&ctx.comm, what, Err::<super::out::Proposal, _>(e), |p| p).map(|_| unreachable!("an error is never agreed away")),
+    }
+}
+
+/// `ztree_knn` with device arrays on an MPI context: host copies in, the host call (with its
+/// agreement), the requested outputs copied to the device.
+pub(crate) fn knn_staged<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztree_knn_output) -> Result<(), Fail> {
+    let ((dev, host), _copies) = staged(ctx, "kNN", |ctx, st| {
+        let dev = ctx.device.device(a.src.pos[0].data as DevPtr, a.prm.cuda_stream)?;
+        let src = st.particles(&dev, &a.src)?;
+        let qry = a.qry.as_ref().map(|q| st.particles(&dev, q)).transpose()?;
+        let mut prm = a.prm;
+        prm.scalar = st.array(&dev, &a.prm.scalar, a.src.count.max(0) as usize)?;
+        Ok((dev, Args { src, qry, prm, dtype: a.dtype }))
+    })?;
+    // SAFETY: all-NULL outputs: the host call uses the context's host buffers.
+    let mut h: ztree_knn_output = unsafe { std::mem::zeroed() };
+    super::knn::typed::<T, D>(ctx, &host, &mut h, None)?;
+    let want = |bit: u32| a.prm.outputs & bit != 0;
+    let (rows, nq) = ((h.n_queries * a.prm.k as i64) as usize, h.n_queries as usize);
+    let st = &mut ctx.device;
+    if want(ZTREE_KNN_INDICES) {
+        o.indices = st.put(&dev, Slot::Indices, o.indices, h.indices, rows)?;
+    }
+    if want(ZTREE_KNN_DISTANCES) {
+        o.distances = st.put(&dev, Slot::Distances, o.distances, h.distances, rows)?;
+    }
+    if want(ZTREE_KNN_KTH_DISTANCE) {
+        o.kth_distance = st.put(&dev, Slot::Kth, o.kth_distance, h.kth_distance, nq)?;
+    }
+    if want(ZTREE_KNN_DENSITY) {
+        o.density = st.put(&dev, Slot::Density, o.density, h.density, nq)?;
+    }
+    if want(ZTREE_KNN_SCALAR_MEAN) {
+        o.scalar_mean = st.put(&dev, Slot::ScalarMean, o.scalar_mean, h.scalar_mean, nq)?;
+    }
+    if want(ZTREE_KNN_PERMUTATION) {
+        o.permutation = st.put(&dev, Slot::Permutation, o.permutation, h.permutation, nq)?;
+    }
+    o.n_queries = h.n_queries;
+    o.padded_queries = h.padded_queries;
+    Ok(())
+}
+
+/// `ztree_fof` with device arrays on an MPI context: host copies in, the host call, the
+/// labels copied to the device (the catalogue stays on the host, as always).
+pub(crate) fn fof_staged<T: Real, const D: usize>(ctx: &mut ztree_context, p: &ztree_particles, prm: &ztree_fof_params, dtype: i32, o: &mut ztree_fof_output) -> Result<(), Fail> {
+    let ((dev, host), _copies) = staged(ctx, "FoF", |ctx, st| {
+        let dev = ctx.device.device(p.pos[0].data as DevPtr, prm.cuda_stream)?;
+        Ok((dev.clone(), st.particles(&dev, p)?))
+    })?;
+    // SAFETY: all-NULL outputs: the host call uses the context's host buffers.
+    let mut h: ztree_fof_output = unsafe { std::mem::zeroed() };
+    super::fof::typed::<T, D>(ctx, &host, prm, dtype, &mut h, None)?;
+    let labels = ctx.device.put(&dev, Slot::Labels, o.labels, h.labels, p.count.max(0) as usize)?;
+    *o = ztree_fof_output { labels, ..h };
+    Ok(())
 }
 
 #[cfg(all(test, feature = "cuda-emu"))]

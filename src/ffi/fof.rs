@@ -1,7 +1,7 @@
 //! `ztree_fof` and `ztree_fof_bytes`: argument checks, the agreement on MPI contexts,
 //! dispatch on dimension and element type, and the hand-over of the catalogue.
 
-use super::input::{Strided, StridedPoints, StridedVectors, config_words, count_in, domain, null, pos_dtype, positions, presence, vectors};
+use super::input::{Strided, StridedPoints, StridedVectors, config_words, count_of, domain, null, pos_dtype, positions, presence, vectors};
 use super::out::{Bytes, DistInfo, Proposal, agree_args, dest, fill_stats, reserve};
 use super::types::*;
 use super::{Fail, fail, guard, ztree_context};
@@ -99,8 +99,7 @@ pub(crate) struct Checked<T: Real, const D: usize> {
 }
 
 fn check<T: Real, const D: usize>(c: &ztree_config, p: &ztree_particles, prm: &ztree_fof_params, dtype: i32, o: &ztree_fof_output, distributed: bool) -> Result<Checked<T, D>, Fail> {
-    // Device arrays: serial contexts (the distributed layer exchanges host arrays).
-    let n = count_in(p, "particles", !distributed)?;
+    let n = count_of(p, "particles")?;
     let pos = positions::<T, D>(p, n, "particles")?;
     let vel = vectors::<D>(&p.vel, n, "particles.vel")?;
     let masses = Strided::new(&p.mass, n, "particles.mass", &[ZTREE_DTYPE_F32, ZTREE_DTYPE_F64], false)?;
@@ -143,17 +142,25 @@ fn check<T: Real, const D: usize>(c: &ztree_config, p: &ztree_particles, prm: &z
     Ok(Checked { n, pos, vel, masses, ids, params, bytes, proposal: Proposal { words, optional } })
 }
 
-fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, p: &ztree_particles, prm: &ztree_fof_params, dtype: i32, o: &mut ztree_fof_output, size: Option<&mut i64>) -> Result<(), Fail> {
+pub(crate) fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, p: &ztree_particles, prm: &ztree_fof_params, dtype: i32, o: &mut ztree_fof_output, size: Option<&mut i64>) -> Result<(), Fail> {
     let checked = check::<T, D>(&ctx.config, p, prm, dtype, o, ctx.comm.is_some());
     if let Some(s) = size {
         *s = checked?.bytes.as_i64();
         return Ok(());
     }
+    // Device arrays: the CUDA back end on serial contexts; staged through host copies on
+    // MPI contexts (a failed check goes to the agreement below as it is).
     #[cfg(feature = "cuda")]
-    if ctx.comm.is_none() && p.memory == ZTREE_MEMORY_CUDA_DEVICE {
-        let c = checked?;
-        let (cat, stats, labels) = super::device::fof(ctx, o, &c, prm.cuda_stream)?;
-        return hand_over(ctx, o, &cat, &stats, labels, c.n, c.params.members, None);
+    if p.memory == ZTREE_MEMORY_CUDA_DEVICE {
+        match (&ctx.comm, checked) {
+            (None, c) => {
+                let c = c?;
+                let (cat, stats, labels) = super::device::fof(ctx, o, &c, prm.cuda_stream)?;
+                return hand_over(ctx, o, &cat, &stats, labels, c.n, c.params.members, None);
+            }
+            (Some(_), Ok(_)) => return super::device::fof_staged::<T, D>(ctx, p, prm, dtype, o),
+            (Some(_), Err(e)) => return agree_args(&ctx.comm, "FoF", Err::<Proposal, _>(e), |p| p).map(|_| ()),
+        }
     }
     let limit = ctx.config.memory_limit;
     let b = &mut ctx.buffers;

@@ -196,29 +196,17 @@ pub(crate) fn null(what: &str) -> Fail {
     fail(ztree_status::ZTREE_ERR_NULL_POINTER, format!("{what} is NULL"))
 }
 
-/// Why CUDA device arrays cannot be used here.
-fn device_arrays(what: &str) -> Fail {
-    use ztree_status::*;
-    #[cfg(feature = "cuda")]
-    match super::device::usable(what) {
-        Err(e) => e,
-        Ok(()) => fail(ZTREE_ERR_UNSUPPORTED, format!("{what}: CUDA device arrays are taken on serial contexts in this version; MPI contexts take host arrays")),
-    }
-    #[cfg(not(feature = "cuda"))]
-    fail(ZTREE_ERR_UNSUPPORTED, format!("{what}: CUDA device arrays need the CUDA back end, which this build does not have (cargo feature `cuda`); pass host arrays"))
-}
-
-/// The particle count, after checking the memory space; `device_ok`: this call takes CUDA
-/// device arrays (where a device is usable).
-pub(crate) fn count_in(p: &ztree_particles, what: &str, device_ok: bool) -> Result<usize, Fail> {
+/// The particle count, after checking the memory space (CUDA device arrays: where a device
+/// is usable, else `ZTREE_ERR_NO_DEVICE` saying why).
+pub(crate) fn count_of(p: &ztree_particles, what: &str) -> Result<usize, Fail> {
     if p.memory == ZTREE_MEMORY_CUDA_DEVICE {
         #[cfg(feature = "cuda")]
-        if device_ok {
-            super::device::usable(what)?;
-            return count_value(p, what);
-        }
-        let _ = device_ok;
-        return Err(device_arrays(what));
+        super::device::usable(what)?;
+        #[cfg(not(feature = "cuda"))]
+        return Err(fail(
+            ztree_status::ZTREE_ERR_UNSUPPORTED,
+            format!("{what}: CUDA device arrays need the CUDA back end, which this build does not have (cargo feature `cuda`); pass host arrays"),
+        ));
     }
     count_value(p, what)
 }

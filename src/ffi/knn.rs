@@ -1,7 +1,7 @@
 //! `ztree_knn` and `ztree_knn_bytes`: argument checks, the agreement on MPI contexts,
 //! dispatch on dimension and element type, and the hand-over of results.
 
-use super::input::{Constant, Strided, StridedPoints, config_words, count_in, domain, null, pos_dtype, positions, presence};
+use super::input::{Constant, Strided, StridedPoints, config_words, count_of, domain, null, pos_dtype, positions, presence};
 use super::out::{Bytes, DistInfo, Proposal, agree_args, dest, fill_stats, try_vec};
 use super::types::*;
 use super::{Fail, fail, guard, ztree_context};
@@ -125,15 +125,14 @@ const KNOWN: u32 = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES | ZTREE_KNN_KTH_DISTA
 
 fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_knn_output, distributed: bool) -> Result<Checked<T, D>, Fail> {
     let (src, prm) = (&a.src, &a.prm);
-    // Device arrays: serial contexts (the distributed layer exchanges host arrays).
-    let ns = count_in(src, "sources", !distributed)?;
+    let ns = count_of(src, "sources")?;
     let sp = positions::<T, D>(src, ns, "sources")?;
     let (nq, qp) = match &a.qry {
         Some(q) => {
             if q.memory != src.memory {
                 return Err(fail(ZTREE_ERR_INVALID_ARGUMENT, "queries and sources must be in the same memory space"));
             }
-            let nq = count_in(q, "queries", !distributed)?;
+            let nq = count_of(q, "queries")?;
             (nq, Some(positions::<T, D>(q, nq, "queries")?))
         }
         None => (ns, None),
@@ -193,15 +192,21 @@ fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_knn_outp
     Ok(Checked { ns, nq, k, rows, sp, qp, masses, scalar, order, bytes, proposal: Proposal { words, optional } })
 }
 
-fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztree_knn_output, size: Option<&mut i64>) -> Result<(), Fail> {
+pub(crate) fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztree_knn_output, size: Option<&mut i64>) -> Result<(), Fail> {
     let checked = check::<T, D>(&ctx.config, a, o, ctx.comm.is_some());
     if let Some(s) = size {
         *s = checked?.bytes.as_i64();
         return Ok(());
     }
+    // Device arrays: the CUDA back end on serial contexts; staged through host copies on
+    // MPI contexts (a failed check goes to the agreement below as it is).
     #[cfg(feature = "cuda")]
-    if ctx.comm.is_none() && a.src.memory == ZTREE_MEMORY_CUDA_DEVICE {
-        return super::device::knn(ctx, a, o, checked?);
+    if a.src.memory == ZTREE_MEMORY_CUDA_DEVICE {
+        match (&ctx.comm, checked) {
+            (None, c) => return super::device::knn(ctx, a, o, c?),
+            (Some(_), Ok(_)) => return super::device::knn_staged::<T, D>(ctx, a, o),
+            (Some(_), Err(e)) => return agree_args(&ctx.comm, "kNN", Err::<Proposal, _>(e), |p| p).map(|_| ()),
+        }
     }
     let want = |bit: u32| a.prm.outputs & bit != 0;
     let limit = ctx.config.memory_limit;

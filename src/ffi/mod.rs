@@ -7,10 +7,10 @@
 #![allow(clippy::missing_safety_doc)]
 
 #[cfg(feature = "cuda")]
-mod device;
-mod fof;
+pub(crate) mod device;
+pub(crate) mod fof;
 mod input;
-mod knn;
+pub(crate) mod knn;
 mod out;
 pub mod types;
 #[allow(dead_code)] // read by cbindgen (the header's ZTREE_VERSION_* macros)

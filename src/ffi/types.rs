@@ -52,6 +52,7 @@ pub enum ztree_status {
     ZTREE_ERR_DTYPE = 6,
     /// The request needs something this build or call does not provide (CUDA arrays,
     /// a second communicator feature, ...).
+    #[allow(dead_code)] // returned by builds without MPI or CUDA
     ZTREE_ERR_UNSUPPORTED = 7,
     /// kNN with zero source particles.
     ZTREE_ERR_NO_SOURCES = 8,
@@ -92,8 +93,8 @@ pub struct ztree_array {
 pub struct ztree_particles {
     pub count: i64,
     /// `ZTREE_MEMORY_HOST`, or `ZTREE_MEMORY_CUDA_DEVICE` for device arrays (the CUDA
-    /// back end, serial contexts in this version: per-particle outputs then in device
-    /// memory; `ZTREE_ERR_NO_DEVICE` where there is no GPU).
+    /// back end; per-particle outputs then in device memory; `ZTREE_ERR_NO_DEVICE` where
+    /// there is no GPU).
     pub memory: i32,
     /// Positions x, y, z (z unused in 2D): f32 or f64, all the same type.
     pub pos: [ztree_array; 3],

@@ -207,7 +207,7 @@ int main(int argc, char **argv) {
       ztree_fof_output fo;
       ztree_status s = run(dist, &c, cs->fof, &ko, &fo);
       ztree_status want = cs->bad_status;
-      if (want == ZTREE_ERR_NO_DEVICE && ztree_cuda_device_count() > 0) want = ZTREE_ERR_UNSUPPORTED; /* host pointers on a GPU machine */
+      if (want == ZTREE_ERR_NO_DEVICE && ztree_cuda_device_count() > 0) want = ZTREE_ERR_INVALID_ARGUMENT; /* host pointers on a GPU machine */
       if (size == 1 && want == ZTREE_ERR_MPI) want = ZTREE_OK; /* nothing to disagree with */
       if (want != ZTREE_ERR_MPI && rank != bad) want = ZTREE_ERR_REMOTE;
       CHECK(s == want, "%s on rank %d: status %d, expected %d (%s)", cs->name, bad, (int)s, (int)want, ztree_last_error(dist));
