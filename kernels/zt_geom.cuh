@@ -68,3 +68,75 @@ ZT_HD double zt_load(ZtStrided a, u32 i) {
     i64 stride = a.stride ? a.stride : (i64)sizeof(T);
     return (double)*(const T*)(a.data + (u64)((i64)i * stride));
 }
+
+// ---- distances (src/geom/metric.rs): one precision T, `(dx*dx + dy*dy) + dz*dz`, no FMA
+// (NVRTC --fmad=false, the emulator -ffp-contract=off) ----
+
+template <class T>
+ZT_HD T zt_fmax(T a, T b) {
+    return a > b ? a : b;
+}
+template <class T>
+ZT_HD T zt_fmin(T a, T b) {
+    return a < b ? a : b;
+}
+
+// The minimum image of a difference x in a periodic dimension of length l (h = l / 2):
+// l subtracted (added) once when x > h (x < -h); |x| = h exactly is left as it is.
+template <class T>
+ZT_HD T zt_min_image(T x, T l, T h) {
+    return x > h ? x - l : (x < -h ? x + l : x);
+}
+
+// Open space (periodic = 0) or the periodic box [0, len): `len` and `half = len * 0.5`
+// exactly as the host's `Periodic::new` rounds them into T.
+template <class T, int D>
+struct ZtMetric {
+    T len[3];
+    T half[3];
+    u32 periodic;
+
+    ZT_HD T diff(T a, T b, int d) const {
+        T x = a - b;
+        return periodic ? zt_min_image(x, len[d], half[d]) : x;
+    }
+    ZT_HD T dist2(const T* a, const T* b) const {
+        T s = (T)0;
+        for (int d = 0; d < D; ++d) {
+            T x = diff(a[d], b[d], d);
+            s = s + x * x;
+        }
+        return s;
+    }
+    // Bounds of |q_d - s_d| (minimum image) for q_d in [alo, ahi], s_d in [blo, bhi].
+    ZT_HD void gap_range(T alo, T ahi, T blo, T bhi, int d, T* lo, T* hi) const {
+        T l0 = zt_fmax(zt_fmax(alo - bhi, blo - ahi), (T)0);
+        T h0 = zt_fmax(ahi - blo, bhi - alo);
+        if (!periodic) {
+            *lo = l0;
+            *hi = h0;
+            return;
+        }
+        T l = len[d], h = half[d];
+        *lo = zt_fmax(zt_fmin(l0, l - h0), (T)0);
+        *hi = h0 <= h ? h0 : (l0 > h ? l - l0 : h);
+    }
+    ZT_HD T box_min2(const T* alo, const T* ahi, const T* blo, const T* bhi) const {
+        T s = (T)0;
+        for (int d = 0; d < D; ++d) {
+            T g, u;
+            gap_range(alo[d], ahi[d], blo[d], bhi[d], d, &g, &u);
+            s = s + g * g;
+        }
+        return s;
+    }
+    ZT_HD T box_max2(const T* alo, const T* ahi, const T* blo, const T* bhi) const {
+        T s = (T)0;
+        for (int d = 0; d < D; ++d) {
+            T g, u;
+            gap_range(alo[d], ahi[d], blo[d], bhi[d], d, &g, &u);
+            s = s + u * u;
+        }
+        return s;
+    }
+};

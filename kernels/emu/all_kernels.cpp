@@ -3,6 +3,7 @@
 #include "../keys.cu"
 #include "../scan.cu"
 #include "../sort.cu"
+#include "../conformance.cu"
 
 extern "C" int zt_emu_launch(const char* name, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** args) {
     return ::zt_emu::launch(name, dim3{gx, gy, gz}, dim3{bx, by, bz}, args);

@@ -6,6 +6,7 @@ pub(crate) const MODULES: &[(&str, &str)] = &[
     ("keys", include_str!("../../../kernels/keys.cu")),
     ("scan", include_str!("../../../kernels/scan.cu")),
     ("sort", include_str!("../../../kernels/sort.cu")),
+    ("conformance", include_str!("../../../kernels/conformance.cu")),
 ];
 
 /// The headers the modules include (the emulator's own header is never needed on the

@@ -179,3 +179,70 @@ fn keys_sort_gather_put_points_in_z_order_as_the_cpu_does() {
         }
     }
 }
+
+/// The device metric (kernels/zt_geom.cuh `ZtMetric`) against `geom::metric` bit for bit:
+/// point distances and box bounds, open and periodic (|dx| = L/2 exactly, wrapping,
+/// overlapping and far boxes), f32 and f64, 2D and 3D.
+fn check_metric<T: Real, const D: usize>(dev: &Arc<dyn Device>, l: f64) {
+    use crate::geom::metric::{Metric, Open, Periodic};
+    use super::device::Arg;
+    let mut r = Lcg(31);
+    let cases = 4000;
+    let h = l / 2.0;
+    // Coordinates on a coarse grid (exact halves of the box appear) and at random.
+    let coord = |r: &mut Lcg, i: usize| if i % 3 == 0 { (r.next() % 17) as f64 * l / 16.0 } else if i % 3 == 1 { h + (r.next() % 3) as f64 * l * 1e-7 } else { r.unit() * l };
+    let input: Vec<T> = (0..cases * 12).map(|i| T::from_f64(coord(&mut r, i).min(l * 0.999_999))).collect();
+    let buf = DevBuf::from_slice(dev, &input).unwrap();
+    for periodic in [false, true] {
+        let p = Periodic::<T, D>::new(&[l; D]);
+        // ZtMetric<T, D> by value: len[3], half[3] in T, then a u32 flag.
+        let mut bytes: Vec<u8> = Vec::new();
+        for d in 0..3 {
+            bytes.extend_from_slice(&p.len[d.min(D - 1)].key_bits().to_ne_bytes()[..size_of::<T>()]);
+        }
+        for d in 0..3 {
+            bytes.extend_from_slice(&p.half[d.min(D - 1)].key_bits().to_ne_bytes()[..size_of::<T>()]);
+        }
+        bytes.extend_from_slice(&(periodic as u32).to_ne_bytes());
+        bytes.resize(bytes.len().div_ceil(8) * 8, 0);
+        let words: Vec<u64> = bytes.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap())).collect();
+        let out: DevBuf<T> = DevBuf::new(dev, 3 * cases).unwrap();
+        let kernel = match (T::NAME, D) {
+            ("f32", 2) => "zt_metric_probe_f32_2",
+            ("f32", 3) => "zt_metric_probe_f32_3",
+            ("f64", 2) => "zt_metric_probe_f64_2",
+            _ => "zt_metric_probe_f64_3",
+        };
+        // SAFETY: zt_metric_probe_*(in[12 n], n, metric, out[3 n]).
+        unsafe { dev.launch("conformance", kernel, (cases as u32).div_ceil(256), &[buf.arg(), Arg::U32(cases as u32), Arg::Words(words), out.arg()]).unwrap() };
+        let got = out.to_vec().unwrap();
+        for i in 0..cases {
+            let c = &input[12 * i..12 * i + 12];
+            let pt = |k: usize| -> [T; D] { std::array::from_fn(|d| c[3 * k + d]) };
+            let (q, s, b0, b1) = (pt(0), pt(1), pt(2), pt(3));
+            let lo = |a: &[T; D], b: &[T; D]| -> [T; D] { std::array::from_fn(|d| if a[d] < b[d] { a[d] } else { b[d] }) };
+            let hi = |a: &[T; D], b: &[T; D]| -> [T; D] { std::array::from_fn(|d| if a[d] > b[d] { a[d] } else { b[d] }) };
+            let want = if periodic {
+                [p.dist2(&q, &s), p.box_min2(&lo(&q, &s), &hi(&q, &s), &lo(&b0, &b1), &hi(&b0, &b1)), p.box_max2(&lo(&q, &s), &hi(&q, &s), &lo(&b0, &b1), &hi(&b0, &b1))]
+            } else {
+                let o = Open;
+                [o.dist2(&q, &s), o.box_min2(&lo(&q, &s), &hi(&q, &s), &lo(&b0, &b1), &hi(&b0, &b1)), o.box_max2(&lo(&q, &s), &hi(&q, &s), &lo(&b0, &b1), &hi(&b0, &b1))]
+            };
+            for j in 0..3 {
+                assert_eq!(got[3 * i + j].key_bits(), want[j].key_bits(), "{}: {} {D}D periodic {periodic}, case {i} output {j}: {:?} vs {:?}", dev.describe(), T::NAME, got[3 * i + j], want[j]);
+            }
+        }
+    }
+}
+
+#[test]
+fn metric_equals_the_cpu_metric() {
+    for dev in devices() {
+        for l in [1.0, 50.0, 3.0e4] {
+            check_metric::<f64, 3>(&dev, l);
+            check_metric::<f32, 3>(&dev, l);
+            check_metric::<f64, 2>(&dev, l);
+            check_metric::<f32, 2>(&dev, l);
+        }
+    }
+}
