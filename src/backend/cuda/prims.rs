@@ -34,16 +34,22 @@ fn len_u32(n: usize) -> Result<u32> {
     u32::try_from(n).map_err(|_| Error::TooManyPoints { got: n, max: u32::MAX as usize })
 }
 
+/// The instantiation of a kernel for `T` and `D` among its f32 2D, f32 3D, f64 2D and
+/// f64 3D versions.
+pub(crate) fn instance<T: Real, const D: usize>(names: [&'static str; 4]) -> Result<&'static str> {
+    match (T::NAME, D) {
+        ("f32", 2) => Ok(names[0]),
+        ("f32", 3) => Ok(names[1]),
+        ("f64", 2) => Ok(names[2]),
+        ("f64", 3) => Ok(names[3]),
+        _ => Err(Error::Device(format!("no instance of {} for {} in {D}D", names[0], T::NAME))),
+    }
+}
+
 /// Morton keys of `n` points into `keys[..n]`, cells as `quant` (src/geom/morton.rs).
 /// `keys` is device memory for `n` keys (a buffer, or a part of one).
 pub(crate) fn keys<T: Real, const D: usize>(dev: &Arc<dyn Device>, pos: [Strided; D], n: usize, quant: &Quantizer<D>, keys: DevPtr) -> Result<()> {
-    let kernel = match (T::NAME, D) {
-        ("f32", 2) => "zt_keys_f32_2",
-        ("f32", 3) => "zt_keys_f32_3",
-        ("f64", 2) => "zt_keys_f64_2",
-        ("f64", 3) => "zt_keys_f64_3",
-        _ => return Err(Error::Device(format!("no key kernel for {} in {D}D", T::NAME))),
-    };
+    let kernel = instance::<T, D>(["zt_keys_f32_2", "zt_keys_f32_3", "zt_keys_f64_2", "zt_keys_f64_3"])?;
     let (lo, scale) = quant.parts();
     let mut q = [0u64; 6];
     for d in 0..D {
@@ -69,13 +75,7 @@ pub(crate) fn iota(dev: &Arc<dyn Device>, n: usize) -> Result<DevBuf<u32>> {
 /// ones: the first bad point's index (if any) and, per dimension, the min and max.
 #[allow(clippy::type_complexity)]
 pub(crate) fn check_points<T: Real, const D: usize>(dev: &Arc<dyn Device>, pos: [Strided; D], n: usize, box_len: Option<[f64; D]>) -> Result<(Option<usize>, [f64; D], [f64; D])> {
-    let kernel = match (T::NAME, D) {
-        ("f32", 2) => "zt_check_f32_2",
-        ("f32", 3) => "zt_check_f32_3",
-        ("f64", 2) => "zt_check_f64_2",
-        ("f64", 3) => "zt_check_f64_3",
-        _ => return Err(Error::Device(format!("no check kernel for {} in {D}D", T::NAME))),
-    };
+    let kernel = instance::<T, D>(["zt_check_f32_2", "zt_check_f32_3", "zt_check_f64_2", "zt_check_f64_3"])?;
     // Order-preserving encodings of doubles (kernels/keys.cu zt_order_enc) and back.
     let enc = |v: f64| {
         let b = (v + 0.0).to_bits();

@@ -207,12 +207,7 @@ fn check_metric<T: Real, const D: usize>(dev: &Arc<dyn Device>, l: f64) {
         bytes.resize(bytes.len().div_ceil(8) * 8, 0);
         let words: Vec<u64> = bytes.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap())).collect();
         let out: DevBuf<T> = DevBuf::new(dev, 3 * cases).unwrap();
-        let kernel = match (T::NAME, D) {
-            ("f32", 2) => "zt_metric_probe_f32_2",
-            ("f32", 3) => "zt_metric_probe_f32_3",
-            ("f64", 2) => "zt_metric_probe_f64_2",
-            _ => "zt_metric_probe_f64_3",
-        };
+        let kernel = prims::instance::<T, D>(["zt_metric_probe_f32_2", "zt_metric_probe_f32_3", "zt_metric_probe_f64_2", "zt_metric_probe_f64_3"]).unwrap();
         // SAFETY: zt_metric_probe_*(in[12 n], n, metric, out[3 n]).
         unsafe { dev.launch("conformance", kernel, (cases as u32).div_ceil(256), &[buf.arg(), Arg::U32(cases as u32), Arg::Words(words), out.arg()]).unwrap() };
         let got = out.to_vec().unwrap();
