@@ -289,17 +289,6 @@ inline int launch(const char* name, dim3 grid, dim3 block, void** args) {
 #define warpSize 32
 
 inline void __syncthreads() { ::zt_emu::block_barrier(); }
-inline int __syncthreads_or(int p) {
-    static std::atomic<int> any;  // one block at a time: a block-wide flag
-    __syncthreads();
-    if (p) any.store(1);
-    __syncthreads();
-    int r = any.load();
-    __syncthreads();
-    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) any.store(0);
-    __syncthreads();
-    return r;
-}
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
     ::zt_emu::check_mask(::zt_emu::my_warp(), mask);
     ::zt_emu::warp_barrier();

@@ -276,16 +276,11 @@ impl Staging {
         if a.data.is_null() || n == 0 {
             return Ok(*a);
         }
-        let stride = if a.stride == 0 { size } else { a.stride as usize };
-        let mut raw = vec![0u8; (n - 1) * stride + size];
-        // SAFETY: the descriptor covers `n` elements of device memory (checked by the caller).
-        unsafe { dev.download(&mut raw, a.data as DevPtr)? };
-        let mut packed = vec![0u64; (n * size).div_ceil(8)];
-        // SAFETY: `packed` holds at least n * size bytes.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(packed.as_mut_ptr().cast::<u8>(), n * size) };
-        for i in 0..n {
-            bytes[i * size..(i + 1) * size].copy_from_slice(&raw[i * stride..i * stride + size]);
-        }
+        let raw = prims::download_strided(dev, DevStrided { data: a.data as DevPtr, stride: a.stride }, n, size)?;
+        // Re-homed into u64 words: the host call reads the elements aligned.
+        let mut packed = vec![0u64; raw.len().div_ceil(8)];
+        // SAFETY: `packed` holds at least raw.len() bytes.
+        unsafe { std::ptr::copy_nonoverlapping(raw.as_ptr(), packed.as_mut_ptr().cast::<u8>(), raw.len()) };
         let data = packed.as_ptr() as *const c_void;
         self.keep.push(packed);
         Ok(ztree_array { data, dtype: a.dtype, stride: 0 })

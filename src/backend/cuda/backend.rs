@@ -104,21 +104,8 @@ impl Cuda {
         Ok(v.try_into().unwrap_or_else(|_| unreachable!()))
     }
 
-    /// `n` elements of a strided caller array, as raw element bytes, on the host.
     fn fetch(&self, a: Strided, n: usize, size: usize) -> Result<Vec<u8>> {
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        let stride = if a.stride == 0 { size } else { a.stride as usize };
-        let span = (n - 1) * stride + size;
-        let mut raw = vec![0u8; span];
-        // SAFETY: the caller's descriptor covers `n` elements (checked at the API).
-        unsafe { self.dev.download(&mut raw, a.data)? };
-        let mut out = Vec::with_capacity(n * size);
-        for i in 0..n {
-            out.extend_from_slice(&raw[i * stride..i * stride + size]);
-        }
-        Ok(out)
+        prims::download_strided(&self.dev, a, n, size)
     }
     pub(crate) fn fetch_f64(&self, f: &DevField<'_>) -> Result<Vec<f64>> {
         let raw = self.fetch(f.a, f.n, f.ty.size())?;

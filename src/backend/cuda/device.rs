@@ -36,7 +36,8 @@ impl Arg {
 pub(crate) const BLOCK: u32 = 256;
 
 pub(crate) trait Device: Send + Sync {
-    /// "CUDA device 0 (NVIDIA H100 ...)" or "emulator".
+    /// "CUDA device 0 (NVIDIA H100 ...)" or "emulator" (test messages so far).
+    #[cfg_attr(not(test), allow(dead_code))]
     fn describe(&self) -> String;
     /// `bytes` of uninitialised device memory (at least 256-byte aligned).
     fn alloc(&self, bytes: usize) -> Result<DevPtr>;

@@ -19,6 +19,7 @@ pub(crate) struct CudaDevice {
     ordinal: i32,
     ctx: sys::CUcontext,
     stream: sys::CUstream,
+    #[cfg_attr(not(test), allow(dead_code))] // read by `describe`
     name: String,
 }
 

@@ -27,6 +27,23 @@ impl Strided {
     }
 }
 
+/// `n` elements of `size` bytes of a strided device array (the caller's descriptor covers
+/// them), packed on the host.
+pub(crate) fn download_strided(dev: &Arc<dyn Device>, a: Strided, n: usize, size: usize) -> Result<Vec<u8>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let stride = if a.stride == 0 { size } else { a.stride as usize };
+    let mut raw = vec![0u8; (n - 1) * stride + size];
+    // SAFETY: the descriptor covers `n` elements of device memory (checked at the API).
+    unsafe { dev.download(&mut raw, a.data)? };
+    let mut out = Vec::with_capacity(n * size);
+    for i in 0..n {
+        out.extend_from_slice(&raw[i * stride..i * stride + size]);
+    }
+    Ok(out)
+}
+
 /// Keys per radix-sort tile (`ZT_TILE` in kernels/sort.cu).
 const SORT_TILE: usize = 2048;
 
