@@ -1,0 +1,103 @@
+"""The Python peers of ztree's side-by-side benchmark (run by benches/peers/run.py).
+
+    py_peer.py scipy    knn <points.npy> <k> <threads> <box>   cKDTree(boxsize).query(workers)
+    py_peer.py pykdtree knn <points.npy> <k> <threads> <box>   KDTree.query (OpenMP: OMP_NUM_THREADS)
+    py_peer.py hfof     fof <points.npy> <link> <threads> <box>  hfof.fof (one thread; HFOF_PATH)
+
+box > 0: periodic cube [0, box)^3 (pykdtree has no periodic mode); 0: open domain.
+Timed region: the points in memory (a C-order numpy array) to the full neighbour lists
+(tree build included) or to a label per point. Prints one line `RESULT {json}` like the
+other peers: secs, the checksum, and the resident memory before the call and its peak
+during the call (VmHWM after resetting it through /proc/self/clear_refs).
+"""
+import contextlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def status_bytes(field):
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def reset_peak():
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def main():
+    if len(sys.argv) != 7:
+        sys.exit(__doc__)
+    peer, job, path, param, threads, box = sys.argv[1:]
+    threads, box = int(threads), float(box)
+    x = np.load(path)
+    if x.ndim != 2 or x.shape[1] != 3:
+        sys.exit(f"{path}: want shape (N, 3)")
+    out = {"peer": peer, "n": len(x), "dtype": {"float32": "f32", "float64": "f64"}[x.dtype.name], "threads": threads}
+
+    if job == "knn":
+        k = int(param)
+        if peer == "scipy":
+            from scipy.spatial import cKDTree
+
+            def call():
+                return cKDTree(x, boxsize=box if box > 0 else None).query(x, k=[k] if k == 1 else k, workers=threads)
+        elif peer == "pykdtree":
+            if box > 0:
+                sys.exit("pykdtree has no periodic mode")
+            from pykdtree.kdtree import KDTree
+
+            def call():
+                return KDTree(x, leafsize=16).query(x, k=k)
+        else:
+            sys.exit(f"unknown kNN peer {peer}")
+        rss0 = status_bytes("VmRSS:")
+        reset_peak()
+        t0 = time.perf_counter()
+        dist, idx = call()
+        secs = time.perf_counter() - t0
+        peak = status_bytes("VmHWM:")
+        dist = np.asarray(dist, dtype=np.float64).reshape(len(x), k)
+        out.update(secs=secs, mean_kth=float(np.mean(dist[:, -1])))
+    elif job == "fof" and peer == "hfof":
+        hfof_path = os.environ.get("HFOF_PATH")
+        if not hfof_path:
+            sys.exit("HFOF_PATH is not set")
+        sys.path.insert(0, hfof_path)
+        import hfof
+        from hfof import lib as hfof_lib
+
+        link = float(param)
+        x = np.ascontiguousarray(x, dtype=np.float64)  # hfof works in f64
+        with contextlib.redirect_stdout(sys.stderr):
+            hfof_lib._initlib()  # loads the C library (prints a line): outside the clock
+        rss0 = status_bytes("VmRSS:")
+        reset_peak()
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(sys.stderr):
+            labels = hfof.fof(x, link, boxsize=box if box > 0 else None)
+        secs = time.perf_counter() - t0
+        peak = status_bytes("VmHWM:")
+        count = np.bincount(labels)
+        out.update(secs=secs, groups=int(len(count)), groups20=int((count >= 20).sum()), largest=int(count.max()))
+    else:
+        sys.exit(f"unknown peer/job {peer} {job}")
+    out.update(rss_before=rss0, peak_rss=peak)
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()

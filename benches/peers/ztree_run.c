@@ -1,0 +1,196 @@
+/* ztree through its public C API, as one peer of the side-by-side benchmark
+ * (benches/peers/run.py, `make bench-peers`), linked against the installed package.
+ *
+ *   ztree_run knn <points.npy> <k> <threads> <box>    self-query, full neighbour lists
+ *   ztree_run fof <points.npy> <link> <threads> <box> labels + catalogue (>= 20 members)
+ *
+ * points.npy: C-order (N, 3) <f4 or <f8, passed in place (array of structs, stride 3).
+ * box > 0: periodic cube [0, box)^3; 0: open domain.
+ *
+ * Timed region: one ztree_knn / ztree_fof call on a context created before the clock (as
+ * in a simulation, where the context lives for the whole run): for kNN indices + distances
+ * into caller arrays in input order, for FoF a label per particle and the halo catalogue.
+ * Prints one line `RESULT {json}` with the seconds, the checksum (mean k-th distance, or
+ * groups with >= 20 members and the largest), ztree's stage breakdown (ztree_get_stats),
+ * its scratch bytes, and the resident memory before the call and at its peak during the
+ * call (VmHWM after resetting it through /proc/self/clear_refs). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ztree.h"
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A field of /proc/self/status ("VmRSS:", "VmHWM:") in bytes; 0 where unavailable. */
+static long long status_bytes(const char *field) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  long long kb = 0;
+  size_t len = strlen(field);
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, field, len)) {
+      kb = atoll(line + len);
+      break;
+    }
+  fclose(f);
+  return kb * 1024;
+}
+
+/* Resets the peak resident set size (Linux >= 4.0): VmHWM then measures from here. */
+static void reset_peak(void) {
+  FILE *f = fopen("/proc/self/clear_refs", "w");
+  if (f) {
+    fputs("5", f);
+    fclose(f);
+  }
+}
+
+static void die(const char *what, const char *why) {
+  fprintf(stderr, "ztree_run: %s: %s\n", what, why);
+  exit(2);
+}
+
+/* Reads a C-order (n, 3) .npy of <f4 or <f8: the payload, n and the element size. */
+static void *read_npy(const char *path, long long *n, int *esize) {
+  FILE *f = fopen(path, "rb");
+  if (!f) die(path, "cannot open");
+  unsigned char pre[12];
+  if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6)) die(path, "not a .npy file");
+  long hlen = pre[8] | (pre[9] << 8);
+  if (pre[6] >= 2) {
+    if (fread(pre + 10, 1, 2, f) != 2) die(path, "short header");
+    hlen |= ((long)pre[10] << 16) | ((long)pre[11] << 24);
+  }
+  char *hdr = calloc(1, (size_t)hlen + 1);
+  if (!hdr || fread(hdr, 1, (size_t)hlen, f) != (size_t)hlen) die(path, "short header");
+  if (!strstr(hdr, "'fortran_order': False")) die(path, "Fortran order");
+  *esize = strstr(hdr, "'<f8'") ? 8 : strstr(hdr, "'<f4'") ? 4 : 0;
+  if (!*esize) die(path, "dtype must be <f4 or <f8");
+  const char *shape = strstr(hdr, "'shape': (");
+  if (!shape) die(path, "no shape");
+  char *end;
+  *n = strtoll(shape + 10, &end, 10);
+  while (*end == ',' || *end == ' ') end++;
+  if (atoi(end) != 3) die(path, "shape must be (N, 3)");
+  size_t bytes = (size_t)*n * 3 * (size_t)*esize;
+  void *buf = malloc(bytes ? bytes : 1);
+  if (!buf || fread(buf, 1, bytes, f) != bytes) die(path, "short payload");
+  fclose(f);
+  free(hdr);
+  return buf;
+}
+
+static void check(ztree_status s, const ztree_context *ctx, const char *what) {
+  if (s != ZTREE_OK) {
+    fprintf(stderr, "ztree_run: %s: %s (%s)\n", what, ztree_last_error(ctx), ztree_status_string(s));
+    exit(1);
+  }
+}
+
+/* The stage breakdown and scratch bytes of the last call, as JSON members. */
+static void print_stats(const ztree_context *ctx) {
+  ztree_stats st;
+  check(ztree_get_stats(ctx, &st), ctx, "ztree_get_stats");
+  printf(", \"stages\": [");
+  for (int i = 0; i < st.n_stages && i < ZTREE_MAX_STAGES; i++)
+    printf("%s[\"%s\", %.6f]", i ? ", " : "", st.stage_name[i], st.stage_seconds[i]);
+  printf("], \"stage_total\": %.6f, \"scratch_bytes\": %lld", st.total_seconds, (long long)st.scratch_bytes);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 6 || (strcmp(argv[1], "knn") && strcmp(argv[1], "fof"))) {
+    fprintf(stderr,
+            "usage: ztree_run knn <points.npy> <k> <threads> <box>\n"
+            "       ztree_run fof <points.npy> <link> <threads> <box>\n");
+    return 2;
+  }
+  int knn = !strcmp(argv[1], "knn");
+  int threads = atoi(argv[4]);
+  double box = atof(argv[5]);
+
+  ztree_config cfg;
+  ztree_config_default(&cfg);
+  cfg.threads = threads;
+  cfg.periodic = box > 0;
+  if (box > 0) cfg.box_size[0] = cfg.box_size[1] = cfg.box_size[2] = box;
+  ztree_context *ctx;
+  check(ztree_create(&cfg, &ctx), NULL, "ztree_create");
+
+  long long n;
+  int es;
+  char *pos = read_npy(argv[2], &n, &es);
+  ztree_particles p;
+  memset(&p, 0, sizeof p);
+  p.count = n;
+  p.memory = ZTREE_MEMORY_HOST;
+  for (int d = 0; d < 3; d++)
+    p.pos[d] = (ztree_array){pos + d * es, es == 8 ? ZTREE_DTYPE_F64 : ZTREE_DTYPE_F32, 3 * es};
+
+  printf("RESULT {\"peer\": \"ztree\", \"version\": \"%s\", \"n\": %lld, \"dtype\": \"%s\", \"threads\": %d",
+         ztree_version(), n, es == 8 ? "f64" : "f32", threads);
+  if (knn) {
+    int k = atoi(argv[3]);
+    if (k < 1) die("k", "must be >= 1");
+    /* Caller arrays, untouched before the call (pages fault in during it, as for the peers). */
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)n * (size_t)k);
+    double *dist = malloc(sizeof(double) * (size_t)n * (size_t)k);
+    if (!idx || !dist) die("outputs", "out of memory");
+    ztree_knn_params kp;
+    memset(&kp, 0, sizeof kp);
+    kp.k = k;
+    kp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES;
+    kp.order = ZTREE_ORDER_INPUT;
+    ztree_knn_output ko;
+    memset(&ko, 0, sizeof ko);
+    ko.indices = idx;
+    ko.distances = dist;
+    long long rss0 = status_bytes("VmRSS:");
+    reset_peak();
+    double t0 = now();
+    check(ztree_knn(ctx, &p, NULL, &kp, &ko), ctx, "ztree_knn");
+    double secs = now() - t0;
+    long long peak = status_bytes("VmHWM:");
+    double sum = 0;
+    for (long long i = 0; i < n; i++) sum += dist[i * k + k - 1];
+    printf(", \"secs\": %.6f, \"mean_kth\": %.17e, \"rss_before\": %lld, \"peak_rss\": %lld", secs, sum / (double)n, rss0, peak);
+    print_stats(ctx);
+    free(idx);
+    free(dist);
+  } else {
+    double link = atof(argv[3]);
+    int64_t *labels = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (!labels) die("labels", "out of memory");
+    ztree_fof_params fp;
+    memset(&fp, 0, sizeof fp);
+    fp.linking_length = link;
+    fp.min_members = 20;
+    fp.order = ZTREE_CATALOGUE_ZORDER;
+    ztree_fof_output fo;
+    memset(&fo, 0, sizeof fo);
+    fo.labels = labels;
+    long long rss0 = status_bytes("VmRSS:");
+    reset_peak();
+    double t0 = now();
+    check(ztree_fof(ctx, &p, &fp, &fo), ctx, "ztree_fof");
+    double secs = now() - t0;
+    long long peak = status_bytes("VmHWM:");
+    long long largest = 0;
+    for (int64_t h = 0; h < fo.n_halos; h++)
+      if (fo.halos[h].count > largest) largest = fo.halos[h].count;
+    printf(", \"secs\": %.6f, \"groups\": %lld, \"groups20\": %lld, \"largest\": %lld, \"rss_before\": %lld, \"peak_rss\": %lld",
+           secs, (long long)fo.n_groups_total, (long long)fo.n_halos, largest, rss0, peak);
+    print_stats(ctx);
+    free(labels);
+  }
+  printf("}\n");
+  ztree_destroy(ctx);
+  free(pos);
+  return 0;
+}
