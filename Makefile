@@ -22,7 +22,7 @@ export OMPI_MCA_rmaps_base_oversubscribe = 1
 export OMPI_MCA_btl_vader_single_copy_mechanism ?= none
 
 .PHONY: all bootstrap build header header-check package test check miri test-rust test-device test-mpi test-c test-fortran test-consumers test-fuzz fuzz fuzz-build bench-build \
-        examples demo bench bench-knn bench-fof clean
+        examples demo bench bench-knn bench-fof bench-peers clean
 
 all: build
 
@@ -140,6 +140,22 @@ bench-knn: bootstrap
 
 bench-fof: bootstrap
 	$(CARGO) bench --bench fof
+
+# Side-by-side peer benchmark (issue 12; benches/peers/run.py): ztree through its C API as
+# shipped (the installed package, built without native CPU flags) against kiddo 6.3 built
+# with -C target-cpu=native and fat LTO, scipy cKDTree, pykdtree, and hfof when HFOF_PATH
+# names a checkout of github.com/pec27/hfof built with its Makefile. Fresh process per run,
+# interleaved rounds, medians. PEERS_ARGS: run.py's flags (--quick, --rounds N, --only S).
+# Data from ../shared/bench's generators, written once into build/peers-data. Not in `make test`.
+PEERS_ARGS ?=
+bench-peers: bootstrap
+	env -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS $(MAKE) --no-print-directory package
+	mkdir -p $(BUILD)/peers
+	$(CC) -O2 -Wall -Wextra -I$(PREFIX)/include benches/peers/ztree_run.c -L$(PREFIX)/lib -lztree \
+	  -Wl,-rpath,$(PREFIX)/lib -lm -o $(BUILD)/peers/ztree_run
+	RUSTFLAGS="-C target-cpu=native" $(CARGO) build --release --locked \
+	  --manifest-path benches/peers/kiddo_native/Cargo.toml --target-dir $(BUILD)/kiddo-native
+	$(if $(HFOF_PATH),HFOF_PATH=$(HFOF_PATH)) $(CURDIR)/.venv/bin/python benches/peers/run.py $(PEERS_ARGS)
 
 clean:
 	$(CARGO) clean

@@ -1,0 +1,318 @@
+"""Side-by-side peer benchmark (issue 12): ztree through its public C API, built as shipped
+(release, no native CPU flags), against kiddo 6.3 built with -C target-cpu=native and fat
+LTO, scipy cKDTree, pykdtree (when importable) and hfof (when HFOF_PATH points at a built
+checkout). Every run is a fresh process; the peers of a case run in interleaved rounds
+(the order rotating each round) and the table gives the median over the rounds.
+
+    make bench-peers [PEERS_ARGS="--quick --rounds 1"] [HFOF_PATH=/path/to/hfof]
+    python benches/peers/run.py [--rounds 3] [--quick] [--only SUBSTRING] [--threads 2]
+
+`make bench-peers` builds what this needs (the installed package, the C runner, kiddo);
+run directly, it expects build/peers/ztree_run and build/kiddo-native/release/kiddo_native
+(or ZTREE_RUN and KIDDO_NATIVE). Data: ../shared/bench/gen.py (uniform and clustered, 1e6
+and 4e6) and ../shared/bench/make_tiled.py (the GADGET-4 snapshot and its 2x2x2 tiling),
+written once into build/peers-data (or PEERS_DATA). Raw records (one per run) are appended
+to build/peers-results.jsonl (--log).
+
+Timed region, for every peer: the points in memory to the full kNN lists (indices and
+distances, tree build included) or to a FoF label per point; ztree's FoF also builds its
+halo catalogue (groups >= 20 members), the others stop at the labels. ztree's context is
+created before the clock (it lives for a whole simulation). Checksums (mean k-th distance;
+groups >= 20 and the largest) are compared across peers; a mismatch prints a WARNING.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+BUILD = os.path.join(ROOT, "build")
+DATA = os.environ.get("PEERS_DATA", os.path.join(BUILD, "peers-data"))
+ZTREE_RUN = os.environ.get("ZTREE_RUN", os.path.join(BUILD, "peers", "ztree_run"))
+KIDDO = os.environ.get("KIDDO_NATIVE", os.path.join(BUILD, "kiddo-native", "release", "kiddo_native"))
+HFOF_PATH = os.environ.get("HFOF_PATH", "")
+PY = sys.executable
+PY_PEER = os.path.join(HERE, "py_peer.py")
+
+# Column order of the main table, and the labels the peers get there.
+PEERS = ["ztree", "kiddo", "scipy", "pykdtree", "hfof"]
+LABEL = {"ztree": "ztree", "kiddo": "kiddo-native", "scipy": "scipy cKDTree",
+         "pykdtree": "pykdtree", "hfof": "hfof (1 thread)", "ztree-1t": "ztree 1 thread"}
+KNN_RTOL = 1e-12
+GADGET_LINK = 0.15625
+
+
+@dataclass
+class Case:
+    title: str
+    job: str          # "knn" or "fof"
+    data: str         # file name in DATA (f64 or f32 as the case says)
+    param: str        # k or the linking length
+    box: float        # 0: open domain
+    peers: list
+    scaling: bool = False
+    files: dict = field(default_factory=dict)  # a peer reading another file (hfof: f64)
+
+
+def npy(name):
+    return os.path.join(DATA, name)
+
+
+def fmt_n(n):
+    m, e = f"{n:.0e}".split("e")
+    return f"{m}e{int(e)}"
+
+
+def cases(sizes):
+    """The cases: `sizes` are the point counts of the large cases, the first one for the rest."""
+    n0 = sizes[0]
+    knn_peers = ["ztree", "kiddo", "scipy", "pykdtree"]
+    out = []
+    for n in sizes:
+        for dist in ("uniform", "clustered"):
+            out.append(Case(f"kNN k=16 f64 self {dist} {fmt_n(n)}", "knn", f"{dist}_{n}_src_f64.npy", "16", 0, knn_peers))
+    out.append(Case(f"kNN k=16 f64 self uniform {fmt_n(n0)} periodic", "knn", f"uniform_{n0}_src_f64.npy", "16", 1.0,
+                    ["ztree", "kiddo", "scipy"]))
+    for k in (1, 64):
+        for dist in ("uniform", "clustered"):
+            out.append(Case(f"kNN k={k} f64 self {dist} {fmt_n(n0)}", "knn", f"{dist}_{n0}_src_f64.npy", str(k), 0,
+                            knn_peers))
+    for n in sizes:
+        out.append(Case(f"FoF b=0.2 periodic clustered {fmt_n(n)} (+catalogue)", "fof", f"clustered_{n}_src_f64.npy",
+                        repr(0.2 * n ** (-1.0 / 3.0)), 1.0, ["ztree", "kiddo", "hfof"]))
+    for name, box, what in (("g4z1", 50.0, "262k, box 50"), ("g4z1tiled", 100.0, "tiled 2x2x2, 2.1M, box 100")):
+        out.append(Case(f"FoF GADGET-4 z=1 {what} (f32, l=0.15625)", "fof", f"{name}_f32.npy", repr(GADGET_LINK), box,
+                        ["ztree", "kiddo", "hfof"], files={"hfof": f"{name}_f64.npy"}))
+    # Thread scaling: ztree on 1 thread against the default thread count.
+    out.append(Case(f"scaling: kNN k=16 f64 clustered {fmt_n(n0)}", "knn", f"clustered_{n0}_src_f64.npy", "16", 0,
+                    ["ztree", "ztree-1t"], scaling=True))
+    n = sizes[-1]
+    out.append(Case(f"scaling: FoF b=0.2 periodic clustered {fmt_n(n)}", "fof", f"clustered_{n}_src_f64.npy",
+                    repr(0.2 * n ** (-1.0 / 3.0)), 1.0, ["ztree", "ztree-1t"], scaling=True))
+    return out
+
+
+def ensure_data(todo):
+    """Writes the .npy files the cases need (once)."""
+    os.makedirs(DATA, exist_ok=True)
+    gen = os.path.join(SHARED, "bench", "gen.py")
+    for c in todo:
+        if os.path.exists(npy(c.data)):
+            continue
+        if c.data.startswith("g4z1"):
+            if not os.path.exists(os.path.join(SHARED, "data", "gadget4-64-z1", "pos.f32")):
+                continue  # reported as skipped by the caller
+            subprocess.run([PY, os.path.join(SHARED, "bench", "make_tiled.py"), DATA], check=True)
+        else:
+            dist, n = c.data.split("_")[:2]
+            print(f"generating {dist} {n} into {DATA}", file=sys.stderr, flush=True)
+            subprocess.run([PY, gen, "--out", DATA, "--sizes", n, "--dists", dist], check=True)
+
+
+def command(case, peer, threads):
+    path = npy(case.files.get(peer, case.data))
+    args = [case.job, path, case.param]
+    box = repr(case.box)
+    if peer == "ztree":
+        return [ZTREE_RUN, *args, str(threads), box]
+    if peer == "ztree-1t":
+        return [ZTREE_RUN, *args, "1", box]
+    if peer == "kiddo":
+        return [KIDDO, *args, str(threads), box]
+    if peer in ("scipy", "pykdtree"):
+        return [PY, PY_PEER, peer, *args, str(threads), box]
+    if peer == "hfof":
+        return [PY, PY_PEER, "hfof", *args, "1", box]
+    raise ValueError(peer)
+
+
+def run_one(cmd, threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), HFOF_PATH=HFOF_PATH)
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    wall = time.perf_counter() - t0
+    for line in r.stdout.splitlines():
+        if line.startswith("RESULT "):
+            res = json.loads(line[len("RESULT "):])
+            res["wall"] = wall
+            return res
+    raise RuntimeError(f"{' '.join(cmd)}: exit {r.returncode}\n{r.stderr[-2000:]}")
+
+
+def available_peers():
+    """Peers that can run here, and notes on the others."""
+    have, notes = {"ztree", "ztree-1t"}, []
+    for exe, name in ((ZTREE_RUN, "ztree"), (KIDDO, "kiddo")):
+        if not os.access(exe, os.X_OK):
+            sys.exit(f"{exe} is missing: run `make bench-peers` (or set {'ZTREE_RUN' if name == 'ztree' else 'KIDDO_NATIVE'})")
+    have.add("kiddo")
+    for mod in ("scipy", "pykdtree"):
+        if subprocess.run([PY, "-c", f"import {mod}"], capture_output=True).returncode == 0:
+            have.add(mod)
+        else:
+            notes.append(f"{mod}: not importable by {PY}, skipped")
+    if HFOF_PATH and os.path.isdir(os.path.join(HFOF_PATH, "hfof")):
+        have.add("hfof")
+    else:
+        notes.append("hfof: skipped (set HFOF_PATH to a checkout of github.com/pec27/hfof built with its Makefile)")
+    return have, notes
+
+
+def git_commit():
+    r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return r.stdout.strip() or "unknown"
+
+
+def checksum_warnings(case, first):
+    """Compares every peer's checksum with ztree's (`first`: the first record of each peer)."""
+    z = first.get("ztree") or first.get("ztree-1t")
+    out = []
+    for peer, res in first.items():
+        if res is z:
+            continue
+        if case.job == "knn":
+            a, b = z["mean_kth"], res["mean_kth"]
+            rel = abs(a - b) / abs(a) if a else abs(b)
+            if rel > KNN_RTOL:
+                out.append(f"WARNING {case.title}: mean k-th distance {LABEL[peer]} {b!r} vs ztree {a!r} (rel {rel:.1e})")
+        else:
+            if (res["groups20"], res["largest"]) != (z["groups20"], z["largest"]):
+                out.append(f"WARNING {case.title}: groups >= 20 / largest {LABEL[peer]} {res['groups20']} / {res['largest']}"
+                           f" vs ztree {z['groups20']} / {z['largest']}")
+    return out
+
+
+def median_record(recs):
+    """The record with the median time (the lower one of the middle two)."""
+    s = sorted(recs, key=lambda r: r["secs"])
+    return s[(len(s) - 1) // 2]
+
+
+def stage_line(rec):
+    return ", ".join(f"{name} {secs:.3f}" for name, secs in rec.get("stages", []) if secs >= 0.0005)
+
+
+def stage(rec, prefix):
+    t = [secs for name, secs in rec.get("stages", []) if name.startswith(prefix)]
+    return f"{sum(t):.3f}" if t else "–"
+
+
+def per_point(rec, key):
+    return (rec["peak_rss"] - rec["rss_before"]) / rec["n"] if key == "peak" else rec["scratch_bytes"] / rec["n"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3, help="runs per peer and case (median reported)")
+    ap.add_argument("--quick", action="store_true", help="the first size only (1e6)")
+    ap.add_argument("--sizes", default="1e6,4e6", help="point counts of the generated sets (comma-separated)")
+    ap.add_argument("--only", default="", help="run the cases whose title contains this")
+    ap.add_argument("--threads", type=int, default=2, help="threads of every multi-threaded peer")
+    ap.add_argument("--log", default=os.path.join(BUILD, "peers-results.jsonl"), help="jsonl of raw records")
+    a = ap.parse_args()
+
+    have, notes = available_peers()
+    sizes = [int(float(x)) for x in a.sizes.split(",")]
+    todo = [c for c in cases(sizes[:1] if a.quick else sizes) if a.only.lower() in c.title.lower()]
+    if not todo:
+        sys.exit(f"no case matches {a.only!r}")
+    ensure_data(todo)
+    missing = [c for c in todo if not os.path.exists(npy(c.data))]
+    for c in missing:
+        notes.append(f"{c.title}: skipped ({npy(c.data)} missing: ../shared/data/gadget4-64-z1 not found)")
+    todo = [c for c in todo if c not in missing]
+
+    commit, started = git_commit(), time.strftime("%Y-%m-%dT%H:%M:%S")
+    load0 = os.getloadavg()[0]
+    os.makedirs(os.path.dirname(os.path.abspath(a.log)), exist_ok=True)
+    print(f"# ztree {commit}, {a.threads} threads, {a.rounds} round(s), median; {os.cpu_count()} CPUs, "
+          f"load average {load0:.2f} at start", flush=True)
+    if load0 > 0.5 * (os.cpu_count() or 1):
+        print("# NOTE: the machine is busy (load average above half the CPUs): times are noisy", flush=True)
+    if "target-cpu" in os.environ.get("RUSTFLAGS", ""):
+        print("# NOTE: RUSTFLAGS sets target-cpu: if the package was built with it, ztree is not as shipped", flush=True)
+
+    results, warnings = [], []
+    for case in todo:
+        peers = [p for p in case.peers if p in have]
+        recs = {p: [] for p in peers}
+        for r in range(a.rounds):
+            order = peers[r % len(peers):] + peers[:r % len(peers)]
+            for p in order:
+                res = run_one(command(case, p, a.threads), a.threads)
+                recs[p].append(res)
+                with open(a.log, "a") as f:
+                    f.write(json.dumps({"case": case.title, "peer": p, "round": r, "commit": commit, "started": started,
+                                        "load": os.getloadavg()[0], **res}) + "\n")
+        w = checksum_warnings(case, {p: v[0] for p, v in recs.items()})
+        for line in w:
+            print(line, flush=True)
+        warnings += w
+        med = {p: statistics.median(x["secs"] for x in v) for p, v in recs.items()}
+        results.append((case, med, {p: median_record(v) for p, v in recs.items()}))
+        print(f"# {case.title}: " + ", ".join(f"{LABEL[p]} {t:.3f} s" for p, t in med.items()), flush=True)
+
+    main_rows = [x for x in results if not x[0].scaling]
+    cols = [p for p in PEERS if any(p in med for _, med, _ in main_rows)]
+    print()
+    print("| case | " + " | ".join(f"{LABEL[p]} (s)" for p in cols) + " |")
+    print("|---|" + "---|" * len(cols))
+    for case, med, _ in main_rows:
+        z = med["ztree"]
+        cells = []
+        for p in cols:
+            if p not in med:
+                cells.append("–")
+            elif p == "ztree":
+                cells.append(f"{z:.3f}")
+            else:
+                cells.append(f"{med[p]:.3f} ({med[p] / z:.2f}x)")
+        print(f"| {case.title} | " + " | ".join(cells) + " |")
+    print()
+    print("Ratios are peer / ztree (above 1: ztree faster). ztree's FoF includes the halo catalogue.")
+
+    print()
+    print("ztree's stages (s, of its median run) and memory in bytes per particle: scratch (ztree_get_stats) and "
+          "the peak resident growth over the call, outputs included (ztree: i64 indices and f64 distances, or i64 "
+          "labels and the catalogue; kiddo, for comparison: u32 indices and squared distances, or u32 labels).")
+    print()
+    print("| case | threads | stages (s) | scratch B/pt | peak B/pt | kiddo peak B/pt |")
+    print("|---|---|---|---|---|---|")
+    for case, _, rec in results:
+        for p in ("ztree", "ztree-1t"):
+            if p in rec:
+                z = rec[p]
+                kid = f"{per_point(rec['kiddo'], 'peak'):.0f}" if "kiddo" in rec else "–"
+                print(f"| {case.title} | {z['threads']} | {stage_line(z)} | {per_point(z, 'scratch'):.0f} | "
+                      f"{per_point(z, 'peak'):.0f} | {kid} |")
+
+    scaling = [x for x in results if x[0].scaling]
+    if scaling:
+        print()
+        print("| thread scaling | 1 thread (s) | %d threads (s) | speedup | walk 1 / %d (s) | leaf 1 / %d (s) |"
+              % ((a.threads,) * 3))
+        print("|---|---|---|---|---|---|")
+        for case, med, rec in scaling:
+            one, many = rec["ztree-1t"], rec["ztree"]
+            print(f"| {case.title.removeprefix('scaling: ')} | {med['ztree-1t']:.3f} | {med['ztree']:.3f} | "
+                  f"{med['ztree-1t'] / med['ztree']:.2f}x | {stage(one, 'walk')} / {stage(many, 'walk')} | "
+                  f"{stage(one, 'leaf')} / {stage(many, 'leaf')} |")
+
+    print()
+    for n in notes:
+        print(f"# {n}")
+    if warnings:
+        print(f"# {len(warnings)} checksum WARNING(s): see above")
+    else:
+        print("# checksums agree across peers (kNN mean k-th distance to 1e-12 relative; FoF groups >= 20 and largest)")
+    print(f"# raw records appended to {a.log}")
+
+
+if __name__ == "__main__":
+    main()
