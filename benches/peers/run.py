@@ -165,8 +165,10 @@ def available_peers():
 
 
 def git_commit():
+    """HEAD, with "+dirty" when tracked files differ from it (the package builds the work tree)."""
     r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return r.stdout.strip() or "unknown"
+    d = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    return (r.stdout.strip() or "unknown") + ("+dirty" if d.stdout.strip() else "")
 
 
 def checksum_warnings(case, first):
