@@ -43,9 +43,8 @@ pub(super) fn leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, jo
     let t = KnnNodeTest { k: job.kk };
     walk_leaves(tree, lists, Scratch::<T, D>::new, |a, cands: &Candidates<'_>, s| {
         let r2 = t.select(metric, tree, a, cands, s);
-        let est = job.estimate_r2(tree, a, r2);
-        job.keep_leaves(tree, r2, est, s);
-        job.leaf(metric, a, r2, est, s, sinks);
+        job.keep_leaves(tree, r2, s);
+        job.leaf(metric, a, r2, s, sinks);
     })
 }
 

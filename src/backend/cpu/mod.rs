@@ -7,8 +7,12 @@ mod fof_leaf;
 mod ingest;
 mod knn;
 mod knn_leaf;
+#[cfg(test)]
+mod knn_tests;
 pub(crate) mod par;
+mod simd;
 mod sort;
+mod topk;
 mod tree;
 mod walk;
 

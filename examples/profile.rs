@@ -1,0 +1,73 @@
+//! A profiling driver over the Rust API: one job on points from a .npy file (N x 3, f32
+//! or f64, little endian), repeated, with the stage breakdown of each run. For perf,
+//! callgrind and quick A/B checks of the hot path; the peer comparison is
+//! benches/peers/.
+//!
+//! cargo run --release --example profile -- knn FILE K [--box L] [--threads T] [--reps R] [--zorder]
+//! cargo run --release --example profile -- fof FILE LINK [--box L] [--threads T] [--reps R]
+
+use std::time::Instant;
+
+use ztree::{Config, Context, Domain, FofFields, FofParams, KnnOutput, KnnParams, LinkingLength, Real, SourceFields, TreeParams};
+
+fn read_npy(path: &str) -> (Vec<f64>, bool) {
+    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert_eq!(&b[..6], b"\x93NUMPY", "{path}: not a .npy file");
+    let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
+    let header = std::str::from_utf8(&b[10..10 + hlen]).unwrap();
+    let f32 = header.contains("<f4");
+    assert!(f32 || header.contains("<f8"), "{path}: want <f4 or <f8, header {header}");
+    let data = &b[10 + hlen..];
+    let v = if f32 {
+        data.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect()
+    } else {
+        data.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect()
+    };
+    (v, f32)
+}
+
+fn stages(t: &ztree::Timings) -> String {
+    t.stages.iter().map(|(n, s)| format!("{n} {s:.3}")).collect::<Vec<_>>().join(", ")
+}
+
+fn run<T: Real>(ctx: &Context, job: &str, pts: &[[T; 3]], arg: f64, domain: &Domain<3>, reps: usize, zorder: bool) {
+    // Outputs allocated once, as a simulation reuses its arrays: only the first run pays
+    // the page faults of fresh memory.
+    let (k, n) = (arg as usize, pts.len());
+    let (mut idx, mut dist) = if job == "knn" { (vec![0i64; n * k], vec![T::ZERO; n * k]) } else { (Vec::new(), Vec::new()) };
+    for _ in 0..reps {
+        let t = Instant::now();
+        if job == "knn" {
+            let order = if zorder { ztree::OutputOrder::ZOrder } else { ztree::OutputOrder::Input };
+            let mut out = KnnOutput { indices: Some(&mut idx), distances: Some(&mut dist), order, ..Default::default() };
+            let st = ctx.knn_self(domain, pts, &SourceFields::default(), &KnnParams { k }, &mut out).unwrap();
+            let secs = t.elapsed().as_secs_f64();
+            let mean_kth: f64 = dist.chunks(k).map(|r| r[k - 1].to_f64()).sum::<f64>() / n as f64;
+            println!("knn {secs:.3} s | {} | planes {:?} | lists {:?} | mean kth {mean_kth:.12e}", stages(&st.timings), st.nodes_per_plane, st.walk.list_entries);
+        } else {
+            let params = FofParams { linking_length: LinkingLength::Absolute(arg), min_members: 20, ..Default::default() };
+            let f = ctx.fof(domain, pts, &FofFields::default(), &params).unwrap();
+            let secs = t.elapsed().as_secs_f64();
+            println!("fof {secs:.3} s | {} | planes {:?} | groups >= 20: {}", stages(&f.stats.timings), f.stats.nodes_per_plane, f.stats.groups);
+        }
+    }
+}
+
+fn main() {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    let (job, path, arg) = (a[0].clone(), a[1].clone(), a[2].parse::<f64>().unwrap());
+    let opt = |name: &str| a.iter().position(|x| x == name).map(|i| a[i + 1].parse::<f64>().unwrap());
+    let domain = opt("--box").map_or(Domain::Open, |l| Domain::Periodic([l; 3]));
+    let threads = opt("--threads").unwrap_or(0.0) as usize;
+    let reps = opt("--reps").unwrap_or(3.0) as usize;
+    let zorder = a.iter().any(|x| x == "--zorder");
+    let ctx = Context::new(Config { threads, tree: TreeParams::default() }).unwrap();
+    let (v, f32) = read_npy(&path);
+    if f32 {
+        let pts: Vec<[f32; 3]> = v.chunks_exact(3).map(|c| [c[0] as f32, c[1] as f32, c[2] as f32]).collect();
+        run(&ctx, &job, &pts, arg, &domain, reps, zorder);
+    } else {
+        let pts: Vec<[f64; 3]> = v.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
+        run(&ctx, &job, &pts, arg, &domain, reps, zorder);
+    }
+}

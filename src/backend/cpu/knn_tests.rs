@@ -1,0 +1,96 @@
+//! The kNN leaf kernel at every vector level this CPU has, against brute force: the same
+//! neighbours, distances and tie order (self first, then smaller input index) at each.
+
+use super::simd::{self, Simd};
+use crate::geom::Real;
+use crate::geom::metric::{Metric, Open, Periodic};
+use crate::{Config, Context, Domain, KnnOutput, KnnParams, SourceFields, TreeParams};
+
+/// Tests that force a level run one at a time (the level is process-wide).
+static FORCING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+struct Rng(u64);
+impl Rng {
+    fn f64(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn points<T: Real>(shape: &str, n: usize, seed: u64) -> Vec<[T; 3]> {
+    let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut centres = Vec::new();
+    for _ in 0..8 {
+        centres.push([r.f64(), r.f64(), r.f64()]);
+    }
+    (0..n)
+        .map(|i| {
+            let p: [f64; 3] = match shape {
+                "uniform" => [r.f64(), r.f64(), r.f64()],
+                // Tight clumps (many leaves with tiny boxes) and a thin background.
+                "clustered" if i % 5 != 0 => {
+                    let c = centres[i % 8];
+                    std::array::from_fn(|d| (c[d] + 0.01 * (r.f64() - 0.5)).rem_euclid(1.0))
+                }
+                "clustered" => [r.f64(), r.f64(), r.f64()],
+                // Exact duplicates of a few positions, and points on a coarse lattice.
+                "duplicates" => {
+                    let c = centres[i % 3];
+                    if i % 2 == 0 { c } else { std::array::from_fn(|_| (r.f64() * 8.0).floor() / 8.0) }
+                }
+                _ => unreachable!(),
+            };
+            std::array::from_fn(|d| T::from_f64(p[d]))
+        })
+        .collect()
+}
+
+/// Brute force with the library's own distance formula.
+fn brute<T: Real, M: Metric<T, 3>>(metric: &M, pts: &[[T; 3]], k: usize) -> (Vec<i64>, Vec<T>) {
+    let (mut idx, mut dist) = (Vec::new(), Vec::new());
+    for (qi, q) in pts.iter().enumerate() {
+        let mut all: Vec<(T, usize, usize)> = pts.iter().enumerate().map(|(i, s)| (metric.dist2(q, s), usize::from(i != qi), i)).collect();
+        all.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        for j in 0..k {
+            idx.push(all.get(j).map_or(-1, |e| e.2 as i64));
+            dist.push(all.get(j).map_or(T::INFINITY, |e| e.0.sqrt()));
+        }
+    }
+    (idx, dist)
+}
+
+fn check<T: Real>() {
+    let _one = FORCING.lock().unwrap_or_else(|e| e.into_inner());
+    let ctx = Context::new(Config { threads: 2, tree: TreeParams { leaf_size: 8, ..TreeParams::default() } }).unwrap();
+    for shape in ["uniform", "clustered", "duplicates"] {
+        let pts = points::<T>(shape, 1200, 7);
+        for periodic in [false, true] {
+            let domain = if periodic { Domain::Periodic([1.0; 3]) } else { Domain::Open };
+            for k in [1usize, 16, 40, 133] {
+                let want = if periodic { brute(&Periodic::<T, 3>::new(&[1.0; 3]), &pts, k) } else { brute(&Open, &pts, k) };
+                for level in Simd::available() {
+                    simd::force(Some(level));
+                    let (mut idx, mut dist) = (vec![0i64; pts.len() * k], vec![T::ZERO; pts.len() * k]);
+                    let mut out = KnnOutput { indices: Some(&mut idx), distances: Some(&mut dist), ..Default::default() };
+                    ctx.knn_self(&domain, &pts[..], &SourceFields::default(), &KnnParams { k }, &mut out).unwrap();
+                    simd::force(None);
+                    assert!(idx == want.0, "{shape} periodic {periodic} k {k} {level:?}: indices differ");
+                    let same = dist.iter().zip(&want.1).all(|(a, b)| a.to_f64().to_bits() == b.to_f64().to_bits());
+                    assert!(same, "{shape} periodic {periodic} k {k} {level:?}: distances differ");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_vector_level_equals_brute_force_f64() {
+    check::<f64>();
+}
+
+#[test]
+fn every_vector_level_equals_brute_force_f32() {
+    check::<f32>();
+}

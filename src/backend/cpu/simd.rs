@@ -1,0 +1,68 @@
+//! Which vector instruction set the hot loops are compiled for, chosen at run time.
+//!
+//! The shipped library targets baseline x86-64 (SSE2). The leaf kernels are compiled a
+//! second and third time with AVX2 and AVX-512 enabled (`#[target_feature]` wrappers
+//! around one `#[inline(always)]` body), and `level()` picks the widest the CPU has.
+//! The same IEEE operations run in every version (Rust never fuses a multiply and an
+//! add on its own), so results are bit-identical at every level.
+//! `ZTREE_SIMD=base|avx2|avx512` caps the level (read once per process).
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Simd {
+    Base = 0,
+    Avx2 = 1,
+    Avx512 = 2,
+}
+
+impl Simd {
+    /// Every level this CPU can run, lowest first.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn available() -> Vec<Simd> {
+        [Simd::Base, Simd::Avx2, Simd::Avx512].into_iter().filter(|&l| l <= detected()).collect()
+    }
+}
+
+fn detected() -> Simd {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vl") {
+            return Simd::Avx512;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            return Simd::Avx2;
+        }
+    }
+    Simd::Base
+}
+
+/// A level forced by tests (255: none).
+static FORCED: AtomicU8 = AtomicU8::new(255);
+
+/// The level the kernels run at: the widest the CPU has, capped by `ZTREE_SIMD`.
+#[inline]
+pub(crate) fn level() -> Simd {
+    match FORCED.load(Ordering::Relaxed) {
+        0 => return Simd::Base,
+        1 => return Simd::Avx2,
+        2 => return Simd::Avx512,
+        _ => {}
+    }
+    static LEVEL: OnceLock<Simd> = OnceLock::new();
+    *LEVEL.get_or_init(|| {
+        let cap = match std::env::var("ZTREE_SIMD").as_deref() {
+            Ok("base") => Simd::Base,
+            Ok("avx2") => Simd::Avx2,
+            _ => Simd::Avx512,
+        };
+        detected().min(cap)
+    })
+}
+
+/// Runs the kernels of this process at `l` (tests: results must not depend on it).
+#[cfg(test)]
+pub(crate) fn force(l: Option<Simd>) {
+    FORCED.store(l.map_or(255, |l| l as u8), Ordering::Relaxed);
+}
