@@ -170,8 +170,14 @@ fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_knn_outp
     if distributed && lists {
         bytes.add(rows, 8 + t); // the merged rows of the owned queries
     }
-    if want(ZTREE_KNN_DISTANCES) {
-        bytes.add(rows, t); // distances in T before the f64 hand-over
+    if !T::IS_F64 {
+        // f32 distances in T before the widening into the caller's doubles
+        if want(ZTREE_KNN_DISTANCES) {
+            bytes.add(rows, t);
+        }
+        if want(ZTREE_KNN_KTH_DISTANCE) {
+            bytes.add(nq, t);
+        }
     }
     for (bit, ptr_null, len) in [
         (ZTREE_KNN_INDICES, o.indices.is_null(), rows),
@@ -217,8 +223,10 @@ pub(crate) fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, 
     let ready = checked.and_then(|c| {
         c.bytes.check(limit, "this kNN call")?;
         let (rows, nq) = (c.rows, c.nq);
-        let dist_t: Vec<T> = if want(ZTREE_KNN_DISTANCES) { try_vec(rows, T::ZERO, "kNN distances")? } else { Vec::new() };
-        let kth_t: Vec<T> = if want(ZTREE_KNN_KTH_DISTANCE) { try_vec(nq, T::ZERO, "kNN k-th distances")? } else { Vec::new() };
+        // f32 distances go through a T buffer and are widened into the caller's doubles;
+        // f64 ones are written in place.
+        let dist_t: Vec<T> = if want(ZTREE_KNN_DISTANCES) && !T::IS_F64 { try_vec(rows, T::ZERO, "kNN distances")? } else { Vec::new() };
+        let kth_t: Vec<T> = if want(ZTREE_KNN_KTH_DISTANCE) && !T::IS_F64 { try_vec(nq, T::ZERO, "kNN k-th distances")? } else { Vec::new() };
         let indices = unsafe { wanted(want(ZTREE_KNN_INDICES), o.indices, &mut b.indices, rows, "kNN indices")? };
         let distances = unsafe { wanted(want(ZTREE_KNN_DISTANCES), o.distances, &mut b.distances, rows, "kNN distances")? };
         let kth = unsafe { wanted(want(ZTREE_KNN_KTH_DISTANCE), o.kth_distance, &mut b.kth, nq, "kNN k-th distances")? };
@@ -245,10 +253,13 @@ pub(crate) fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, 
     };
     let fields = SourceFields { masses: if want(ZTREE_KNN_DENSITY) { masses } else { None }, scalar: c.scalar.as_ref().map(|s| s as &dyn ScalarField) };
     let (p_idx, p_den, p_sm, p_perm) = (ptr_of(&indices), ptr_of(&density), ptr_of(&scalar_mean), ptr_of(&permutation));
+    let (p_dist, p_kth) = (ptr_of(&distances), ptr_of(&kth));
+    let (distances, kth) = if T::IS_F64 { (None, None) } else { (distances, kth) };
     let mut kout = KnnOutput {
         indices,
-        distances: want(ZTREE_KNN_DISTANCES).then_some(&mut dist_t[..]),
-        kth_distance: want(ZTREE_KNN_KTH_DISTANCE).then_some(&mut kth_t[..]),
+        // SAFETY (in_place): T is f64; the f64 slices were dropped above, the pointers are theirs.
+        distances: if T::IS_F64 { p_dist.map(|p| unsafe { in_place::<T>(p, c.rows) }) } else { want(ZTREE_KNN_DISTANCES).then_some(&mut dist_t[..]) },
+        kth_distance: if T::IS_F64 { p_kth.map(|p| unsafe { in_place::<T>(p, c.nq) }) } else { want(ZTREE_KNN_KTH_DISTANCE).then_some(&mut kth_t[..]) },
         density,
         scalar_mean,
         order: c.order,
@@ -275,11 +286,15 @@ pub(crate) fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, 
     drop(kout);
     if let Some(d) = distances {
         d.iter_mut().zip(&dist_t).for_each(|(d, s)| *d = s.to_f64());
-        o.distances = d.as_mut_ptr();
     }
     if let Some(d) = kth {
         d.iter_mut().zip(&kth_t).for_each(|(d, s)| *d = s.to_f64());
-        o.kth_distance = d.as_mut_ptr();
+    }
+    if let Some(p) = p_dist {
+        o.distances = p;
+    }
+    if let Some(p) = p_kth {
+        o.kth_distance = p;
     }
     if let Some(p) = p_idx {
         o.indices = p;
@@ -306,6 +321,17 @@ pub(crate) fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, 
 /// As `dest`.
 unsafe fn wanted<'a, V: Copy + Default>(on: bool, ptr: *mut V, buf: &'a mut Vec<V>, len: usize, what: &str) -> Result<Option<&'a mut [V]>, Fail> {
     if on { unsafe { dest(ptr, buf, len, what) }.map(Some) } else { Ok(None) }
+}
+
+/// A caller's (or context-owned) f64 output array of `len` elements as `[T]`, for T = f64.
+///
+/// # Safety
+/// `T` is f64 (`T::IS_F64`); `p` points to `len` f64 that nothing else touches while the
+/// slice lives (the `&mut [f64]` it came from is no longer used).
+unsafe fn in_place<'a, T: Real>(p: *mut f64, len: usize) -> &'a mut [T] {
+    assert!(T::IS_F64 && std::mem::size_of::<T>() == std::mem::size_of::<f64>());
+    // SAFETY: T is f64 (same size, alignment and representation); see the contract above.
+    unsafe { std::slice::from_raw_parts_mut(p.cast::<T>(), len) }
 }
 
 fn ptr_of<V>(s: &Option<&mut [V]>) -> Option<*mut V> {

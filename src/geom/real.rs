@@ -26,6 +26,8 @@ pub trait Real:
     const INFINITY: Self;
     const NEG_INFINITY: Self;
     const NAME: &'static str;
+    /// Whether `Self` is f64 (outputs in f64 can then be written in place).
+    const IS_F64: bool;
     /// Largest coordinate magnitude (and periodic box length) accepted: squared distances
     /// of points this far apart, summed over three dimensions, stay finite in `Self`.
     const MAX_COORD: f64;
@@ -56,6 +58,7 @@ macro_rules! impl_real {
             const INFINITY: Self = <$t>::INFINITY;
             const NEG_INFINITY: Self = <$t>::NEG_INFINITY;
             const NAME: &'static str = $name;
+            const IS_F64: bool = std::mem::size_of::<$t>() == 8;
             #[inline(always)]
             fn to_f64(self) -> f64 {
                 self as f64

@@ -165,6 +165,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                     }
                 }
             }
+            s.best.finish(&rank);
             self.emit(if sinks.zorder { q } else { qorig[q] as usize }, &s.best, sinks);
         }
     }

@@ -2,12 +2,13 @@
 //!
 //! The rank orders equal distances (0 for the query itself in a self-query, else the
 //! source's input index + 1); it is looked up from the z-index only when two distances
-//! tie. Insertion shifts entries from the back (short for the usual k) or, for large k,
-//! finds its place by binary search and moves one block.
+//! tie. For the usual k the buffer is a sorted array (insertion shifts entries from the
+//! back); for large k it is a max-heap (O(log k) per candidate, even for k = N), sorted
+//! once at the end.
 
 use crate::geom::Real;
 
-/// Above this k, the insertion point is found by binary search.
+/// Above this k, the buffer is a heap.
 const LINEAR_MAX: usize = 32;
 
 #[derive(Clone, Copy, Default)]
@@ -53,13 +54,16 @@ impl<T: Real> TopK<T> {
     /// The k-th distance² (only when full).
     #[inline(always)]
     pub(crate) fn kth(&self) -> T {
-        self.e[self.k - 1].d2
+        if self.k <= LINEAR_MAX { self.e[self.k - 1].d2 } else { self.e[0].d2 }
     }
 
     /// Offers source `z` at distance² `d2`; `rank(z)` breaks ties. Returns true when it
     /// was taken and the buffer is full (the k-th distance may have shrunk).
     #[inline(always)]
     pub(crate) fn push(&mut self, d2: T, z: u32, rank: &impl Fn(u32) -> u32) -> bool {
+        if self.k > LINEAR_MAX {
+            return self.push_heap(d2, z, rank);
+        }
         let k = self.k;
         debug_assert!(k >= 1 && k <= self.e.len() && self.n <= k);
         let e = &mut self.e[..k];
@@ -73,36 +77,84 @@ impl<T: Real> TopK<T> {
             self.n - 1
         };
         // Entries 0..i are sorted; slot i (< k) is free.
-        if k <= LINEAR_MAX {
-            // SAFETY: 0 < i < k = e.len() inside the loop.
-            unsafe {
-                while i > 0 && before(d2, z, *e.get_unchecked(i - 1), rank) {
-                    *e.get_unchecked_mut(i) = *e.get_unchecked(i - 1);
-                    i -= 1;
-                }
+        // SAFETY: 0 < i < k = e.len() inside the loop.
+        unsafe {
+            while i > 0 && before(d2, z, *e.get_unchecked(i - 1), rank) {
+                *e.get_unchecked_mut(i) = *e.get_unchecked(i - 1);
+                i -= 1;
             }
-        } else {
-            let (mut lo, mut hi) = (0, i);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if before(d2, z, e[mid], rank) {
-                    hi = mid;
-                } else {
-                    lo = mid + 1;
-                }
-            }
-            e.copy_within(lo..i, lo + 1);
-            i = lo;
         }
         e[i] = Entry { d2, z };
         self.n == k
     }
 
-    /// The held candidates in order.
+    /// `push` for large k: a max-heap by (distance², rank) once full.
+    #[inline(never)]
+    fn push_heap(&mut self, d2: T, z: u32, rank: &impl Fn(u32) -> u32) -> bool {
+        let k = self.k;
+        let e = &mut self.e[..k];
+        if self.n < k {
+            e[self.n] = Entry { d2, z };
+            self.n += 1;
+            if self.n < k {
+                return false;
+            }
+            for i in (0..k / 2).rev() {
+                sift_down(e, i, rank);
+            }
+            return true;
+        }
+        if !before(d2, z, e[0], rank) {
+            return false;
+        }
+        e[0] = Entry { d2, z };
+        sift_down(e, 0, rank);
+        true
+    }
+
+    /// Puts the held candidates in order (needed after a heap was used).
+    #[inline(always)]
+    pub(crate) fn finish(&mut self, rank: &impl Fn(u32) -> u32) {
+        if self.k > LINEAR_MAX {
+            self.e[..self.n].sort_unstable_by(|a, b| {
+                if before(a.d2, a.z, *b, rank) {
+                    std::cmp::Ordering::Less
+                } else if before(b.d2, b.z, *a, rank) {
+                    std::cmp::Ordering::Greater
+                } else {
+                    std::cmp::Ordering::Equal
+                }
+            });
+        }
+    }
+
+    /// The held candidates (in order after `finish`).
     #[inline(always)]
     pub(crate) fn entries(&self) -> &[Entry<T>] {
         &self.e[..self.n]
     }
+}
+
+/// Restores the max-heap below `i`.
+#[inline(always)]
+fn sift_down<T: Real>(e: &mut [Entry<T>], mut i: usize, rank: &impl Fn(u32) -> u32) {
+    let n = e.len();
+    let x = e[i];
+    loop {
+        let mut c = 2 * i + 1;
+        if c >= n {
+            break;
+        }
+        if c + 1 < n && before(e[c].d2, e[c].z, e[c + 1], rank) {
+            c += 1;
+        }
+        if !before(x.d2, x.z, e[c], rank) {
+            break;
+        }
+        e[i] = e[c];
+        i = c;
+    }
+    e[i] = x;
 }
 
 #[cfg(test)]
@@ -119,7 +171,7 @@ mod tests {
             x ^= x << 17;
             x
         };
-        for k in [1usize, 2, 16, 32, 33, 64, 133] {
+        for k in [1usize, 2, 16, 32, 33, 64, 133, 400] {
             for _ in 0..20 {
                 let n = (next() % 400) as usize;
                 // Ranks are a permutation of the z-indices (here reversed).
@@ -130,6 +182,7 @@ mod tests {
                 for &(d, r) in &cands {
                     t.push(d, r, &rank);
                 }
+                t.finish(&rank);
                 let mut want: Vec<(f64, u32)> = cands.iter().map(|&(d, z)| (d, rank(z))).collect();
                 want.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)));
                 want.truncate(k);
