@@ -22,10 +22,9 @@ pub(crate) struct Scratch<T, const D: usize> {
     pub(crate) eval: Vec<(T, u32)>,
     /// Smallest-d_max candidates holding >= k sources: (d_max², count), ascending.
     pub(crate) near: Vec<(T, u32)>,
-    /// Boxes and source ranges of the kept leaves of the current leaf, nearest first
-    /// (struct of arrays).
-    klo: [Vec<T>; D],
-    khi: [Vec<T>; D],
+    /// Boxes and source ranges of the kept leaves of the current leaf, nearest first.
+    klo: Vec<[T; D]>,
+    khi: Vec<[T; D]>,
     kstart: Vec<u32>,
     kcount: Vec<u32>,
     /// d_min² from the receiving leaf to each kept leaf (ascending).
@@ -42,8 +41,8 @@ impl<T: Real, const D: usize> Scratch<T, D> {
             gmin: Vec::new(),
             eval: Vec::new(),
             near: Vec::new(),
-            klo: std::array::from_fn(|_| Vec::new()),
-            khi: std::array::from_fn(|_| Vec::new()),
+            klo: Vec::new(),
+            khi: Vec::new(),
             kstart: Vec::new(),
             kcount: Vec::new(),
             kmin: Vec::new(),
@@ -60,20 +59,16 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
     pub(super) fn keep_leaves(&self, tree: &Tree<Cpu, T, D>, r2: T, s: &mut Scratch<T, D>) {
         s.eval.retain(|e| e.0 <= r2);
         s.eval.sort_unstable_by_key(|e| (e.0.key_bits(), e.1));
-        for d in 0..D {
-            s.klo[d].clear();
-            s.khi[d].clear();
-        }
+        s.klo.clear();
+        s.khi.clear();
         s.kstart.clear();
         s.kcount.clear();
         s.kmin.clear();
         for &(dm, b) in &s.eval {
             s.kmin.push(dm);
             let b = b as usize;
-            for d in 0..D {
-                s.klo[d].push(tree.src_lo[b][d]);
-                s.khi[d].push(tree.src_hi[b][d]);
-            }
+            s.klo.push(tree.src_lo[b]);
+            s.khi.push(tree.src_hi[b]);
             s.kstart.push(tree.src_start[b]);
             s.kcount.push(tree.src_count[b]);
         }
@@ -149,7 +144,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 if s.kmin[j] > thr {
                     break;
                 }
-                if point_box_distance(metric, &qp, &s.klo, &s.khi, j) > thr {
+                if metric.box_min2(&qp, &qp, &s.klo[j], &s.khi[j]) > thr {
                     continue;
                 }
                 let s0 = s.kstart[j] as usize;
@@ -235,15 +230,4 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             }
         }
     }
-}
-
-/// Squared point–box lower bound from `q` to kept box `j`.
-#[inline(always)]
-fn point_box_distance<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, q: &[T; D], lo: &[Vec<T>; D], hi: &[Vec<T>; D], j: usize) -> T {
-    let mut s = T::ZERO;
-    for d in 0..D {
-        let g = metric.gap_range(q[d], q[d], lo[d][j], hi[d][j], d).0;
-        s = s + g * g;
-    }
-    s
 }

@@ -82,16 +82,22 @@ impl<T> Rows<T> {
 
 /// The kNN and FoF drivers for one coordinate type (kiddo's trees are concrete per type).
 macro_rules! drivers {
-    ($A:ty, $knn:ident, $fof:ident) => {
-        fn $knn(pts: &[[$A; 3]], k: usize, box_len: f64) -> String {
-            let n = pts.len();
-            let kk = NonZeroUsize::new(k).expect("k >= 1");
-            let bs = [box_len as $A; 3];
+    ($A:ty, $start:ident, $knn:ident, $fof:ident) => {
+        /// The timed region's start: resident bytes before, the clock, the tree and its
+        /// build time (the peak-memory mark is reset first).
+        fn $start(pts: &[[$A; 3]]) -> (u64, Instant, ImmutableKdTree<$A, 3>, f64) {
             let rss0 = status_bytes("VmRSS");
             reset_peak();
             let t0 = Instant::now();
             let tree: ImmutableKdTree<$A, 3> = ImmutableKdTree::new_from_slice_parallel(pts).expect("tree");
-            let build = t0.elapsed().as_secs_f64();
+            (rss0, t0, tree, t0.elapsed().as_secs_f64())
+        }
+
+        fn $knn(pts: &[[$A; 3]], k: usize, box_len: f64) -> String {
+            let n = pts.len();
+            let kk = NonZeroUsize::new(k).expect("k >= 1");
+            let bs = [box_len as $A; 3];
+            let (rss0, t0, tree, build) = $start(pts);
             let mut idx = vec![0u32; n * k];
             let mut d2 = vec![0.0 as $A; n * k];
             let (ip, dp) = (Rows(idx.as_mut_ptr()), Rows(d2.as_mut_ptr()));
@@ -130,11 +136,7 @@ macro_rules! drivers {
             assert!(n < u32::MAX as usize);
             let r2 = (link * link) as $A;
             let bs = [box_len as $A; 3];
-            let rss0 = status_bytes("VmRSS");
-            reset_peak();
-            let t0 = Instant::now();
-            let tree: ImmutableKdTree<$A, 3> = ImmutableKdTree::new_from_slice_parallel(pts).expect("tree");
-            let build = t0.elapsed().as_secs_f64();
+            let (rss0, t0, tree, build) = $start(pts);
             let parent: Vec<AtomicU32> = (0..n as u32).into_par_iter().map(AtomicU32::new).collect();
             let link_row = |i: usize, res: &[QueryResultItem<(), u32, $A>]| {
                 for r in res {
@@ -164,8 +166,8 @@ macro_rules! drivers {
     };
 }
 
-drivers!(f32, knn_f32, fof_f32);
-drivers!(f64, knn_f64, fof_f64);
+drivers!(f32, start_f32, knn_f32, fof_f32);
+drivers!(f64, start_f64, knn_f64, fof_f64);
 
 /// The FoF checksum (after the clock): groups, groups with >= 20 members, the largest.
 fn group_summary(labels: &[u32], secs: f64, build: f64, rss0: u64, peak: u64) -> String {
