@@ -29,3 +29,25 @@ ZT_HD u32 zt_block_exclusive_scan(u32 v, u32* total) {
     __syncthreads();  // warp_sums is reused by the next call
     return excl;
 }
+
+// The warp of this thread across the grid (warp-per-item kernels) and its lane.
+ZT_HD u32 zt_grid_warp() { return blockIdx.x * ZT_WARPS + (threadIdx.x >> 5); }
+ZT_HD u32 zt_lane() { return threadIdx.x & 31; }
+
+// Sum over the warp, returned to every lane. Every lane of the warp must call it.
+template <class V>
+ZT_HD V zt_warp_sum(V v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Exclusive prefix sum over the warp's lanes; the warp's total in `*total`.
+ZT_HD u32 zt_warp_exclusive_scan(u32 v, u32* total) {
+    u32 lane = threadIdx.x & 31, x = v;
+    for (u32 o = 1; o < 32; o <<= 1) {
+        u32 y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    *total = __shfl_sync(0xffffffffu, x, 31);
+    return x - v;
+}

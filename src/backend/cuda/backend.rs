@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use super::device::{DevBuf, DevPtr, Device};
 use super::prims::{self, Strided};
+use super::walk;
 use crate::api::{Timings, TreeParams};
 use crate::backend::cpu::{Cpu, DisjointSlice};
 use crate::backend::{Backend, Elem, Ingest};
@@ -216,25 +217,6 @@ impl Cuda {
     }
 }
 
-/// A host copy of an optional device output, written by a staged stage, then put back.
-struct Staged<T> {
-    v: Option<Vec<T>>,
-}
-impl<T: Elem> Staged<T> {
-    fn new(out: &Option<DevOut<'_, T>>) -> Self {
-        Self { v: out.as_ref().map(|o| vec![T::FILL; o.len]) }
-    }
-    fn slice(&mut self) -> Option<DisjointSlice<'_, T>> {
-        self.v.as_mut().map(|v| DisjointSlice::new(v))
-    }
-    fn put(&self, cuda: &Cuda, out: &Option<DevOut<'_, T>>) -> Result<()> {
-        match (out, &self.v) {
-            (Some(o), Some(v)) => cuda.put(o, v),
-            _ => Ok(()),
-        }
-    }
-}
-
 impl Backend for Cuda {
     type Buf<T: Elem> = DevBuf<T>;
     type Out<'a, T: Elem> = DevOut<'a, T>;
@@ -313,12 +295,10 @@ impl Backend for Cuda {
     }
 
     fn walk_start<T: Real, const D: usize>(&self, tree: &Tree<Self, T, D>) -> Result<Lists<Self>> {
-        // Staged.
-        self.dev_lists(Cpu.walk_start(&self.host_tree(tree)?)?)
+        walk::walk_start(self, tree)
     }
     fn knn_node_pass<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Self, T, D>, k: usize, parent: usize, lists: &Lists<Self>) -> Result<Lists<Self>> {
-        // Staged.
-        self.dev_lists(Cpu.knn_node_pass(metric, &self.host_tree(tree)?, k, parent, &self.host_lists(lists)?)?)
+        Ok(walk::knn_keep(&self.dev, metric, tree, k, parent, lists, None)?.0)
     }
     fn knn_leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(
         &self,
@@ -330,36 +310,7 @@ impl Backend for Cuda {
         lists: &Lists<Self>,
         sinks: &KnnSinks<'_, Self, T>,
     ) -> Result<u64> {
-        // Staged: the results are computed on the host and copied into the device sinks.
-        let (hm, hs) = (masses.map(|m| self.host(m)).transpose()?, scalar.map(|s| self.host(s)).transpose()?);
-        let mut idx = Staged::new(&sinks.indices);
-        let mut dist = Staged::new(&sinks.distances);
-        let mut d2 = Staged::new(&sinks.d2);
-        let mut kth = Staged::new(&sinks.kth);
-        let mut kth_d2 = Staged::new(&sinks.kth_d2);
-        let mut dens = Staged::new(&sinks.density);
-        let mut mean = Staged::new(&sinks.scalar_mean);
-        let pairs = {
-            let hsinks = KnnSinks::<Cpu, T> {
-                indices: idx.slice(),
-                distances: dist.slice(),
-                d2: d2.slice(),
-                kth: kth.slice(),
-                kth_d2: kth_d2.slice(),
-                density: dens.slice(),
-                scalar_mean: mean.slice(),
-                zorder: sinks.zorder,
-            };
-            Cpu.knn_leaf_pass(metric, &self.host_prepared(zs)?, k, hm.as_ref(), hs.as_ref(), &self.host_lists(lists)?, &hsinks)?
-        };
-        idx.put(self, &sinks.indices)?;
-        dist.put(self, &sinks.distances)?;
-        d2.put(self, &sinks.d2)?;
-        kth.put(self, &sinks.kth)?;
-        kth_d2.put(self, &sinks.kth_d2)?;
-        dens.put(self, &sinks.density)?;
-        mean.put(self, &sinks.scalar_mean)?;
-        Ok(pairs)
+        walk::knn_leaf_pass(&self.dev, metric, zs, k, masses, scalar, lists, sinks)
     }
     fn knn_ball_query<T: Real, const D: usize, M: Metric<T, D>>(
         &self,

@@ -17,6 +17,7 @@ pub(crate) mod driver;
 pub(crate) mod emu;
 pub(crate) mod prims;
 pub(crate) mod sources;
+pub(crate) mod walk;
 #[cfg(all(test, any(feature = "cuda", feature = "cuda-emu")))]
 mod tests;
 #[cfg(all(test, feature = "cuda"))]

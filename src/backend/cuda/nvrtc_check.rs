@@ -91,7 +91,12 @@ fn every_kernel_compiles_for_sm80_and_sm90_without_spills() {
             }
         }
     }
-    std::fs::remove_dir_all(&dir).ok();
+    // ZTREE_KEEP_PTX=1 keeps the PTX for a look with ptxas or cuobjdump.
+    if std::env::var_os("ZTREE_KEEP_PTX").is_some() {
+        eprintln!("PTX kept in {}", dir.display());
+    } else {
+        std::fs::remove_dir_all(&dir).ok();
+    }
     let recorded = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/ptxas.txt");
     if std::env::var_os("ZTREE_UPDATE_PTXAS_TABLE").is_some() {
         std::fs::write(recorded, &table).unwrap();

@@ -6,6 +6,8 @@ pub(crate) const MODULES: &[(&str, &str)] = &[
     ("keys", include_str!("../../../kernels/keys.cu")),
     ("scan", include_str!("../../../kernels/scan.cu")),
     ("sort", include_str!("../../../kernels/sort.cu")),
+    ("walk", include_str!("../../../kernels/walk.cu")),
+    ("knn", include_str!("../../../kernels/knn.cu")),
     ("conformance", include_str!("../../../kernels/conformance.cu")),
 ];
 
@@ -15,6 +17,7 @@ const HEADERS: &[(&str, &str)] = &[
     ("zt_cuda.cuh", include_str!("../../../kernels/zt_cuda.cuh")),
     ("zt_geom.cuh", include_str!("../../../kernels/zt_geom.cuh")),
     ("zt_block.cuh", include_str!("../../../kernels/zt_block.cuh")),
+    ("zt_walk.cuh", include_str!("../../../kernels/zt_walk.cuh")),
 ];
 
 /// NVRTC options every module is compiled with: no multiply-add contraction, so that the

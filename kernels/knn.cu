@@ -1,0 +1,315 @@
+// kNN on the device (src/backend/cpu/knn.rs, knn_leaf.rs): the node test of every plane
+// pass and of the leaf pass, the kept lists, and the leaf kernel with the reductions.
+//
+// Node test for a receiving node A (warp per node): r_A is the smallest radius such that
+// the candidates B with d_max(A, B) <= r_A hold at least k sources (+inf when they all
+// hold fewer); A keeps the candidates with d_min(A, B) <= r_A. r_A is one of the
+// candidates' d_max values, found by bisection over the bit patterns of T (non-negative
+// reals order as their bits do), so it equals the CPU's incremental selection exactly.
+#include "zt_walk.cuh"
+
+// Candidates whose d_max and source count a warp keeps in shared memory (the rest are
+// recomputed on every bisection step).
+#define ZT_DMAX_CACHE 128
+
+template <class T, int D>
+__device__ void knn_select(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first, u32 child_len, ZtCands c, u32 k, u32* cnt, T* r2,
+                           unsigned long long* pairs) {
+    __shared__ T s_dmax[ZT_WARPS][ZT_DMAX_CACHE];
+    __shared__ u32 s_cnt[ZT_WARPS][ZT_DMAX_CACHE];
+    typedef typename ZtBitsOf<T>::type Bits;
+    u32 ai = zt_grid_warp(), lane = zt_lane(), w = threadIdx.x >> 5;
+    if (ai >= child_len) return;
+    u32 a = child_first + ai, p = c.parent_of[ai];
+    u32 c0 = c.coff[p], mm = c.coff[p + 1] - c0;
+    if (t.qry_count[a] == 0 || mm == 0) {
+        if (lane == 0) {
+            cnt[ai] = 0;
+            r2[ai] = (T)0;
+        }
+        return;
+    }
+    if (lane == 0 && pairs) atomicAdd(pairs, (unsigned long long)mm);
+    const T *alo = t.qry_lo + D * a, *ahi = t.qry_hi + D * a;
+    for (u32 i = lane; i < mm && i < ZT_DMAX_CACHE; i += 32) {
+        u32 b = c.cand[c0 + i];
+        s_dmax[w][i] = m.box_max2(alo, ahi, t.src_lo + D * b, t.src_hi + D * b);
+        s_cnt[w][i] = t.src_count[b];
+    }
+    __syncwarp();
+    // The smallest R (as bits) with W(R) = sum of counts with d_max <= R at least k.
+    Bits lo = 0, hi = ZtBitsOf<T>::inf;
+    while (lo < hi) {
+        Bits mid = lo + (hi - lo) / 2;
+        T R = zt_from_bits(mid);
+        unsigned long long wsum = 0;
+        for (u32 i = lane; i < mm; i += 32) {
+            T dmax;
+            u32 n;
+            if (i < ZT_DMAX_CACHE) {
+                dmax = s_dmax[w][i];
+                n = s_cnt[w][i];
+            } else {
+                u32 b = c.cand[c0 + i];
+                dmax = m.box_max2(alo, ahi, t.src_lo + D * b, t.src_hi + D * b);
+                n = t.src_count[b];
+            }
+            if (dmax <= R) wsum += n;
+        }
+        wsum = zt_warp_sum(wsum);
+        if (wsum >= k)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    T R = zt_from_bits(hi);
+    u32 kept = 0;
+    for (u32 i = lane; i < mm; i += 32) {
+        u32 b = c.cand[c0 + i];
+        kept += m.box_min2(alo, ahi, t.src_lo + D * b, t.src_hi + D * b) <= R;
+    }
+    kept = zt_warp_sum(kept);
+    if (lane == 0) {
+        cnt[ai] = kept;
+        r2[ai] = R;
+    }
+}
+
+// The kept candidates of each child, in candidate order, at items[offsets[ai] ..].
+template <class T, int D>
+__device__ void knn_keep(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first, u32 child_len, ZtCands c, const T* r2, const u32* offsets, u32* items) {
+    u32 ai = zt_grid_warp(), lane = zt_lane();
+    if (ai >= child_len) return;
+    u32 base = offsets[ai];
+    if (offsets[ai + 1] == base) return;
+    u32 a = child_first + ai, p = c.parent_of[ai];
+    u32 c0 = c.coff[p], mm = c.coff[p + 1] - c0;
+    const T *alo = t.qry_lo + D * a, *ahi = t.qry_hi + D * a;
+    T R = r2[ai];
+    for (u32 i = 0; i < mm; i += 32) {
+        u32 b = i + lane < mm ? c.cand[c0 + i + lane] : 0;
+        bool keep = i + lane < mm && m.box_min2(alo, ahi, t.src_lo + D * b, t.src_hi + D * b) <= R;
+        unsigned mask = __ballot_sync(0xffffffffu, keep);
+        if (keep) items[base + __popc(mask & ((1u << lane) - 1u))] = b;
+        base += __popc(mask);
+    }
+}
+
+// ---- the leaf kernel ----
+
+// What the leaf kernel reads besides the tree: positions (one array per dimension) and
+// input indices of sources and queries, the sources' masses and scalar (null when not
+// needed), k, min(k, sources), and flags.
+template <class T>
+struct ZtKnnJob {
+    const T* spos[3];
+    const u32* sorig;
+    const T* qpos[3];
+    const u32* qorig;
+    const double* masses;
+    const double* scalar;
+    u32 k;
+    u32 kk;
+    u32 self_query;
+    u32 zorder;
+};
+
+// The caller's outputs (null when not asked for): rows of k, or one value per query.
+template <class T>
+struct ZtKnnOut {
+    i64* indices;
+    T* distances;
+    T* d2;
+    T* kth;
+    T* kth_d2;
+    double* density;
+    double* mean;
+};
+
+// Kept leaves a warp sorts nearest first in shared memory (a leaf with more is walked in
+// list order: the same result, pruned less).
+#define ZT_KEPT_SORTED 128
+// Neighbours selected per pass over the kept leaves, held in registers (k > ZT_PASS takes
+// several passes, each after the last neighbour of the one before).
+#define ZT_PASS 16
+
+// (d, r) orders before (e, s): by distance², then rank.
+template <class T>
+ZT_HD bool zt_before(T d, u32 r, T e, u32 s) {
+    return d < e || (d == e && r < s);
+}
+
+// The best P candidates of one pass, sorted by (distance², rank); empty slots are (+inf,
+// 0xffffffff). Every index is a compile-time constant (unrolled loops), so the slots stay
+// in registers.
+template <class T, int P>
+struct ZtBest {
+    T d[P];
+    u32 r[P], z[P];
+
+    ZT_HD void clear() {
+#pragma unroll
+        for (int i = 0; i < P; ++i) {
+            d[i] = zt_inf<T>();
+            r[i] = 0xffffffffu;
+            z[i] = 0;
+        }
+    }
+    // Whether (dd, rr) would be taken.
+    ZT_HD bool takes(T dd, u32 rr) const { return zt_before(dd, rr, d[P - 1], r[P - 1]); }
+    // Inserts (dd, rr, zz), which `takes`; the last slot drops out.
+    ZT_HD void insert(T dd, u32 rr, u32 zz) {
+#pragma unroll
+        for (int i = P - 1; i > 0; --i) {
+            if (zt_before(dd, rr, d[i - 1], r[i - 1])) {
+                d[i] = d[i - 1];
+                r[i] = r[i - 1];
+                z[i] = z[i - 1];
+            } else if (zt_before(dd, rr, d[i], r[i])) {
+                d[i] = dd;
+                r[i] = rr;
+                z[i] = zz;
+            }
+        }
+        if (zt_before(dd, rr, d[0], r[0])) {
+            d[0] = dd;
+            r[0] = rr;
+            z[0] = zz;
+        }
+    }
+};
+
+// src/knn/reduce.rs `ball_volume` (the same operations in the same order).
+template <int D>
+ZT_HD double zt_ball_volume(double r) {
+    const double pi = 3.14159265358979323846;
+    return D == 2 ? pi * r * r : 4.0 / 3.0 * pi * r * r * r;
+}
+
+template <class T, int D>
+__device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists kept, const T* leaf_r2, ZtKnnJob<T> job, ZtKnnOut<T> out) {
+    __shared__ u32 s_node[ZT_WARPS][ZT_KEPT_SORTED];
+    __shared__ T s_min[ZT_WARPS][ZT_KEPT_SORTED];
+    __shared__ unsigned short s_order[ZT_WARPS][ZT_KEPT_SORTED];
+    u32 a = zt_grid_warp(), lane = zt_lane(), w = threadIdx.x >> 5;
+    if (a >= num_leaves) return;
+    u32 qn = t.qry_count[a], k0 = kept.offsets[a], mk = kept.offsets[a + 1] - k0;
+    if (qn == 0 || mk == 0) return;
+    const T *alo = t.qry_lo + D * a, *ahi = t.qry_hi + D * a;
+    bool sorted = mk <= ZT_KEPT_SORTED;
+    if (sorted) {
+        for (u32 i = lane; i < mk; i += 32) {
+            u32 b = kept.items[k0 + i];
+            s_node[w][i] = b;
+            s_min[w][i] = m.box_min2(alo, ahi, t.src_lo + D * b, t.src_hi + D * b);
+        }
+        __syncwarp();
+        // Rank sort by (d_min², node), as the CPU's `keep_leaves`.
+        for (u32 i = lane; i < mk; i += 32) {
+            T dm = s_min[w][i];
+            u32 b = s_node[w][i], r = 0;
+            for (u32 j = 0; j < mk; ++j) r += zt_before(s_min[w][j], s_node[w][j], dm, b);
+            s_order[w][r] = (unsigned short)i;
+        }
+        __syncwarp();
+    }
+    const T R2 = leaf_r2[a];
+    const u32 k = job.k, kk = job.kk;
+    for (u32 qi = lane; qi < qn; qi += 32) {
+        u32 q = t.qry_start[a] + qi;
+        T qp[3];
+        for (int d = 0; d < D; ++d) qp[d] = job.qpos[d][q];
+        u32 self_z = job.self_query ? q : 0xffffffffu;
+        u64 row = (u64)(job.zorder ? q : job.qorig[q]);
+        ZtBest<T, ZT_PASS> best;
+        u32 found = 0;
+        bool has_last = false;
+        T last_d = (T)0;
+        u32 last_r = 0;
+        // Sums in rank order from -0.0, as Rust's f64 `Sum`.
+        double msum = -0.0, ssum = -0.0;
+        while (found < kk) {
+            // This pass selects the next min(kk - found, ZT_PASS) neighbours (it fills all
+            // ZT_PASS slots if it can: the threshold is the last slot's distance).
+            u32 need = kk - found < ZT_PASS ? kk - found : ZT_PASS;
+            best.clear();
+            for (u32 j = 0; j < mk; ++j) {
+                T thr = zt_fmin(R2, best.d[ZT_PASS - 1]);
+                u32 b;
+                if (sorted) {
+                    u32 o = s_order[w][j];
+                    b = s_node[w][o];
+                    if (s_min[w][o] > thr) break;  // nearest first: no later leaf is nearer
+                } else {
+                    b = kept.items[k0 + j];
+                    if (m.box_min2(alo, ahi, t.src_lo + D * b, t.src_hi + D * b) > thr) continue;
+                }
+                if (m.box_min2(qp, qp, t.src_lo + D * b, t.src_hi + D * b) > thr) continue;
+                u32 s0 = t.src_start[b], s1 = s0 + t.src_count[b];
+                for (u32 z = s0; z < s1; ++z) {
+                    T sp[3];
+                    for (int d = 0; d < D; ++d) sp[d] = job.spos[d][z];
+                    T dd = m.dist2(qp, sp);
+                    if (dd > R2 || dd > best.d[ZT_PASS - 1] || (has_last && dd < last_d)) continue;
+                    u32 r = z == self_z ? 0 : job.sorig[z] + 1;
+                    if ((has_last && dd == last_d && r <= last_r) || !best.takes(dd, r)) continue;
+                    best.insert(dd, r, z);
+                }
+            }
+            u32 n = 0;
+#pragma unroll
+            for (int i = 0; i < ZT_PASS; ++i) {
+                if ((u32)i < need && best.r[i] != 0xffffffffu) {
+                    u64 at = row * k + found + i;
+                    if (out.indices) out.indices[at] = (i64)job.sorig[best.z[i]];
+                    if (out.distances) out.distances[at] = zt_sqrt(best.d[i]);
+                    if (out.d2) out.d2[at] = best.d[i];
+                    if (job.masses) msum = msum + job.masses[best.z[i]];
+                    if (job.scalar) ssum = ssum + job.scalar[best.z[i]];
+                    last_d = best.d[i];
+                    last_r = best.r[i];
+                    n = i + 1;
+                }
+            }
+            found += n;
+            has_last = true;
+            if (n < need) break;
+        }
+        for (u32 j = found; j < k; ++j) {
+            u64 at = row * k + j;
+            if (out.indices) out.indices[at] = -1;
+            if (out.distances) out.distances[at] = zt_inf<T>();
+            if (out.d2) out.d2[at] = zt_inf<T>();
+        }
+        T kth2 = found == k ? last_d : zt_inf<T>();
+        T kth = zt_sqrt(kth2);
+        if (out.kth_d2) out.kth_d2[row] = kth2;
+        if (out.kth) out.kth[row] = kth;
+        if (out.density) out.density[row] = found < k ? 0.0 : (job.masses ? msum : (double)found) / zt_ball_volume<D>((double)kth);
+        if (out.mean) out.mean[row] = ssum / (double)found;
+    }
+}
+
+#define ZT_KNN(suffix, T, D)                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_knn_select_##suffix(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first,   \
+                                                                                  u32 child_len, ZtCands c, u32 k, u32* cnt, T* r2,  \
+                                                                                  unsigned long long* pairs) {                       \
+        knn_select<T, D>(t, m, child_first, child_len, c, k, cnt, r2, pairs);                                                       \
+    }                                                                                                                                \
+    ZT_EXPORT(zt_knn_select_##suffix)                                                                                                \
+    extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_knn_keep_##suffix(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first,     \
+                                                                                u32 child_len, ZtCands c, const T* r2,              \
+                                                                                const u32* offsets, u32* items) {                   \
+        knn_keep<T, D>(t, m, child_first, child_len, c, r2, offsets, items);                                                        \
+    }                                                                                                                                \
+    ZT_EXPORT(zt_knn_keep_##suffix)                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_knn_leaf_##suffix(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves,      \
+                                                                                ZtLists kept, const T* leaf_r2, ZtKnnJob<T> job,    \
+                                                                                ZtKnnOut<T> out) {                                  \
+        knn_leaf<T, D>(t, m, num_leaves, kept, leaf_r2, job, out);                                                                  \
+    }                                                                                                                                \
+    ZT_EXPORT(zt_knn_leaf_##suffix)
+ZT_KNN(f32_2, float, 2)
+ZT_KNN(f32_3, float, 3)
+ZT_KNN(f64_2, double, 2)
+ZT_KNN(f64_3, double, 3)
