@@ -4,8 +4,10 @@
 // Node test for a receiving node A (warp per node): r_A is the smallest radius such that
 // the candidates B with d_max(A, B) <= r_A hold at least k sources (+inf when they all
 // hold fewer); A keeps the candidates with d_min(A, B) <= r_A. r_A is one of the
-// candidates' d_max values, found by bisection over the bit patterns of T (non-negative
-// reals order as their bits do), so it equals the CPU's incremental selection exactly.
+// candidates' d_max values: with up to `pairwise_max` candidates (their d_max cached in
+// shared memory) the smallest d_max whose count reaches k, each lane counting for its own
+// candidates; with more, a bisection over the bit patterns of T (non-negative reals order
+// as their bits do). Either equals the CPU's incremental selection exactly.
 #include "zt_walk.cuh"
 
 // Candidates whose d_max and source count a warp keeps in shared memory (the rest are
@@ -13,8 +15,8 @@
 #define ZT_DMAX_CACHE 128
 
 template <class T, int D>
-__device__ void knn_select(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first, u32 child_len, ZtCands c, u32 k, u32* cnt, T* r2,
-                           unsigned long long* pairs) {
+__device__ void knn_select(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first, u32 child_len, ZtCands c, u32 k, u32 pairwise_max,
+                           u32* cnt, T* r2, unsigned long long* pairs) {
     __shared__ T s_dmax[ZT_WARPS][ZT_DMAX_CACHE];
     __shared__ u32 s_cnt[ZT_WARPS][ZT_DMAX_CACHE];
     typedef typename ZtBitsOf<T>::type Bits;
@@ -37,32 +39,45 @@ __device__ void knn_select(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first, u32 c
         s_cnt[w][i] = t.src_count[b];
     }
     __syncwarp();
-    // The smallest R (as bits) with W(R) = sum of counts with d_max <= R at least k.
-    Bits lo = 0, hi = ZtBitsOf<T>::inf;
-    while (lo < hi) {
-        Bits mid = lo + (hi - lo) / 2;
-        T R = zt_from_bits(mid);
-        unsigned long long wsum = 0;
+    T R;
+    if (mm <= pairwise_max && mm <= ZT_DMAX_CACHE) {
+        T best = zt_inf<T>();
         for (u32 i = lane; i < mm; i += 32) {
-            T dmax;
-            u32 n;
-            if (i < ZT_DMAX_CACHE) {
-                dmax = s_dmax[w][i];
-                n = s_cnt[w][i];
-            } else {
-                u32 b = c.cand[c0 + i];
-                dmax = m.box_max2(alo, ahi, t.src_lo + D * b, t.src_hi + D * b);
-                n = t.src_count[b];
-            }
-            if (dmax <= R) wsum += n;
+            T di = s_dmax[w][i];
+            unsigned long long wi = 0;
+            for (u32 j = 0; j < mm; ++j) wi += s_dmax[w][j] <= di ? s_cnt[w][j] : 0;
+            if (wi >= k && di < best) best = di;
         }
-        wsum = zt_warp_sum(wsum);
-        if (wsum >= k)
-            hi = mid;
-        else
-            lo = mid + 1;
+        for (int o = 16; o > 0; o >>= 1) best = zt_fmin(best, __shfl_xor_sync(0xffffffffu, best, o));
+        R = best;
+    } else {
+        // The smallest R (as bits) with W(R) = sum of counts with d_max <= R at least k.
+        Bits lo = 0, hi = ZtBitsOf<T>::inf;
+        while (lo < hi) {
+            Bits mid = lo + (hi - lo) / 2;
+            T Rm = zt_from_bits(mid);
+            unsigned long long wsum = 0;
+            for (u32 i = lane; i < mm; i += 32) {
+                T dmax;
+                u32 n;
+                if (i < ZT_DMAX_CACHE) {
+                    dmax = s_dmax[w][i];
+                    n = s_cnt[w][i];
+                } else {
+                    u32 b = c.cand[c0 + i];
+                    dmax = m.box_max2(alo, ahi, t.src_lo + D * b, t.src_hi + D * b);
+                    n = t.src_count[b];
+                }
+                if (dmax <= Rm) wsum += n;
+            }
+            wsum = zt_warp_sum(wsum);
+            if (wsum >= k)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        R = zt_from_bits(hi);
     }
-    T R = zt_from_bits(hi);
     u32 kept = 0;
     for (u32 i = lane; i < mm; i += 32) {
         u32 b = c.cand[c0 + i];
@@ -148,7 +163,7 @@ struct ZtBest {
     u32 r[P], z[P];
 
     ZT_HD void clear() {
-#pragma unroll
+ZT_UNROLL
         for (int i = 0; i < P; ++i) {
             d[i] = zt_inf<T>();
             r[i] = 0xffffffffu;
@@ -159,7 +174,7 @@ struct ZtBest {
     ZT_HD bool takes(T dd, u32 rr) const { return zt_before(dd, rr, d[P - 1], r[P - 1]); }
     // Inserts (dd, rr, zz), which `takes`; the last slot drops out.
     ZT_HD void insert(T dd, u32 rr, u32 zz) {
-#pragma unroll
+ZT_UNROLL
         for (int i = P - 1; i > 0; --i) {
             if (zt_before(dd, rr, d[i - 1], r[i - 1])) {
                 d[i] = d[i - 1];
@@ -257,7 +272,7 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
                 }
             }
             u32 n = 0;
-#pragma unroll
+ZT_UNROLL
             for (int i = 0; i < ZT_PASS; ++i) {
                 if ((u32)i < need && best.r[i] != 0xffffffffu) {
                     u64 at = row * k + found + i;
@@ -292,9 +307,9 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
 
 #define ZT_KNN(suffix, T, D)                                                                                                          \
     extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_knn_select_##suffix(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first,   \
-                                                                                  u32 child_len, ZtCands c, u32 k, u32* cnt, T* r2,  \
-                                                                                  unsigned long long* pairs) {                       \
-        knn_select<T, D>(t, m, child_first, child_len, c, k, cnt, r2, pairs);                                                       \
+                                                                                  u32 child_len, ZtCands c, u32 k, u32 pairwise_max,  \
+                                                                                  u32* cnt, T* r2, unsigned long long* pairs) {      \
+        knn_select<T, D>(t, m, child_first, child_len, c, k, pairwise_max, cnt, r2, pairs);                                                       \
     }                                                                                                                                \
     ZT_EXPORT(zt_knn_select_##suffix)                                                                                                \
     extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_knn_keep_##suffix(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first,     \

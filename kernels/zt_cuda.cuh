@@ -8,10 +8,12 @@
 #define ZT_HD __device__ __forceinline__
 // Registers a kernel with the emulator; nothing to do on the device.
 #define ZT_EXPORT(name)
+#define ZT_UNROLL _Pragma("unroll")
 #else
 #include "emu/cuda_emu.hpp"
 #define ZT_HD inline
 #define ZT_EXPORT(name) static ::zt_emu::Registrar zt_registrar_##name(#name, &name);
+#define ZT_UNROLL
 #endif
 
 typedef unsigned char u8;

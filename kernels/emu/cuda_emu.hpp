@@ -1,7 +1,9 @@
 // An emulation of the CUDA execution model on the CPU, for running the kernels in
 // kernels/*.cu unchanged where there is no GPU (the device tests in CI).
 //
-// - Each block's threads are fibers (ucontext), switched only at synchronisation points:
+// - Each block's threads are fibers, switched only at synchronisation points (a few
+//   instructions on x86-64, where ucontext's switch would make a system call each time;
+//   ucontext elsewhere):
 //   `__syncthreads` is a real barrier over the block's live threads, `__syncwarp` and the
 //   warp collectives one over the warp's. After each barrier the threads resume in a
 //   different order (forward, backward, shuffled), so that a read of shared memory that
@@ -38,6 +40,42 @@ struct dim3 {
     unsigned x = 1, y = 1, z = 1;
 };
 
+#if defined(__x86_64__)
+// zt_emu_switch(&from_sp, to_sp): saves the callee-saved registers and the floating-point
+// control words on the current stack, stores the stack pointer in *from_sp, and resumes
+// the fiber whose stack pointer is to_sp (the System V ABI's callee-saved set).
+asm(R"(
+    .text
+    .globl zt_emu_switch
+    .type zt_emu_switch, @function
+zt_emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size zt_emu_switch, .-zt_emu_switch
+)");
+extern "C" void zt_emu_switch(void** from_sp, void* to_sp);
+#define ZT_EMU_FAST_SWITCH 1
+#endif
+
 namespace zt_emu {
 
 [[noreturn]] inline void fatal(const char* what) {
@@ -49,6 +87,7 @@ enum class State { Ready, AtBlock, AtWarp, Done };
 
 struct Fiber {
     ucontext_t ctx;
+    void* sp = nullptr;  // the saved stack pointer (fast switch)
     State state = State::Ready;
     uint3 tid{};
     unsigned lane = 0, warp = 0;
@@ -70,6 +109,7 @@ struct Launch {
     std::vector<Warp> warps;
     char* stacks = nullptr;
     ucontext_t scheduler;
+    void* scheduler_sp = nullptr;
     unsigned current = 0, live = 0, at_block = 0;
 };
 inline Launch* g_launch = nullptr;
@@ -89,7 +129,11 @@ inline Warp& my_warp() { return g_launch->warps[me().warp]; }
 // Back to the scheduler until the barrier this fiber waits at opens.
 inline void yield() {
     Fiber& f = me();
+#if ZT_EMU_FAST_SWITCH
+    zt_emu_switch(&f.sp, g_launch->scheduler_sp);
+#else
     if (swapcontext(&f.ctx, &g_launch->scheduler) != 0) fatal("swapcontext failed");
+#endif
 }
 
 inline void block_barrier() {
@@ -171,14 +215,39 @@ inline void fiber_main() {
     f.state = State::Done;
     w.exited |= 1u << f.lane;
     g_launch->live--;
-    // uc_link returns to the scheduler.
+    // uc_link returns to the scheduler (ucontext); the fast switch's fibers switch back
+    // in fiber_entry.
 }
+
+#if ZT_EMU_FAST_SWITCH
+// Where a new fiber starts: its thread's whole life, then back to the scheduler for good.
+inline void fiber_entry() {
+    fiber_main();
+    zt_emu_switch(&me().sp, g_launch->scheduler_sp);
+    fatal("a finished fiber was resumed");
+}
+#endif
 
 // Runs one block to completion: fibers in a varying order, barriers opened when every
 // live thread (of the block, or of the warp) waits at them.
 inline void init_fiber(Launch& L, unsigned t) {
     Fiber& f = L.fibers[t];
     f.state = State::Ready;
+#if ZT_EMU_FAST_SWITCH
+    // A stack as zt_emu_switch leaves it: control words, six registers, the return address
+    // (fiber_entry, entered with the stack pointer 8 below a 16-byte boundary, as after a call).
+    unsigned long long* top = reinterpret_cast<unsigned long long*>(L.stacks + (t + 1) * STACK);
+    unsigned long long* sp = top - 9;
+    unsigned mxcsr = __builtin_ia32_stmxcsr();
+    unsigned short fpucw;
+    asm volatile("fnstcw %0" : "=m"(fpucw));
+    sp[0] = (unsigned long long)mxcsr | (unsigned long long)fpucw << 32;
+    for (int i = 1; i <= 6; ++i) sp[i] = 0;
+    sp[7] = reinterpret_cast<unsigned long long>(&fiber_entry);
+    sp[8] = 0;
+    f.sp = sp;
+    return;
+#endif
     if (getcontext(&f.ctx) != 0) fatal("getcontext failed");
     f.ctx.uc_stack.ss_sp = L.stacks + t * STACK;
     f.ctx.uc_stack.ss_size = STACK;
@@ -214,7 +283,11 @@ inline void run_block(Launch& L, unsigned nt, unsigned round_seed) {
             if (L.fibers[t].state != State::Ready) continue;
             L.current = t;
             ran = true;
+#if ZT_EMU_FAST_SWITCH
+            zt_emu_switch(&L.scheduler_sp, L.fibers[t].sp);
+#else
             if (swapcontext(&L.scheduler, &L.fibers[t].ctx) != 0) fatal("swapcontext failed");
+#endif
         }
         // Open the barriers every live participant has reached.
         bool opened = false;

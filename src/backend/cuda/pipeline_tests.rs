@@ -67,7 +67,11 @@ fn out<T: crate::backend::Elem>(b: &DevBuf<T>) -> DevOut<'_, T> {
 }
 
 fn knn_case<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, domain: &Domain<D>, pts: &[[T; D]], qry: Option<&[[T; D]]>, k: usize) {
-    let params = TreeParams::default();
+    knn_case_with(dev, name, domain, pts, qry, k, &TreeParams::default());
+}
+
+fn knn_case_with<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, domain: &Domain<D>, pts: &[[T; D]], qry: Option<&[[T; D]]>, k: usize, params: &TreeParams) {
+    let params = *params;
     let nq = qry.map_or(pts.len(), |q| q.len());
     // CPU.
     let (mut ci, mut cd2, mut ck) = (vec![0i64; nq * k], vec![T::ZERO; nq * k], vec![T::ZERO; nq]);
@@ -159,7 +163,7 @@ fn all_cases<T: Real, const D: usize>(dev: &Arc<dyn Device>) {
         // f32 rounding can put a point on the box's top face: keep it inside.
         let inside: Vec<[T; D]> = pts.iter().map(|p| std::array::from_fn(|d| if p[d].to_f64() >= l { T::from_f64(0.0) } else { p[d] })).collect();
         for domain in [Domain::Periodic([l; D]), Domain::Open] {
-            for k in [1, 16, 133] {
+            for k in [1, 16, 17, 133] {
                 knn_case::<T, D>(dev, name, &domain, &inside, None, k);
             }
             fof_case::<T, D>(dev, name, &domain, &inside, l / 16.0);
@@ -168,6 +172,26 @@ fn all_cases<T: Real, const D: usize>(dev: &Arc<dyn Device>) {
         let q: Vec<[T; D]> = inside.iter().take(300).map(|p| std::array::from_fn(|d| T::from_f64((p[d].to_f64() + 0.013 * l).rem_euclid(l) * 0.999))).collect();
         knn_case::<T, D>(dev, name, &Domain::Periodic([l; D]), &inside, Some(&q), 16);
         knn_case::<T, D>(dev, name, &Domain::Open, &inside[..inside.len().min(40)], Some(&q), 64);
+    }
+}
+
+/// The kNN kernels' other paths: the node test by bisection (more candidates than it
+/// counts pairwise), and leaves with more kept leaves than a warp sorts (tiny leaves, large
+/// k), every output still equal to the CPU's.
+#[test]
+fn knn_bisection_and_unsorted_kept_leaves_equal_the_cpu() {
+    let tiny = TreeParams { leaf_size: 2, coarsening: 3, ..TreeParams::default() };
+    for dev in devices() {
+        for pairwise in [0, 128] {
+            super::walk::PAIRWISE_MAX.store(pairwise, std::sync::atomic::Ordering::Relaxed);
+            for (name, pts) in inputs::<3>(10.0).into_iter().take(3) {
+                let pts = &pts[..800];
+                let p32 = cast::<f32, 3>(pts);
+                knn_case_with::<f64, 3>(&dev, name, &Domain::Periodic([10.0; 3]), pts, None, 133, &tiny);
+                knn_case_with::<f32, 3>(&dev, name, &Domain::Open, &p32, None, 7, &tiny);
+            }
+        }
+        super::walk::PAIRWISE_MAX.store(128, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -3,6 +3,8 @@
 //! on the device; only list lengths (one word per pass) come back.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::Relaxed;
 
 use super::backend::{Cuda, DevOut};
 use super::device::{Arg, BLOCK, DevBuf, DevPtr, Device, blocks};
@@ -14,6 +16,11 @@ use crate::pipeline::{KnnSinks, Lists, Prepared, Tree};
 
 /// Warps per block (`ZT_WARPS`): the warp-per-node kernels' grid is `blocks(n, WARPS)`.
 const WARPS: usize = BLOCK as usize / 32;
+
+/// Most candidates for which the kNN node test counts pairwise (`ZT_DMAX_CACHE` in
+/// kernels/knn.cu; more take the bisection). Tests lower it to run the bisection on small
+/// inputs: both give the same radius, so other tests running meanwhile are unaffected.
+pub(crate) static PAIRWISE_MAX: AtomicU32 = AtomicU32::new(128);
 
 /// A metric as the kernels take it (`ZtMetric<T, D>` by value: `len[3]`, `half[3]` in T,
 /// then a u32 flag), from the box lengths (None: open).
@@ -166,8 +173,9 @@ pub(crate) fn knn_keep<T: Real, const D: usize, M: Metric<T, D>>(
     let select = instance::<T, D>(["zt_knn_select_f32_2", "zt_knn_select_f32_3", "zt_knn_select_f64_2", "zt_knn_select_f64_3"])?;
     let head = [tree_arg(t), m, Arg::U32(cp.first as u32), Arg::U32(cp.len as u32), cands.arg()];
     let mut args = head.to_vec();
-    args.extend([Arg::U32(k as u32), counts.arg(), r2.arg(), Arg::Ptr(pairs.map_or(0, |p| p.ptr()))]);
-    // SAFETY: zt_knn_select_*(tree, metric, child_first, child_len, cands, k, cnt[child_len], r2[child_len], pairs).
+    args.extend([Arg::U32(k as u32), Arg::U32(PAIRWISE_MAX.load(Relaxed)), counts.arg(), r2.arg(), Arg::Ptr(pairs.map_or(0, |p| p.ptr()))]);
+    // SAFETY: zt_knn_select_*(tree, metric, child_first, child_len, cands, k, pairwise_max,
+    // cnt[child_len], r2[child_len], pairs).
     unsafe { dev.launch("knn", select, blocks(cp.len, WARPS)?, &args)? };
     let total = counts_to_offsets(dev, &counts, cp.len)?;
     let items: DevBuf<u32> = DevBuf::new(dev, total)?;
