@@ -54,3 +54,12 @@ extern "C" __global__ void __launch_bounds__(ZT_BLOCK)
     for (u32 c = s; c < e; ++c) parent_of[c - child_first] = p;
 }
 ZT_EXPORT(zt_parent_of)
+
+// out[ai] = the number of candidates of child ai's parent.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_child_cand_count(u32 child_len, ZtCands c, u32* out) {
+    u32 ai = blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (ai >= child_len) return;
+    u32 p = c.parent_of[ai];
+    out[ai] = c.coff[p + 1] - c.coff[p];
+}
+ZT_EXPORT(zt_child_cand_count)

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::device::{DevBuf, DevPtr, Device};
 use super::prims::{self, Strided};
-use super::walk;
+use super::{fof, walk};
 use crate::api::{Timings, TreeParams};
 use crate::backend::cpu::{Cpu, DisjointSlice};
 use crate::backend::{Backend, Elem, Ingest};
@@ -209,12 +209,6 @@ impl Cuda {
         };
         Ok(Prepared { src_pos: self.host_arr(&p.src_pos)?, src_orig: self.host(&p.src_orig)?, qry, tree: self.host_tree(&p.tree)? })
     }
-    fn host_lists(&self, l: &Lists<Cuda>) -> Result<Lists<Cpu>> {
-        Ok(Lists { offsets: self.host(&l.offsets)?, items: self.host(&l.items)? })
-    }
-    fn dev_lists(&self, l: Lists<Cpu>) -> Result<Lists<Cuda>> {
-        Ok(Lists { offsets: self.dev(&l.offsets)?, items: self.dev(&l.items)? })
-    }
 }
 
 impl Backend for Cuda {
@@ -223,7 +217,7 @@ impl Backend for Cuda {
     type Scalar<'a> = DevField<'a>;
     type Vectors<'a, const D: usize> = [DevField<'a>; D];
     type Ids<'a> = DevField<'a>;
-    type Links = <Cpu as Backend>::Links;
+    type Links = fof::DevLinks;
 
     fn name(&self) -> &'static str {
         "cuda"
@@ -326,11 +320,10 @@ impl Backend for Cuda {
     }
 
     fn fof_begin<T: Real, const D: usize>(&self, zs: &Prepared<Self, T, D>) -> Result<Self::Links> {
-        Cpu.fof_begin(&self.host_prepared(zs)?)
+        fof::begin(self, zs)
     }
     fn fof_leaf_self<T: Real, const D: usize, M: Metric<f64, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, l: f64, links: &Self::Links) -> Result<()> {
-        // Staged (the union–find lives on the host for now).
-        Cpu.fof_leaf_self(metric, &self.host_prepared(zs)?, l, links)
+        fof::leaf_self(&self.dev, metric, zs, l, links)
     }
     fn fof_node_pass<T: Real, const D: usize, M: Metric<f64, D>>(
         &self,
@@ -341,15 +334,13 @@ impl Backend for Cuda {
         parent: usize,
         lists: &Lists<Self>,
     ) -> Result<Lists<Self>> {
-        // Staged.
-        self.dev_lists(Cpu.fof_node_pass(metric, &self.host_prepared(zs)?, l, links, parent, &self.host_lists(lists)?)?)
+        fof::node_pass(&self.dev, metric, zs, l, links, parent, lists)
     }
     fn fof_leaf_pass<T: Real, const D: usize, M: Metric<f64, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, l: f64, links: &Self::Links, lists: &Lists<Self>) -> Result<u64> {
-        // Staged.
-        Cpu.fof_leaf_pass(metric, &self.host_prepared(zs)?, l, links, &self.host_lists(lists)?)
+        fof::leaf_pass(&self.dev, metric, zs, l, links, lists)
     }
     fn fof_contract(&self, links: Self::Links) -> Result<DevBuf<u32>> {
-        self.dev(&Cpu.fof_contract(links)?)
+        fof::contract(&self.dev, links)
     }
     fn catalogue<T: Real, const D: usize>(
         &self,

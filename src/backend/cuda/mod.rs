@@ -15,6 +15,7 @@ pub(crate) mod device;
 pub(crate) mod driver;
 #[cfg(feature = "cuda-emu")]
 pub(crate) mod emu;
+pub(crate) mod fof;
 pub(crate) mod prims;
 pub(crate) mod sources;
 pub(crate) mod walk;

@@ -8,6 +8,7 @@ pub(crate) const MODULES: &[(&str, &str)] = &[
     ("sort", include_str!("../../../kernels/sort.cu")),
     ("walk", include_str!("../../../kernels/walk.cu")),
     ("knn", include_str!("../../../kernels/knn.cu")),
+    ("fof", include_str!("../../../kernels/fof.cu")),
     ("conformance", include_str!("../../../kernels/conformance.cu")),
 ];
 

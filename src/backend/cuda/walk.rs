@@ -15,7 +15,7 @@ use crate::geom::metric::{Metric, Periodic};
 use crate::pipeline::{KnnSinks, Lists, Prepared, Tree};
 
 /// Warps per block (`ZT_WARPS`): the warp-per-node kernels' grid is `blocks(n, WARPS)`.
-const WARPS: usize = BLOCK as usize / 32;
+pub(crate) const WARPS: usize = BLOCK as usize / 32;
 
 /// Most candidates for which the kNN node test counts pairwise (`ZT_DMAX_CACHE` in
 /// kernels/knn.cu; more take the bisection). Tests lower it to run the bisection on small
@@ -53,7 +53,7 @@ fn pair(lo: u32, hi: u32) -> u64 {
 }
 
 /// `ZtTree<T>`: the node arrays.
-fn tree_arg<T: Real, const D: usize>(t: &Tree<Cuda, T, D>) -> Arg {
+pub(crate) fn tree_arg<T: Real, const D: usize>(t: &Tree<Cuda, T, D>) -> Arg {
     Arg::Words(vec![
         t.src_start.ptr(),
         t.src_count.ptr(),
@@ -80,7 +80,7 @@ fn read_u32(dev: &Arc<dyn Device>, p: DevPtr) -> Result<u32> {
 }
 
 /// `counts[..n]` (with room for one more) into offsets of n + 1 entries; returns the total.
-fn counts_to_offsets(dev: &Arc<dyn Device>, counts: &DevBuf<u32>, n: usize) -> Result<usize> {
+pub(crate) fn counts_to_offsets(dev: &Arc<dyn Device>, counts: &DevBuf<u32>, n: usize) -> Result<usize> {
     assert_eq!(counts.len(), n + 1);
     // SAFETY: the last element of `counts`.
     unsafe { dev.zero(counts.ptr() + 4 * n as u64, 4)? };
@@ -90,13 +90,13 @@ fn counts_to_offsets(dev: &Arc<dyn Device>, counts: &DevBuf<u32>, n: usize) -> R
 
 /// The candidates of the pass from plane `parent` (`ZtCands`).
 pub(crate) struct Cands {
-    coff: DevBuf<u32>,
-    cand: DevBuf<u32>,
-    parent_of: DevBuf<u32>,
+    pub(crate) coff: DevBuf<u32>,
+    pub(crate) cand: DevBuf<u32>,
+    pub(crate) parent_of: DevBuf<u32>,
 }
 
 impl Cands {
-    fn arg(&self) -> Arg {
+    pub(crate) fn arg(&self) -> Arg {
         Arg::Words(vec![self.coff.ptr(), self.cand.ptr(), self.parent_of.ptr()])
     }
 }
