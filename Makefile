@@ -22,7 +22,7 @@ export OMPI_MCA_rmaps_base_oversubscribe = 1
 export OMPI_MCA_btl_vader_single_copy_mechanism ?= none
 
 .PHONY: all bootstrap build header header-check package test check miri test-rust test-device test-mpi test-c test-fortran test-consumers test-fuzz fuzz fuzz-build bench-build \
-        examples demo bench bench-knn bench-fof bench-peers clean
+        examples demo bench bench-knn bench-fof bench-peers bench-gpu bench-runner clean
 
 all: build
 
@@ -148,14 +148,23 @@ bench-fof: bootstrap
 # interleaved rounds, medians. PEERS_ARGS: run.py's flags (--quick, --rounds N, --only S).
 # Data from ../shared/bench's generators, written once into build/peers-data. Not in `make test`.
 PEERS_ARGS ?=
-bench-peers: bootstrap
-	env -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS $(MAKE) --no-print-directory package
-	mkdir -p $(BUILD)/peers
-	$(CC) -O2 -Wall -Wextra -I$(PREFIX)/include benches/peers/ztree_run.c -L$(PREFIX)/lib -lztree \
-	  -Wl,-rpath,$(PREFIX)/lib -lm -o $(BUILD)/peers/ztree_run
+bench-peers: bench-runner
 	RUSTFLAGS="-C target-cpu=native" $(CARGO) build --release --locked \
 	  --manifest-path benches/peers/kiddo_native/Cargo.toml --target-dir $(BUILD)/kiddo-native
 	$(if $(HFOF_PATH),HFOF_PATH=$(HFOF_PATH)) $(CURDIR)/.venv/bin/python benches/peers/run.py $(PEERS_ARGS)
+
+# ztree's CUDA back end against jz-tree on a GPU (benches/gpu/run.py; needs jax with CUDA,
+# jztree and jztree-cu13 in the python3 on PATH). `bench-runner` builds the C-API runner both
+# benchmarks use (build/peers/ztree_run against the package in build/prefix), so that a GPU
+# machine without a toolchain can be handed those two folders.
+bench-runner: bootstrap
+	env -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS $(MAKE) --no-print-directory package
+	mkdir -p $(BUILD)/peers
+	$(CC) -O2 -Wall -Wextra -I$(PREFIX)/include -Iexamples-c benches/peers/ztree_run.c -L$(PREFIX)/lib -lztree -ldl \
+	  -Wl,-rpath,$(PREFIX)/lib -lm -o $(BUILD)/peers/ztree_run
+
+bench-gpu: bench-runner
+	python3 benches/gpu/run.py $(GPU_ARGS)
 
 clean:
 	$(CARGO) clean

@@ -1,13 +1,12 @@
 //! `impl Backend for Cuda`: the pipeline's stages over device buffers.
 //!
-//! On the device so far: input checks and bounds, Morton keys of the caller's strided
-//! arrays, the stable radix sort with permutation, the gap levels, the gathers of
-//! positions and fields into z-order, the split into sources and queries, iota. Every
-//! other stage is
-//! *staged*: its inputs are copied to the host, the CPU back end's stage runs, and its
-//! outputs are copied back (`Staged` below), so the whole pipeline runs through the device
-//! layer today — on the emulator in CI, on a GPU where there is one — and each stage moves
-//! to the device by replacing one method, checked by the same pipeline tests.
+//! On the device: input checks and bounds, Morton keys of the caller's strided arrays, the
+//! stable radix sort with permutation, the gap levels, the gathers of positions and fields
+//! into z-order, the split into sources and queries, the kNN walk (`walk`) and the FoF
+//! linking (`fof`). Still *staged* — inputs copied to the host, the CPU back end's stage,
+//! outputs copied back: `refine_runs`, `build_tree`, the catalogue, `knn_ball_query` and
+//! the FoF field checks. Each moves to the device by replacing one method, checked by the
+//! same pipeline tests.
 
 use std::marker::PhantomData;
 use std::sync::Arc;

@@ -1,11 +1,11 @@
-//! The CUDA back end (docs/DESIGN.md §CUDA): kernels in kernels/*.cu, compiled at run time
+//! The CUDA back end (docs/DESIGN.md §7): kernels in kernels/*.cu, compiled at run time
 //! by NVRTC for the real device, or for the CPU by the emulator (feature `cuda-emu`), both
 //! behind the `Device` trait so that the host logic is shared and tested without a GPU.
 //!
-//! Built so far: the device layer (real and emulated), the kernel sources and their NVRTC
-//! build, and the first primitives of the prepare stage (keys, levels, scan, radix sort).
-//! The Backend implementation over them is the next step; until it exists, device arrays
-//! are refused with a clear status (`ZTREE_ERR_NO_DEVICE` without a GPU).
+//! `device` (the trait, `DevBuf`), `driver` (a GPU through the driver API and NVRTC),
+//! `emu` (the emulator), `sources` (the embedded kernel sources), `prims` (keys, scan, sort,
+//! gathers), `walk` (candidates and the kNN passes), `fof` (the FoF linking), `backend`
+//! (`impl Backend for Cuda`).
 
 #![cfg_attr(any(test, not(feature = "cuda")), allow(dead_code))]
 

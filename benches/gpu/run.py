@@ -1,0 +1,122 @@
+"""ztree's CUDA back end side by side with jz-tree (`jztree` + `jztree-cu13`) on one GPU.
+
+The same points for both, generated here (or by ../shared/bench/gen.py for the clustered
+set): kNN k = 16 self-query, uniform, f32, at each size; FoF b = 0.2 (labels; ztree also
+builds its catalogue) on clustered points. ztree runs through its C API on device arrays
+(build/peers/ztree_run ... cuda: one process per case, a first call that compiles the
+kernels, then the median of --reps calls); jz-tree runs in this process (jit warm-up, then
+the median of --reps calls, block_until_ready). Prints, per case, both times, their ratio,
+ztree's stage breakdown, and each stage's achieved bandwidth against the bytes per particle
+BENCHMARKS.md estimates (so a stage far below the device's bandwidth stands out).
+
+Run on a GPU machine: `make bench-gpu` (builds the package and the runner), or
+`python benches/gpu/run.py --sizes 1e6 1e7`. Needs jax with CUDA, jztree and jztree-cu13.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
+DATA = os.path.join(BUILD, "gpu-data")
+SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+ZTREE_RUN = os.environ.get("ZTREE_RUN", os.path.join(BUILD, "peers", "ztree_run"))
+
+# Estimated bytes moved per particle by each ztree stage (BENCHMARKS.md, "CUDA back end").
+BYTES = {
+    "knn": {"keys": 20, "sort": 200, "gather": 24, "levels": 40, "walk": 330 + 256},
+    "fof": {"keys": 20, "sort": 200, "gather": 24, "levels": 40, "leaf self": 60, "walk": 300, "contract": 40, "catalogue": 150},
+}
+
+
+def uniform(n):
+    path = os.path.join(DATA, f"uniform_{n}_f32.npy")
+    if not os.path.exists(path):
+        os.makedirs(DATA, exist_ok=True)
+        np.save(path, np.random.default_rng(1).random((n, 3), dtype=np.float32))
+    return path
+
+
+def clustered(n):
+    path = os.path.join(DATA, f"clustered_{n}_f32.npy")
+    if not os.path.exists(path):
+        os.makedirs(DATA, exist_ok=True)
+        subprocess.run([sys.executable, os.path.join(SHARED, "bench", "gen.py"), "--out", DATA, "--sizes", str(n), "--dists", "clustered"], check=True)
+        os.replace(os.path.join(DATA, f"clustered_{n}_src_f32.npy"), path)
+    return path
+
+
+def run_ztree(job, path, param, box, reps):
+    cmd = [ZTREE_RUN, job, path, str(param), "1", repr(box), "cuda"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "ZTREE_RUN_REPS": str(reps)})
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr}")
+    line = next(l for l in out.stdout.splitlines() if l.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def run_jztree(job, path, param, box, reps):
+    import jax
+    import jax.numpy as jnp
+    import jztree as jz
+
+    pos = jnp.asarray(np.load(path))
+    if job == "knn":
+        def call():
+            return jz.knn.knn.jit(pos, boxsize=None, k=int(param))
+    else:
+        from jztree.config import FofConfig
+        from jztree.fof import fof_labels
+        cfg = FofConfig()
+
+        def call():
+            return fof_labels.jit(pos, float(param), boxsize=box, cfg=cfg, output_order="z")
+    t0 = time.perf_counter()
+    r = jax.block_until_ready(call())
+    first = time.perf_counter() - t0
+    secs = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        r = jax.block_until_ready(call())
+        secs.append(time.perf_counter() - t0)
+    check = float(jnp.mean(r[0][:, -1])) if job == "knn" else int(jnp.max(jnp.bincount(r[1])))
+    return {"first_secs": first, "secs": statistics.median(secs), "check": check, "device": str(jax.devices()[0])}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", nargs="+", default=["1e6", "1e7"], help="kNN sizes (uniform)")
+    ap.add_argument("--fof-size", default="1e7", help="FoF size (clustered); 0 skips FoF")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--no-jztree", action="store_true", help="ztree only")
+    a = ap.parse_args()
+    cases = [("knn", uniform(int(float(s))), 16, 0.0, int(float(s))) for s in a.sizes]
+    nf = int(float(a.fof_size))
+    if nf:
+        cases.append(("fof", clustered(nf), 0.2 * nf ** (-1.0 / 3.0), 1.0, nf))
+    for job, path, param, box, n in cases:
+        name = f"{'kNN k=16 uniform' if job == 'knn' else 'FoF b=0.2 clustered'} f32 N={n:.0e}"
+        z = run_ztree(job, path, param, box, a.reps)
+        print(f"\n== {name}\nztree-cuda: {z['secs']:.4f} s (first call {z['first_secs']:.3f} s, with NVRTC)")
+        for stage, t in z["stages"]:
+            b = BYTES[job].get(stage)
+            bw = f"  {b * n / t / 1e9:8.1f} GB/s at ~{b} B/pt" if b and t > 0 else ""
+            print(f"  {stage:<12} {t:9.4f} s{bw}")
+        if not a.no_jztree:
+            j = run_jztree(job, path, param, box, a.reps)
+            print(f"jztree on {j['device']}: {j['secs']:.4f} s (first call {j['first_secs']:.3f} s); jztree / ztree = {j['secs'] / z['secs']:.2f}x")
+            what = "mean k-th distance" if job == "knn" else "largest group"
+            print(f"check ({what}): ztree {z.get('mean_kth', z.get('largest'))}, jztree {j['check']}")
+        print("RESULT " + json.dumps({"case": name, "ztree": z, "jztree": None if a.no_jztree else j}))
+
+
+if __name__ == "__main__":
+    main()
