@@ -105,6 +105,28 @@ static void print_stats(const ztree_context *ctx) {
   printf("], \"stage_total\": %.6f, \"scratch_bytes\": %lld", st.total_seconds, (long long)st.scratch_bytes);
 }
 
+/* A context with `threads` threads over the periodic box [0, box)^3 (open when box <= 0). */
+static ztree_context *open_context(int threads, double box) {
+  ztree_config cfg;
+  ztree_config_default(&cfg);
+  cfg.threads = threads;
+  cfg.periodic = box > 0;
+  if (box > 0) cfg.box_size[0] = cfg.box_size[1] = cfg.box_size[2] = box;
+  ztree_context *ctx;
+  check(ztree_create(&cfg, &ctx), NULL, "ztree_create");
+  return ctx;
+}
+
+/* n points of `es`-byte reals, x y z interleaved from `base` (host or device memory). */
+static ztree_particles particles(long long n, int es, const char *base, int memory) {
+  ztree_particles p;
+  memset(&p, 0, sizeof p);
+  p.count = n;
+  p.memory = memory;
+  for (int d = 0; d < 3; d++) p.pos[d] = (ztree_array){base + d * es, es == 8 ? ZTREE_DTYPE_F64 : ZTREE_DTYPE_F32, 3 * es};
+  return p;
+}
+
 /* Median of v[0..n). */
 static double median(double *v, int n) {
   for (int i = 1; i < n; i++)
@@ -124,22 +146,12 @@ static int run_on_device(char **argv) {
   int reps = getenv("ZTREE_RUN_REPS") ? atoi(getenv("ZTREE_RUN_REPS")) : 5;
   if (reps < 1 || reps > 100) die("ZTREE_RUN_REPS", "must be in 1..100");
   if (ztree_cuda_device_count() < 1 || !load_driver()) die("cuda", "no usable GPU (ztree_cuda_device_count() == 0 or no driver)");
-  ztree_config cfg;
-  ztree_config_default(&cfg);
-  cfg.periodic = box > 0;
-  if (box > 0) cfg.box_size[0] = cfg.box_size[1] = cfg.box_size[2] = box;
-  ztree_context *ctx;
-  check(ztree_create(&cfg, &ctx), NULL, "ztree_create");
+  ztree_context *ctx = open_context(0, box);
   long long n;
   int es;
   char *pos = read_npy(argv[2], &n, &es);
   uint64_t dpos = to_device(pos, (size_t)n * 3 * (size_t)es);
-  ztree_particles p;
-  memset(&p, 0, sizeof p);
-  p.count = n;
-  p.memory = ZTREE_MEMORY_CUDA_DEVICE;
-  for (int d = 0; d < 3; d++)
-    p.pos[d] = (ztree_array){(const void *)(uintptr_t)(dpos + (uint64_t)(d * es)), es == 8 ? ZTREE_DTYPE_F64 : ZTREE_DTYPE_F32, 3 * es};
+  ztree_particles p = particles(n, es, (const char *)(uintptr_t)dpos, ZTREE_MEMORY_CUDA_DEVICE);
   double secs[100], first = 0, check_sum = 0;
   long long groups = 0, halos = 0, largest = 0;
   printf("RESULT {\"peer\": \"ztree-cuda\", \"version\": \"%s\", \"n\": %lld, \"dtype\": \"%s\", \"reps\": %d", ztree_version(), n,
@@ -218,23 +230,11 @@ int main(int argc, char **argv) {
   int threads = atoi(argv[4]);
   double box = atof(argv[5]);
 
-  ztree_config cfg;
-  ztree_config_default(&cfg);
-  cfg.threads = threads;
-  cfg.periodic = box > 0;
-  if (box > 0) cfg.box_size[0] = cfg.box_size[1] = cfg.box_size[2] = box;
-  ztree_context *ctx;
-  check(ztree_create(&cfg, &ctx), NULL, "ztree_create");
-
+  ztree_context *ctx = open_context(threads, box);
   long long n;
   int es;
   char *pos = read_npy(argv[2], &n, &es);
-  ztree_particles p;
-  memset(&p, 0, sizeof p);
-  p.count = n;
-  p.memory = ZTREE_MEMORY_HOST;
-  for (int d = 0; d < 3; d++)
-    p.pos[d] = (ztree_array){pos + d * es, es == 8 ? ZTREE_DTYPE_F64 : ZTREE_DTYPE_F32, 3 * es};
+  ztree_particles p = particles(n, es, pos, ZTREE_MEMORY_HOST);
 
   printf("RESULT {\"peer\": \"ztree\", \"version\": \"%s\", \"n\": %lld, \"dtype\": \"%s\", \"threads\": %d",
          ztree_version(), n, es == 8 ? "f64" : "f32", threads);
