@@ -10,10 +10,6 @@
 // in one group (or will be once the thread that set it has linked them, within the pass).
 #include "zt_walk.cuh"
 
-// At least two blocks per SM: without a minimum, ptxas aims at full occupancy (32
-// registers) and spills in the linking loops.
-#define ZT_FOF_BOUNDS __launch_bounds__(ZT_BLOCK, 2)
-
 // The linking job: l² and its conservative bounds (computed on the host, as the CPU's),
 // the positions in z-order, the union–find and the per-node flags.
 template <class T>
@@ -174,7 +170,7 @@ __device__ void fof_decide(ZtTree<T> t, ZtMetric<double, D> m, ZtFof<T> f, u32 c
 }
 
 // The kept candidates of each child, in candidate order, at items[offsets[ai] ..].
-extern "C" __global__ void ZT_FOF_BOUNDS
+extern "C" __global__ void ZT_BOUNDS_2
     zt_fof_keep(u32 child_len, ZtCands c, const u32* doff, const u8* keep, const u32* offsets, u32* items) {
     u32 ai = zt_grid_warp(), lane = zt_lane();
     if (ai >= child_len) return;
@@ -248,25 +244,25 @@ __device__ void fof_leaf_pass(ZtTree<T> t, ZtMetric<double, D> m, ZtFof<T> f, u3
 }
 
 // roots[z] = the root of z (the smallest z-index of its group).
-extern "C" __global__ void ZT_FOF_BOUNDS zt_fof_roots(u32* parent, u32 n, u32* roots) {
+extern "C" __global__ void ZT_BOUNDS_2 zt_fof_roots(u32* parent, u32 n, u32* roots) {
     u32 z = blockIdx.x * ZT_BLOCK + threadIdx.x;
     if (z < n) roots[z] = zt_find(parent, z);
 }
 ZT_EXPORT(zt_fof_roots)
 
 #define ZT_FOF(suffix, T, D)                                                                                                          \
-    extern "C" __global__ void ZT_FOF_BOUNDS zt_fof_leaf_self_##suffix(ZtTree<T> t, ZtMetric<double, D> m, ZtFof<T> f, \
+    extern "C" __global__ void ZT_BOUNDS_2 zt_fof_leaf_self_##suffix(ZtTree<T> t, ZtMetric<double, D> m, ZtFof<T> f, \
                                                                                      u32 num_leaves) {                               \
         fof_leaf_self<T, D>(t, m, f, num_leaves);                                                                                    \
     }                                                                                                                                \
     ZT_EXPORT(zt_fof_leaf_self_##suffix)                                                                                             \
-    extern "C" __global__ void ZT_FOF_BOUNDS zt_fof_decide_##suffix(ZtTree<T> t, ZtMetric<double, D> m, ZtFof<T> f,   \
+    extern "C" __global__ void ZT_BOUNDS_2 zt_fof_decide_##suffix(ZtTree<T> t, ZtMetric<double, D> m, ZtFof<T> f,   \
                                                                                   u32 child_first, u32 child_len, ZtCands c,        \
                                                                                   const u32* doff, u8* keep, u32* cnt) {            \
         fof_decide<T, D>(t, m, f, child_first, child_len, c, doff, keep, cnt);                                                      \
     }                                                                                                                                \
     ZT_EXPORT(zt_fof_decide_##suffix)                                                                                                \
-    extern "C" __global__ void ZT_FOF_BOUNDS zt_fof_leaf_pass_##suffix(ZtTree<T> t, ZtMetric<double, D> m, ZtFof<T> f, \
+    extern "C" __global__ void ZT_BOUNDS_2 zt_fof_leaf_pass_##suffix(ZtTree<T> t, ZtMetric<double, D> m, ZtFof<T> f, \
                                                                                      u32 num_leaves, ZtCands c,                      \
                                                                                      unsigned long long* pairs) {                    \
         fof_leaf_pass<T, D>(t, m, f, num_leaves, c, pairs);                                                                          \
@@ -278,7 +274,7 @@ ZT_FOF(f64_2, double, 2)
 ZT_FOF(f64_3, double, 3)
 
 #define ZT_FOF_FLAGS(suffix, T)                                                                                              \
-    extern "C" __global__ void ZT_FOF_BOUNDS zt_fof_flags_##suffix(ZtTree<T> t, ZtFof<T> f, u32 first, u32 len, \
+    extern "C" __global__ void ZT_BOUNDS_2 zt_fof_flags_##suffix(ZtTree<T> t, ZtFof<T> f, u32 first, u32 len, \
                                                                                  u32 leaves) {                               \
         fof_flags<T>(t, f, first, len, leaves);                                                                              \
     }                                                                                                                        \

@@ -83,3 +83,6 @@ ZT_HD T zt_inf() {
 // Threads per block of every kernel (the launch code uses the same number).
 #define ZT_BLOCK 256
 #define ZT_WARPS (ZT_BLOCK / 32)
+// Launch bounds with at least two blocks per SM: without a minimum, ptxas may aim at full
+// occupancy (32 registers) and spill in loop-heavy kernels.
+#define ZT_BOUNDS_2 __launch_bounds__(ZT_BLOCK, 2)

@@ -13,7 +13,7 @@ pub(crate) mod par;
 mod simd;
 mod sort;
 mod topk;
-mod tree;
+pub(crate) mod tree;
 mod walk;
 
 use crate::api::{Timings, TreeParams};

@@ -210,6 +210,13 @@ fn regularisation_cap(levels: &[u8], splits: &[u32], n: usize, params: &TreePara
             (g.saturating_sub(64), (b - a) as u32)
         })
         .collect();
+    cap_from_cells(&nodes, n, params)
+}
+
+/// The regularisation cap from every node's (primary bit length of its cell, point count)
+/// (shared with the device back end, which reduces the nodes on the device).
+pub(crate) fn cap_from_cells(nodes: &[(u8, u32)], n: usize, params: &TreeParams) -> Option<u8> {
+    let nseg = nodes.len();
     let max_g = nodes.iter().map(|x| x.0).max().unwrap_or(0);
     // Densest first: highest count per volume (volume of a cell of bit length g is 2^g).
     let mut order: Vec<u32> = (0..nseg as u32).collect();
@@ -298,7 +305,7 @@ fn push_plane<T: Real, const D: usize>(
     tree.planes.push(Plane { first, len, capacity });
 }
 
-fn push_super_plane<T: Real, const D: usize>(tree: &mut Tree<Cpu, T, D>, group: usize) {
+pub(crate) fn push_super_plane<T: Real, const D: usize>(tree: &mut Tree<Cpu, T, D>, group: usize) {
     let top = *tree.planes.last().unwrap();
     let first = tree.start.len();
     let len = top.len.div_ceil(group);

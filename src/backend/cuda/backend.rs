@@ -2,10 +2,10 @@
 //!
 //! On the device: input checks and bounds, Morton keys of the caller's strided arrays, the
 //! stable radix sort with permutation, the gap levels, the gathers of positions and fields
-//! into z-order, the split into sources and queries, the kNN walk (`walk`) and the FoF
-//! linking (`fof`). Still *staged* — inputs copied to the host, the CPU back end's stage,
-//! outputs copied back: `refine_runs`, `build_tree`, the catalogue, `knn_ball_query` and
-//! the FoF field checks. Each moves to the device by replacing one method, checked by the
+//! into z-order, the split into sources and queries, plane construction (`tree`), the kNN
+//! walk (`walk`) and the FoF linking (`fof`). Still *staged* — inputs copied to the host,
+//! the CPU back end's stage, outputs copied back: `refine_runs`, the catalogue,
+//! `knn_ball_query` and the FoF field checks. Each moves to the device by replacing one method, checked by the
 //! same pipeline tests.
 
 use std::marker::PhantomData;
@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::device::{DevBuf, DevPtr, Device};
 use super::prims::{self, Strided};
-use super::{fof, walk};
+use super::{fof, tree, walk};
 use crate::api::{Timings, TreeParams};
 use crate::backend::cpu::{Cpu, DisjointSlice};
 use crate::backend::{Backend, Elem, Ingest};
@@ -267,7 +267,11 @@ impl Backend for Cuda {
         qry_pos: Option<&[DevBuf<T>; D]>,
         params: &TreeParams,
     ) -> Result<Tree<Self, T, D>> {
-        // Staged.
+        let points = src_pos[0].len() + qry_pos.map_or(0, |q| q[0].len());
+        if points > 0 {
+            return tree::build(self, levels, types, src_pos, qry_pos, params);
+        }
+        // No points: the CPU's empty tree, staged.
         let prefix = match types {
             PointTypes::Same => None,
             PointTypes::Joint { src_prefix } => Some(self.host(src_prefix)?),

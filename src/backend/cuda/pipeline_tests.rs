@@ -343,3 +343,52 @@ fn input_checks_and_bounds_on_the_device_equal_the_host() {
         scan_case::<f64, 3>(&dev, &[], &Domain::Open);
     }
 }
+
+/// The planes built on the device equal the CPU's node for node, bit for bit (ranges,
+/// bounds, children, level caps), self and joint, with the default parameters, tiny leaves
+/// and no regularisation.
+#[test]
+fn planes_on_the_device_equal_the_cpu_planes() {
+    /// Returns whether the regularisation capped a plane.
+    fn check<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, pts: &[[T; D]], qry: Option<&[[T; D]]>, params: &TreeParams) -> bool {
+        let domain = Domain::Open;
+        let mut timings = crate::api::Timings::default();
+        let host = match qry {
+            None => crate::pipeline::prepare(&Cpu, &domain, &pts.to_vec(), None::<&Vec<[T; D]>>, params, &mut timings).unwrap(),
+            Some(q) => crate::pipeline::prepare(&Cpu, &domain, &pts.to_vec(), Some(&q.to_vec()), params, &mut timings).unwrap(),
+        };
+        let cuda = Cuda { dev: dev.clone() };
+        let src = OnDevice::new(dev, pts);
+        let q_dev = qry.map(|q| OnDevice::new(dev, q));
+        let qp = q_dev.as_ref().map(|q| q.points::<D>());
+        let got = crate::pipeline::prepare(&cuda, &domain, &src.points::<D>(), qp.as_ref(), params, &mut timings).unwrap();
+        let (h, g) = (&host.tree, &got.tree);
+        let what = format!("{}: planes of {name}, {} in {D}D, joint {}, {params:?}", dev.describe(), T::NAME, qry.is_some());
+        assert_eq!(g.planes, h.planes, "{what}: planes");
+        assert_eq!(g.level_caps, h.level_caps, "{what}: level caps");
+        let u = [(&g.start, &h.start), (&g.src_start, &h.src_start), (&g.src_count, &h.src_count), (&g.qry_start, &h.qry_start), (&g.qry_count, &h.qry_count), (&g.child_start, &h.child_start), (&g.child_count, &h.child_count)];
+        for (i, (a, b)) in u.iter().enumerate() {
+            assert_eq!(&a.to_vec().unwrap(), *b, "{what}: node array {i}");
+        }
+        let bits = |v: &[[T; D]]| v.iter().flat_map(|p| p.iter().map(|x| x.key_bits())).collect::<Vec<_>>();
+        for (i, (a, b)) in [(&g.src_lo, &h.src_lo), (&g.src_hi, &h.src_hi), (&g.qry_lo, &h.qry_lo), (&g.qry_hi, &h.qry_hi)].iter().enumerate() {
+            assert_eq!(bits(&a.to_vec().unwrap()), bits(b), "{what}: bounds {i}");
+        }
+        h.level_caps.iter().any(Option::is_some)
+    }
+    let variants = [TreeParams::default(), TreeParams { leaf_size: 2, coarsening: 3, top_target: 4, ..TreeParams::default() }, TreeParams { max_volume_factor: 0.0, ..TreeParams::default() }];
+    for dev in devices() {
+        let mut capped = false;
+        for params in &variants {
+            for (name, pts) in inputs::<3>(10.0) {
+                let q: Vec<[f64; 3]> = pts.iter().take(300).map(|p| [p[1], p[2], p[0]]).collect();
+                capped |= check::<f64, 3>(&dev, name, &pts, None, params);
+                capped |= check::<f32, 3>(&dev, name, &cast::<f32, 3>(&pts), Some(&cast::<f32, 3>(&q)), params);
+            }
+            for (name, pts) in inputs::<2>(10.0).into_iter().take(3) {
+                capped |= check::<f64, 2>(&dev, name, &pts, None, params);
+            }
+        }
+        assert!(capped, "no case exercised the regularisation cap");
+    }
+}

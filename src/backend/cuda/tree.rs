@@ -1,0 +1,256 @@
+//! Plane construction on the device (kernels/tree.cu), the same planes as the CPU's
+//! (`cpu::tree::build`, whose loop this mirrors): split capacities of every gap, the
+//! splits of each plane by stream compaction, the node arrays with their bounds. Only
+//! node-sized data comes to the host: each plane's per-node cell sizes for the
+//! regularisation cap (decided by the CPU's own `cap_from_cells`), and the top plane for
+//! the super nodes.
+
+use std::sync::Arc;
+
+use super::backend::Cuda;
+use super::device::{Arg, BLOCK, DevBuf, Device, blocks};
+use super::walk::{WARPS, counts_to_offsets};
+use crate::api::TreeParams;
+use crate::backend::Elem;
+use crate::backend::cpu::tree::{cap_from_cells, push_super_plane};
+use crate::error::Result;
+use crate::geom::Real;
+use crate::pipeline::{Plane, PointTypes, Tree};
+
+/// Fan-out and depth limit of the max pyramid (`ZT_PYR`, `ZT_PYR_DEPTH`).
+const PYR: usize = 256;
+const PYR_DEPTH: usize = 5;
+
+/// One plane's node arrays.
+struct PlaneBufs<T: Elem, const D: usize> {
+    u: [DevBuf<u32>; 7],
+    boxes: [DevBuf<[T; D]>; 4],
+}
+
+// Indices into `PlaneBufs::u` (the `ZtPlaneOut` order, boxes between qry_count and child_start).
+const START: usize = 0;
+const CHILD_START: usize = 5;
+
+impl<T: Real, const D: usize> PlaneBufs<T, D> {
+    fn new(dev: &Arc<dyn Device>, len: usize) -> Result<Self> {
+        let u = [(); 7].map(|_| DevBuf::new(dev, len));
+        let b = [(); 4].map(|_| DevBuf::new(dev, len));
+        let mut uu = Vec::with_capacity(7);
+        for x in u {
+            uu.push(x?);
+        }
+        let mut bb = Vec::with_capacity(4);
+        for x in b {
+            bb.push(x?);
+        }
+        Ok(Self { u: uu.try_into().unwrap_or_else(|_| unreachable!()), boxes: bb.try_into().unwrap_or_else(|_| unreachable!()) })
+    }
+    /// `ZtPlaneOut<T>`.
+    fn out_arg(&self) -> Arg {
+        let u = |i: usize| self.u[i].ptr();
+        Arg::Words(vec![u(0), u(1), u(2), u(3), u(4), self.boxes[0].ptr(), self.boxes[1].ptr(), self.boxes[2].ptr(), self.boxes[3].ptr(), u(5), u(6)])
+    }
+    fn len(&self) -> usize {
+        self.u[START].len()
+    }
+}
+
+/// Two u32 in one word, `lo` first in memory.
+fn pair(lo: u32, hi: u32) -> u64 {
+    (lo as u64) | (hi as u64) << 32
+}
+
+/// The gaps among `idx` (all gaps `0 .. len` when None) that split a plane of `capacity`
+/// (by counts, or by level above `lim`), ascending.
+#[allow(clippy::too_many_arguments)]
+fn select_splits(dev: &Arc<dyn Device>, idx: Option<&DevBuf<u32>>, len: usize, caps: &DevBuf<u32>, levels: &DevBuf<u8>, capacity: u64, lim: u32) -> Result<DevBuf<u32>> {
+    let flags: DevBuf<u32> = DevBuf::new(dev, len + 1)?;
+    let head = [Arg::Ptr(idx.map_or(0, |b| b.ptr())), Arg::U32(len as u32), caps.arg(), levels.arg(), Arg::Words(vec![capacity]), Arg::U32(lim)];
+    let mut args = head.to_vec();
+    args.push(flags.arg());
+    // SAFETY: zt_split_flags(idx[len] or null, len, caps[gaps], levels[gaps], capacity, lim, flags[len]).
+    unsafe { dev.launch("tree", "zt_split_flags", blocks(len, BLOCK as usize)?, &args)? };
+    let total = counts_to_offsets(dev, &flags, len)?;
+    let out: DevBuf<u32> = DevBuf::new(dev, total)?;
+    let mut args = head.to_vec();
+    args.extend([flags.arg(), out.arg()]);
+    // SAFETY: zt_split_scatter(.., offsets[len + 1], out[total]).
+    unsafe { dev.launch("tree", "zt_split_scatter", blocks(len, BLOCK as usize)?, &args)? };
+    Ok(out)
+}
+
+/// `dst[at ..] = src` (whole 4-byte words).
+fn copy_into<E: Elem>(dev: &Arc<dyn Device>, src: &DevBuf<E>, dst: &DevBuf<E>, at: usize) -> Result<()> {
+    let words = src.len() * size_of::<E>() / 4;
+    let args = [src.arg(), Arg::U32(words as u32), Arg::Ptr(dst.ptr() + (at * size_of::<E>()) as u64)];
+    // SAFETY: zt_copy_words(src[words], words, dst + at): dst holds at + src.len() elements.
+    unsafe { dev.launch("tree", "zt_copy_words", blocks(words, BLOCK as usize)?, &args) }
+}
+
+fn concat<E: Elem>(dev: &Arc<dyn Device>, parts: &[&DevBuf<E>]) -> Result<DevBuf<E>> {
+    let all: DevBuf<E> = DevBuf::new(dev, parts.iter().map(|p| p.len()).sum())?;
+    let mut at = 0;
+    for p in parts {
+        copy_into(dev, p, &all, at)?;
+        at += p.len();
+    }
+    Ok(all)
+}
+
+/// All planes over the merged z-ordered points (`levels`: the n - 1 gap levels, n >= 1).
+pub(crate) fn build<T: Real, const D: usize>(
+    cuda: &Cuda,
+    levels: &DevBuf<u8>,
+    types: PointTypes<'_, Cuda>,
+    src_pos: &[DevBuf<T>; D],
+    qry_pos: Option<&[DevBuf<T>; D]>,
+    params: &TreeParams,
+) -> Result<Tree<Cuda, T, D>> {
+    let dev = &cuda.dev;
+    let m = levels.len();
+    let n = m + 1;
+    let prefix = match types {
+        PointTypes::Same => 0,
+        PointTypes::Joint { src_prefix } => src_prefix.ptr(),
+    };
+    // The max pyramid over the levels, then every gap's split capacity.
+    let mut pyr: Vec<DevBuf<u8>> = Vec::new();
+    let mut lens = vec![m];
+    while *lens.last().unwrap() > PYR && lens.len() < PYR_DEPTH {
+        let below = *lens.last().unwrap();
+        let up: DevBuf<u8> = DevBuf::new(dev, below.div_ceil(PYR))?;
+        let src = pyr.last().map_or(levels.ptr(), |b| b.ptr());
+        // SAFETY: zt_pyr_max(in[below], below, out[ceil(below / 256)]).
+        unsafe { dev.launch("tree", "zt_pyr_max", blocks(up.len(), BLOCK as usize)?, &[Arg::Ptr(src), Arg::U32(below as u32), up.arg()])? };
+        lens.push(up.len());
+        pyr.push(up);
+    }
+    let mut words: Vec<u64> = std::iter::once(levels.ptr()).chain(pyr.iter().map(|b| b.ptr())).collect();
+    words.resize(PYR_DEPTH, 0);
+    let mut l5 = lens.iter().map(|&x| x as u32).collect::<Vec<_>>();
+    l5.resize(PYR_DEPTH, 0);
+    words.extend([pair(l5[0], l5[1]), pair(l5[2], l5[3]), pair(l5[4], lens.len() as u32)]);
+    let caps: DevBuf<u32> = DevBuf::new(dev, m)?;
+    let args = [Arg::Words(words), Arg::Ptr(prefix), Arg::Words(vec![params.leaf_size as u64]), Arg::Words(vec![params.coarsening as u64]), caps.arg()];
+    // SAFETY: zt_split_caps(pyramid over levels[m], src_prefix[n + 1] or null, leaf, coarsening, caps[m]).
+    unsafe { dev.launch("tree", "zt_split_caps", blocks(m, BLOCK as usize)?, &args)? };
+
+    let pos3 = |p: &[DevBuf<T>; D]| -> Vec<u64> { (0..3).map(|d| if d < D { p[d].ptr() } else { 0 }).collect() };
+    let (spos, qpos) = (pos3(src_pos), pos3(qry_pos.unwrap_or(src_pos)));
+    let node_kernel = super::prims::instance::<T, D>(["zt_plane_nodes_f32_2", "zt_plane_nodes_f32_3", "zt_plane_nodes_f64_2", "zt_plane_nodes_f64_3"])?;
+    let mut bufs: Vec<PlaneBufs<T, D>> = Vec::new();
+    let mut planes: Vec<Plane> = Vec::new();
+    let mut level_caps: Vec<Option<u8>> = Vec::new();
+    let mut splits: Option<DevBuf<u32>> = None;
+    let mut capacity = params.leaf_size as u64;
+    let mut prev_cap: Option<u8> = None;
+    loop {
+        let (idx, len) = match &splits {
+            None => (None, m),
+            Some(s) => (Some(s), s.len()),
+        };
+        let count_splits = select_splits(dev, idx, len, &caps, levels, capacity, u32::MAX)?;
+        let level_cap = regularisation_cap(dev, levels, &count_splits, n, params)?.map(|c| prev_cap.map_or(c, |p| p.max(c)));
+        let level_cap = level_cap.or(prev_cap);
+        let new_splits = match level_cap {
+            Some(lc) => select_splits(dev, idx, len, &caps, levels, capacity, 64 + lc as u32)?,
+            None => count_splits,
+        };
+        prev_cap = level_cap;
+        let prev_len = planes.last().map(|p| p.len);
+        // The plane's nodes.
+        let nodes = PlaneBufs::<T, D>::new(dev, new_splits.len() + 1)?;
+        let below = match bufs.last() {
+            Some(b) => {
+                let bp = planes.last().unwrap();
+                let bx = |i: usize| b.boxes[i].ptr();
+                vec![b.u[START].ptr(), bx(0), bx(1), bx(2), bx(3), pair(bp.first as u32, bp.len as u32)]
+            }
+            None => vec![0, 0, 0, 0, 0, 0],
+        };
+        let args = [new_splits.arg(), Arg::U32(new_splits.len() as u32), Arg::U32(n as u32), Arg::Ptr(prefix), Arg::Words(spos.clone()), Arg::Words(qpos.clone()), Arg::Words(below), nodes.out_arg()];
+        // SAFETY: zt_plane_nodes_*(splits[nsplit], nsplit, n, src_prefix, positions, the plane
+        // below (its own arrays), this plane's arrays of nsplit + 1 nodes).
+        unsafe { dev.launch("tree", node_kernel, blocks(nodes.len(), BLOCK as usize)?, &args)? };
+        let first = planes.last().map_or(0, |p| p.first + p.len);
+        planes.push(Plane { first, len: nodes.len(), capacity });
+        level_caps.push(level_cap);
+        bufs.push(nodes);
+        splits = Some(new_splits);
+        let len = planes.last().unwrap().len;
+        let stalled = prev_len == Some(len) && len > params.top_target;
+        if len <= params.top_target || planes.len() >= 24 || capacity > u32::MAX as u64 {
+            break;
+        }
+        if stalled {
+            // As on the CPU: relax the regularisation by one coarsening step per plane.
+            let step = (params.coarsening as f64).log2().ceil() as u8;
+            prev_cap = Some(prev_cap.map_or(u8::MAX - 64, |c| c.saturating_add(step).min(u8::MAX - 64)));
+        }
+        capacity = capacity.saturating_mul(params.coarsening as u64);
+    }
+    // The super plane, on the host from the top plane (small).
+    let top = *planes.last().unwrap();
+    let tb = bufs.last().unwrap();
+    let mut host = Tree::<crate::backend::cpu::Cpu, T, D> {
+        planes: vec![Plane { first: 0, ..top }],
+        start: tb.u[0].to_vec()?,
+        src_start: tb.u[1].to_vec()?,
+        src_count: tb.u[2].to_vec()?,
+        qry_start: tb.u[3].to_vec()?,
+        qry_count: tb.u[4].to_vec()?,
+        src_lo: tb.boxes[0].to_vec()?,
+        src_hi: tb.boxes[1].to_vec()?,
+        qry_lo: tb.boxes[2].to_vec()?,
+        qry_hi: tb.boxes[3].to_vec()?,
+        child_start: tb.u[5].to_vec()?,
+        child_count: tb.u[6].to_vec()?,
+        level_caps: Vec::new(),
+    };
+    push_super_plane(&mut host, params.super_group);
+    let sp = *host.planes.last().unwrap();
+    let tail = |v: &Vec<u32>| v[sp.first..].to_vec();
+    let child_start: Vec<u32> = host.child_start[sp.first..].iter().map(|&c| c + top.first as u32).collect();
+    let up = |v: Vec<u32>| DevBuf::from_slice(dev, &v);
+    let upb = |v: &Vec<[T; D]>| DevBuf::from_slice(dev, &v[sp.first..]);
+    let super_bufs = PlaneBufs::<T, D> {
+        u: [up(tail(&host.start))?, up(tail(&host.src_start))?, up(tail(&host.src_count))?, up(tail(&host.qry_start))?, up(tail(&host.qry_count))?, up(child_start)?, up(tail(&host.child_count))?],
+        boxes: [upb(&host.src_lo)?, upb(&host.src_hi)?, upb(&host.qry_lo)?, upb(&host.qry_hi)?],
+    };
+    planes.push(Plane { first: top.first + top.len, len: sp.len, capacity: sp.capacity });
+    level_caps.push(None);
+    bufs.push(super_bufs);
+    // One array per field over all planes.
+    let u = |i: usize| concat(dev, &bufs.iter().map(|b| &b.u[i]).collect::<Vec<_>>());
+    let b = |i: usize| concat(dev, &bufs.iter().map(|b| &b.boxes[i]).collect::<Vec<_>>());
+    Ok(Tree {
+        planes,
+        start: u(0)?,
+        src_start: u(1)?,
+        src_count: u(2)?,
+        qry_start: u(3)?,
+        qry_count: u(4)?,
+        src_lo: b(0)?,
+        src_hi: b(1)?,
+        qry_lo: b(2)?,
+        qry_hi: b(3)?,
+        child_start: u(CHILD_START)?,
+        child_count: u(6)?,
+        level_caps,
+    })
+}
+
+/// The regularisation cap of a plane whose count splits are `splits` (None when off):
+/// each node's cell size reduced on the device, the cap decided by the CPU's rule.
+fn regularisation_cap(dev: &Arc<dyn Device>, levels: &DevBuf<u8>, splits: &DevBuf<u32>, n: usize, params: &TreeParams) -> Result<Option<u8>> {
+    if params.max_volume_factor == 0.0 || n < 2 {
+        return Ok(None);
+    }
+    let nseg = splits.len() + 1;
+    let (g, count): (DevBuf<u32>, DevBuf<u32>) = (DevBuf::new(dev, nseg)?, DevBuf::new(dev, nseg)?);
+    let args = [levels.arg(), splits.arg(), Arg::U32(splits.len() as u32), Arg::U32(n as u32), g.arg(), count.arg()];
+    // SAFETY: zt_node_cells(levels[n - 1], splits[nsplit], nsplit, n, g[nsplit + 1], count[nsplit + 1]).
+    unsafe { dev.launch("tree", "zt_node_cells", blocks(nseg, WARPS)?, &args)? };
+    let cells: Vec<(u8, u32)> = g.to_vec()?.into_iter().zip(count.to_vec()?).map(|(g, c)| (g as u8, c)).collect();
+    Ok(cap_from_cells(&cells, n, params))
+}
