@@ -33,7 +33,7 @@ ZT_EXPORT(zt_pyr_max)
 // The nearest gap to the left (dir = -1) or right (+1) of gap i whose level exceeds L;
 // -1 when there is none. Searches i's block, then the blocks' maxima one level up, and so
 // on; then descends into the block found, taking its nearest entry each time.
-ZT_HD long long zt_nearest_greater(const ZtPyr& p, u32 i, u8 L, int dir) {
+ZT_HD long long zt_nearest_greater(ZtPyr p, u32 i, u8 L, int dir) {
     long long pos = i;
     u32 k = 0;
     for (;;) {

@@ -7,6 +7,7 @@
 #include "../walk.cu"
 #include "../knn.cu"
 #include "../fof.cu"
+#include "../catalogue.cu"
 #include "../conformance.cu"
 
 extern "C" int zt_emu_launch(const char* name, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** args) {

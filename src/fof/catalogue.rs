@@ -209,3 +209,60 @@ pub(crate) fn reduce_group<const D: usize>(n: usize, member: impl Fn(usize) -> M
         disp: if has_vel { (v2 / w_tot).sqrt() } else { 0.0 },
     }
 }
+
+/// The catalogue from every kept group's row (groups in z-order of their roots): rows in
+/// that order or GADGET's (by count, descending, then tag), and, when `members` is given
+/// (`offsets`: the groups' member ranges, `fill(g, out)`: writes group g's members' input
+/// indices, ascending), the member lists in the rows' order. Shared by the back ends.
+#[allow(clippy::type_complexity)]
+pub(crate) fn assemble<const D: usize>(mut rows: Vec<Row<D>>, order: CatalogueOrder, has_vel: bool, members: Option<(&[u64], &(dyn Fn(usize, &mut [i64]) + Sync))>) -> Catalogue<D> {
+    use rayon::prelude::*;
+    let ng = rows.len();
+    let perm: Option<Vec<u32>> = (order == CatalogueOrder::Gadget).then(|| {
+        let mut p: Vec<u32> = (0..ng as u32).collect();
+        p.par_sort_unstable_by(|&a, &b| {
+            let (ra, rb) = (&rows[a as usize], &rows[b as usize]);
+            rb.count.cmp(&ra.count).then(ra.tag.cmp(&rb.tag)).then(a.cmp(&b))
+        });
+        p
+    });
+    let src = |i: usize| perm.as_ref().map_or(i, |p| p[i] as usize);
+    let (member_offsets, member_indices) = match members {
+        Some((offsets, fill)) => {
+            let mut mo = Vec::with_capacity(ng + 1);
+            mo.push(0u64);
+            for i in 0..ng {
+                let g = src(i);
+                mo.push(mo[i] + (offsets[g + 1] - offsets[g]));
+            }
+            let mut mi = vec![0i64; mo[ng] as usize];
+            // Each row's range, split off in order, filled in parallel.
+            let mut parts: Vec<&mut [i64]> = Vec::with_capacity(ng);
+            let mut rest = &mut mi[..];
+            for i in 0..ng {
+                let (head, tail) = rest.split_at_mut((mo[i + 1] - mo[i]) as usize);
+                parts.push(head);
+                rest = tail;
+            }
+            parts.into_par_iter().enumerate().for_each(|(i, dst)| fill(src(i), dst));
+            (mo, mi)
+        }
+        None => (Vec::new(), Vec::new()),
+    };
+    if let Some(p) = &perm {
+        let mut taken: Vec<Option<Row<D>>> = rows.drain(..).map(Some).collect();
+        rows = p.iter().map(|&g| taken[g as usize].take().unwrap()).collect();
+    }
+    Catalogue {
+        order,
+        tag: rows.iter().map(|x| x.tag).collect(),
+        count: rows.iter().map(|x| x.count).collect(),
+        mass: rows.iter().map(|x| x.mass).collect(),
+        centre: rows.iter().map(|x| x.centre).collect(),
+        inertia_radius: rows.iter().map(|x| x.radius).collect(),
+        velocity: if has_vel { rows.iter().map(|x| x.vel).collect() } else { Vec::new() },
+        dispersion: if has_vel { rows.iter().map(|x| x.disp).collect() } else { Vec::new() },
+        member_offsets,
+        member_indices,
+    }
+}

@@ -126,7 +126,7 @@ pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &Dis
         (offsets, members, bytes)
     });
     // 3. Per-group reductions.
-    let mut rows: Vec<Row<D>> = timings.time("reduce", || {
+    let rows: Vec<Row<D>> = timings.time("reduce", || {
         (0..ng).into_par_iter().with_min_len(8).map_init(Vec::new, |scratch, g| reduce_group(r, &members[offsets[g] as usize..offsets[g + 1] as usize], scratch)).collect()
     });
     // 4. Labels in input order.
@@ -141,55 +141,13 @@ pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &Dis
     // 5. Order and member lists.
     let particles_in_groups = members.len();
     let cat = timings.time("order", || {
-        let perm: Option<Vec<u32>> = (r.order == CatalogueOrder::Gadget).then(|| {
-            let mut p: Vec<u32> = (0..ng as u32).collect();
-            p.par_sort_unstable_by(|&a, &b| {
-                let (ra, rb) = (&rows[a as usize], &rows[b as usize]);
-                rb.count.cmp(&ra.count).then(ra.tag.cmp(&rb.tag)).then(a.cmp(&b))
-            });
-            p
-        });
-        let src = |i: usize| perm.as_ref().map_or(i, |p| p[i] as usize);
-        let (member_offsets, member_indices) = if r.members {
-            let mut mo = Vec::with_capacity(ng + 1);
-            mo.push(0u64);
-            for i in 0..ng {
-                let g = src(i);
-                mo.push(mo[i] + (offsets[g + 1] - offsets[g]));
+        let fill = |g: usize, dst: &mut [i64]| {
+            for (d, &z) in dst.iter_mut().zip(&members[offsets[g] as usize..offsets[g + 1] as usize]) {
+                *d = r.orig[z as usize] as i64;
             }
-            let mut mi = vec![0i64; particles_in_groups];
-            let out = DisjointSlice::new(&mut mi);
-            (0..ng).into_par_iter().for_each(|i| {
-                let g = src(i);
-                let zs = &members[offsets[g] as usize..offsets[g + 1] as usize];
-                // SAFETY: row i's range is disjoint from the others.
-                let dst = unsafe { out.slice_mut(mo[i] as usize, zs.len()) };
-                for (d, &z) in dst.iter_mut().zip(zs) {
-                    *d = r.orig[z as usize] as i64;
-                }
-                dst.sort_unstable();
-            });
-            (mo, mi)
-        } else {
-            (Vec::new(), Vec::new())
+            dst.sort_unstable();
         };
-        if let Some(p) = &perm {
-            let mut taken: Vec<Option<Row<D>>> = rows.drain(..).map(Some).collect();
-            rows = p.iter().map(|&g| taken[g as usize].take().unwrap()).collect();
-        }
-        let vel = r.velocities.is_some();
-        Catalogue {
-            order: r.order,
-            tag: rows.iter().map(|x| x.tag).collect(),
-            count: rows.iter().map(|x| x.count).collect(),
-            mass: rows.iter().map(|x| x.mass).collect(),
-            centre: rows.iter().map(|x| x.centre).collect(),
-            inertia_radius: rows.iter().map(|x| x.radius).collect(),
-            velocity: if vel { rows.iter().map(|x| x.vel).collect() } else { Vec::new() },
-            dispersion: if vel { rows.iter().map(|x| x.disp).collect() } else { Vec::new() },
-            member_offsets,
-            member_indices,
-        }
+        catalogue::assemble(rows, r.order, r.velocities.is_some(), r.members.then_some((&offsets[..], &fill as &(dyn Fn(usize, &mut [i64]) + Sync))))
     });
     let scratch_bytes = 4 * n + sort_bytes + 4 * particles_in_groups + ng * std::mem::size_of::<Row<D>>();
     (cat, ReduceStats { groups_total, particles_in_groups, scratch_bytes })

@@ -3,9 +3,9 @@
 //! On the device: input checks and bounds, Morton keys of the caller's strided arrays, the
 //! stable radix sort with permutation, the gap levels, the gathers of positions and fields
 //! into z-order, the split into sources and queries, plane construction (`tree`), the kNN
-//! walk (`walk`) and the FoF linking (`fof`). Still *staged* — inputs copied to the host,
-//! the CPU back end's stage, outputs copied back: `refine_runs`, the catalogue,
-//! `knn_ball_query` and the FoF field checks. Each moves to the device by replacing one method, checked by the
+//! walk (`walk`), the FoF linking (`fof`) and the catalogue (`catalogue`). Still *staged*
+//! — inputs copied to the host, the CPU back end's stage, outputs copied back:
+//! `refine_runs`, `knn_ball_query` and the FoF field checks. Each moves to the device by replacing one method, checked by the
 //! same pipeline tests.
 
 use std::marker::PhantomData;
@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use super::device::{DevBuf, DevPtr, Device};
 use super::prims::{self, Strided};
-use super::{fof, tree, walk};
+use super::{catalogue, fof, tree, walk};
 use crate::api::{Timings, TreeParams};
-use crate::backend::cpu::{Cpu, DisjointSlice};
+use crate::backend::cpu::Cpu;
 use crate::backend::{Backend, Elem, Ingest};
 use crate::error::{Error, Result};
 use crate::fof::catalogue::{Catalogue, CatalogueRequest, ReduceStats};
@@ -139,18 +139,6 @@ impl Cuda {
         Ok(())
     }
 
-    fn fetch_ids(&self, f: &DevField<'_>) -> Result<Vec<i64>> {
-        let raw = self.fetch(f.a, f.n, f.ty.size())?;
-        let c4 = |c: &[u8]| <[u8; 4]>::try_from(c).unwrap();
-        let c8 = |c: &[u8]| <[u8; 8]>::try_from(c).unwrap();
-        Ok(match f.ty {
-            FieldType::I32 => raw.chunks_exact(4).map(|c| i32::from_ne_bytes(c4(c)) as i64).collect(),
-            FieldType::U32 => raw.chunks_exact(4).map(|c| u32::from_ne_bytes(c4(c)) as i64).collect(),
-            FieldType::I64 => raw.chunks_exact(8).map(|c| i64::from_ne_bytes(c8(c))).collect(),
-            FieldType::U64 => raw.chunks_exact(8).map(|c| u64::from_ne_bytes(c8(c)) as i64).collect(),
-            other => return Err(Error::Device(format!("ids of type {other:?}"))),
-        })
-    }
     fn fetch_points<T: Real, const D: usize>(&self, p: &DevPoints<'_, T, D>) -> Result<Vec<[T; D]>> {
         let mut coords = Vec::with_capacity(D);
         for d in 0..D {
@@ -160,13 +148,6 @@ impl Cuda {
         }
         Ok((0..p.n).map(|i| std::array::from_fn(|d| coords[d][i])).collect())
     }
-    /// Writes `v` into a caller's device array.
-    fn put<T: Elem>(&self, out: &DevOut<'_, T>, v: &[T]) -> Result<()> {
-        assert_eq!(out.len, v.len());
-        // SAFETY: `out` is `len` elements of device memory (DevOut's contract); `T` is plain data.
-        unsafe { self.dev.upload(out.ptr, std::slice::from_raw_parts(v.as_ptr().cast(), size_of_val(v))) }
-    }
-
     fn host_tree<T: Real, const D: usize>(&self, t: &Tree<Cuda, T, D>) -> Result<Tree<Cpu, T, D>> {
         Ok(Tree {
             planes: t.planes.clone(),
@@ -353,33 +334,7 @@ impl Backend for Cuda {
         labels: &DevOut<'_, i64>,
         timings: &mut Timings,
     ) -> Result<(Catalogue<D>, ReduceStats)> {
-        // Staged: the caller's fields come to the host, the labels go back.
-        let vel: Option<Vec<[f64; D]>> = match &req.velocities {
-            Some(v) => {
-                let mut comps = Vec::with_capacity(D);
-                for f in v {
-                    comps.push(self.fetch_f64(f)?);
-                }
-                Some((0..comps[0].len()).map(|i| std::array::from_fn(|d| comps[d][i])).collect())
-            }
-            None => None,
-        };
-        let masses = req.masses.as_ref().map(|m| self.fetch_f64(m)).transpose()?;
-        let ids = req.ids.as_ref().map(|f| self.fetch_ids(f)).transpose()?;
-        let hreq = CatalogueRequest::<Cpu, D> {
-            box_len: req.box_len,
-            velocities: vel.as_ref().map(|v| v as &dyn crate::input::VectorField<D>),
-            masses: masses.as_ref().map(|m| m as &dyn crate::input::ScalarField),
-            particle_mass: req.particle_mass,
-            ids: ids.as_ref().map(|v| v as &dyn crate::input::ParticleIds),
-            min_members: req.min_members,
-            order: req.order,
-            members: req.members,
-        };
-        let mut hl = vec![0i64; labels.len];
-        let r = Cpu.catalogue(&self.host_prepared(zs)?, &self.host(roots)?, &hreq, &DisjointSlice::new(&mut hl), timings)?;
-        self.put(labels, &hl)?;
-        Ok(r)
+        catalogue::reduce(self, zs, roots, req, labels, timings)
     }
 }
 

@@ -4,12 +4,13 @@
 //!
 //! `device` (the trait, `DevBuf`), `driver` (a GPU through the driver API and NVRTC),
 //! `emu` (the emulator), `sources` (the embedded kernel sources), `prims` (keys, scan, sort,
-//! gathers), `walk` (candidates and the kNN passes), `fof` (the FoF linking), `tree` (plane construction), `backend`
+//! gathers), `walk` (candidates and the kNN passes), `fof` (the FoF linking), `tree` (plane construction), `catalogue` (the FoF catalogue), `backend`
 //! (`impl Backend for Cuda`).
 
 #![cfg_attr(any(test, not(feature = "cuda")), allow(dead_code))]
 
 pub(crate) mod backend;
+pub(crate) mod catalogue;
 pub(crate) mod device;
 #[cfg(feature = "cuda")]
 pub(crate) mod driver;

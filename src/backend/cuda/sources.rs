@@ -10,6 +10,7 @@ pub(crate) const MODULES: &[(&str, &str)] = &[
     ("walk", include_str!("../../../kernels/walk.cu")),
     ("knn", include_str!("../../../kernels/knn.cu")),
     ("fof", include_str!("../../../kernels/fof.cu")),
+    ("catalogue", include_str!("../../../kernels/catalogue.cu")),
     ("conformance", include_str!("../../../kernels/conformance.cu")),
 ];
 

@@ -1,0 +1,200 @@
+// The FoF catalogue on the device (src/backend/cpu/catalogue.rs, src/fof/catalogue.rs):
+// members per root, the kept groups (at least min_members), the members in canonical
+// order (group, then ascending input index: a radix sort of (group << 32 | input index)),
+// each group's row reduced by one thread in that order with the CPU's operations in the
+// CPU's order, and every particle's label.
+#include "zt_geom.cuh"
+
+#define ZT_NONE 0xffffffffu
+
+// cnt[roots[z]] += 1 (the group sizes, at their roots).
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_cat_count(const u32* roots, u32 n, u32* cnt) {
+    u32 z = blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (z < n) atomicAdd(&cnt[roots[z]], 1u);
+}
+ZT_EXPORT(zt_cat_count)
+
+// Per point: whether it is a root (a group), and whether a kept group's root.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_cat_flags(const u32* roots, u32 n, const u32* cnt, u32 min_members, u32* is_root, u32* is_kept) {
+    u32 z = blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (z >= n) return;
+    bool root = roots[z] == z;
+    is_root[z] = root;
+    is_kept[z] = root && cnt[z] >= min_members;
+}
+ZT_EXPORT(zt_cat_flags)
+
+// slot[z] = the group index of root z (kept_at: the exclusive scan of the kept flags), or
+// ZT_NONE; and each kept group's size. Only the roots' slots are read.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK)
+    zt_cat_slots(const u32* roots, u32 n, const u32* cnt, u32 min_members, const u32* kept_at, u32* slot, u32* sizes) {
+    u32 z = blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (z >= n || roots[z] != z) return;
+    bool kept = cnt[z] >= min_members;
+    slot[z] = kept ? kept_at[z] : ZT_NONE;
+    if (kept) sizes[kept_at[z]] = cnt[z];
+}
+ZT_EXPORT(zt_cat_slots)
+
+// Whether point z belongs to a kept group.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_cat_member_flags(const u32* roots, u32 n, const u32* slot, u32* flags) {
+    u32 z = blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (z < n) flags[z] = slot[roots[z]] != ZT_NONE;
+}
+ZT_EXPORT(zt_cat_member_flags)
+
+// The kept points as sort keys (group << 32 | input index) and their z-indices, at at[z].
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK)
+    zt_cat_member_keys(const u32* roots, u32 n, const u32* slot, const u32* orig, const u32* at, u64* keys, u32* zs) {
+    u32 z = blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (z >= n) return;
+    u32 g = slot[roots[z]];
+    if (g == ZT_NONE) return;
+    keys[at[z]] = (u64)g << 32 | orig[z];
+    zs[at[z]] = z;
+}
+ZT_EXPORT(zt_cat_member_keys)
+
+// A caller's per-particle field (ty: 0 absent, 1 f32, 2 f64, 3 i32, 4 i64, 5 u32, 6 u64),
+// element i by input index.
+struct ZtField {
+    ZtStrided a;
+    u32 ty;
+};
+
+template <class V>
+ZT_HD V zt_raw(ZtStrided a, u32 i) {
+    i64 stride = a.stride ? a.stride : (i64)sizeof(V);
+    return *(const V*)(a.data + (u64)((i64)i * stride));
+}
+
+ZT_HD double zt_real(ZtField f, u32 i) { return f.ty == 1 ? (double)zt_raw<float>(f.a, i) : zt_raw<double>(f.a, i); }
+
+ZT_HD i64 zt_int(ZtField f, u32 i) {
+    switch (f.ty) {
+        case 3: return (i64)zt_raw<i32>(f.a, i);
+        case 4: return zt_raw<i64>(f.a, i);
+        case 5: return (i64)zt_raw<u32>(f.a, i);
+        default: return (i64)zt_raw<u64>(f.a, i);
+    }
+}
+
+// What the reduction reads: positions (z-order), the caller's fields (input order), the
+// box (periodic when len[0] > 0), and where the rows go (centre and vel: D per group).
+template <class T>
+struct ZtCatJob {
+    const T* pos[3];
+    ZtField vel[3];
+    ZtField mass;
+    ZtField ids;
+    double particle_mass;
+    double len[3];
+    u32 periodic;
+};
+struct ZtRows {
+    i64* tag;
+    double* mass;
+    double* centre;
+    double* radius;
+    double* vel;
+    double* disp;
+};
+
+// One group's member i: its z-index and input index, from the sorted keys.
+template <class T, int D>
+ZT_HD void zt_member(const ZtCatJob<T>& j, const u64* keys, const u32* zs, u32 at, double* x, double* v, double* m, i64* tag) {
+    u32 z = zs[at], o = (u32)(keys[at] & 0xffffffffull);
+    for (int d = 0; d < D; ++d) {
+        x[d] = (double)j.pos[d][z];
+        v[d] = j.vel[d].ty ? zt_real(j.vel[d], o) : 0.0;
+    }
+    *m = j.mass.ty ? zt_real(j.mass, o) : j.particle_mass;
+    *tag = j.ids.ty ? zt_int(j.ids, o) : (i64)o;
+}
+
+// src/fof/catalogue.rs `reduce_group`, thread per group, three passes over its members.
+template <class T, int D>
+__device__ void cat_reduce(ZtCatJob<T> j, const u64* keys, const u32* zs, const u32* offsets, u32 ng, ZtRows out) {
+    u32 g = blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (g >= ng) return;
+    u32 a = offsets[g], b = offsets[g + 1];
+    double x0[3], x[3], v[3], m;
+    i64 t;
+    zt_member<T, D>(j, keys, zs, a, x0, v, &m, &t);
+    double m_max = 0.0;
+    i64 tag = 0x7fffffffffffffffll;
+    for (u32 i = a; i < b; ++i) {
+        zt_member<T, D>(j, keys, zs, i, x, v, &m, &t);
+        m_max = m > m_max ? m : m_max;  // f64::max (no NaN: masses are checked)
+        tag = t < tag ? t : tag;
+    }
+    double m_tot = 0.0, w_tot = 0.0, s[3] = {0.0, 0.0, 0.0}, sv[3] = {0.0, 0.0, 0.0};
+    for (u32 i = a; i < b; ++i) {
+        zt_member<T, D>(j, keys, zs, i, x, v, &m, &t);
+        double w = m / m_max;
+        m_tot = m_tot + m;
+        w_tot = w_tot + w;
+        for (int d = 0; d < D; ++d) {
+            double o = x[d] - x0[d];
+            if (j.periodic) o = zt_min_image(o, j.len[d], 0.5 * j.len[d]);
+            s[d] = s[d] + w * o;
+            sv[d] = sv[d] + w * v[d];
+        }
+    }
+    double c_off[3], vm[3];
+    for (int d = 0; d < D; ++d) {
+        c_off[d] = s[d] / w_tot;
+        vm[d] = sv[d] / w_tot;
+    }
+    double r2 = 0.0, v2 = 0.0;
+    for (u32 i = a; i < b; ++i) {
+        zt_member<T, D>(j, keys, zs, i, x, v, &m, &t);
+        double w = m / m_max, qx = 0.0, qv = 0.0;
+        for (int d = 0; d < D; ++d) {
+            double o = x[d] - x0[d];
+            if (j.periodic) o = zt_min_image(o, j.len[d], 0.5 * j.len[d]);
+            double e = o - c_off[d];
+            qx = qx + e * e;
+            e = v[d] - vm[d];
+            qv = qv + e * e;
+        }
+        r2 = r2 + w * qx;
+        v2 = v2 + w * qv;
+    }
+    out.tag[g] = tag;
+    out.mass[g] = m_tot;
+    for (int d = 0; d < D; ++d) {
+        double c = x0[d] + c_off[d];
+        if (j.periodic) {
+            // f64::rem_euclid, then [0, L).
+            double r = fmod(c, j.len[d]);
+            if (r < 0.0) r = r + (j.len[d] < 0.0 ? -j.len[d] : j.len[d]);
+            c = r >= j.len[d] ? 0.0 : r;
+        }
+        out.centre[D * g + d] = c;
+        out.vel[D * g + d] = vm[d];
+    }
+    out.radius[g] = zt_sqrt(r2 / w_tot);
+    out.disp[g] = zt_sqrt(v2 / w_tot);
+}
+
+#define ZT_CAT(suffix, T, D)                                                                                                          \
+    extern "C" __global__ void ZT_BOUNDS_2 zt_cat_reduce_##suffix(ZtCatJob<T> j, const u64* keys, const u32* zs, const u32* offsets, \
+                                                                  u32 ng, ZtRows out) {                                            \
+        cat_reduce<T, D>(j, keys, zs, offsets, ng, out);                                                                           \
+    }                                                                                                                               \
+    ZT_EXPORT(zt_cat_reduce_##suffix)
+ZT_CAT(f32_2, float, 2)
+ZT_CAT(f32_3, float, 3)
+ZT_CAT(f64_2, double, 2)
+ZT_CAT(f64_3, double, 3)
+
+// labels[orig[z]] = the tag of z's group, or -1 when the group is not kept.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK)
+    zt_cat_labels(const u32* roots, u32 n, const u32* slot, const u32* orig, const i64* tag, i64* labels) {
+    u32 z = blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (z >= n) return;
+    u32 g = slot[roots[z]];
+    labels[orig[z]] = g == ZT_NONE ? -1 : tag[g];
+}
+ZT_EXPORT(zt_cat_labels)
