@@ -3,6 +3,7 @@
 #include "../keys.cu"
 #include "../scan.cu"
 #include "../sort.cu"
+#include "../refine.cu"
 #include "../tree.cu"
 #include "../walk.cu"
 #include "../knn.cu"

@@ -2,18 +2,18 @@
 //!
 //! On the device: input checks and bounds, Morton keys of the caller's strided arrays, the
 //! stable radix sort with permutation, the gap levels, the gathers of positions and fields
-//! into z-order, the split into sources and queries, plane construction (`tree`), the kNN
-//! walk (`walk`), the FoF linking (`fof`) and the catalogue (`catalogue`). Still *staged*
-//! — inputs copied to the host, the CPU back end's stage, outputs copied back:
-//! `refine_runs`, `knn_ball_query` and the FoF field checks. Each moves to the device by replacing one method, checked by the
-//! same pipeline tests.
+//! into z-order, the refinement of runs of identical keys (`refine`), the split into
+//! sources and queries, plane construction (`tree`), the kNN walk (`walk`), the FoF
+//! linking (`fof`) and the catalogue (`catalogue`). Still *staged* — inputs copied to the
+//! host, the CPU back end's stage, outputs copied back: `knn_ball_query` (the distributed
+//! kNN's shipped queries) and the FoF field checks.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::device::{DevBuf, DevPtr, Device};
 use super::prims::{self, Strided};
-use super::{catalogue, fof, tree, walk};
+use super::{catalogue, fof, refine, tree, walk};
 use crate::api::{Timings, TreeParams};
 use crate::backend::cpu::Cpu;
 use crate::backend::{Backend, Elem, Ingest};
@@ -96,14 +96,6 @@ impl Cuda {
         }
         Ok(v.try_into().unwrap_or_else(|_| unreachable!()))
     }
-    fn dev_arr<T: Elem, const D: usize>(&self, a: &[Vec<T>; D]) -> Result<[DevBuf<T>; D]> {
-        let mut v = Vec::with_capacity(D);
-        for h in a {
-            v.push(self.dev(h)?);
-        }
-        Ok(v.try_into().unwrap_or_else(|_| unreachable!()))
-    }
-
     fn fetch(&self, a: Strided, n: usize, size: usize) -> Result<Vec<u8>> {
         prims::download_strided(&self.dev, a, n, size)
     }
@@ -228,13 +220,7 @@ impl Backend for Cuda {
         prims::levels(&self.dev, keys)
     }
     fn refine_runs<T: Real, const D: usize>(&self, keys: &DevBuf<u64>, perm: &mut DevBuf<u32>, levels: &mut DevBuf<u8>, pos: &mut [DevBuf<T>; D], max_run: usize) -> Result<()> {
-        // Staged.
-        let (hk, mut hp, mut hl, mut hpos) = (self.host(keys)?, self.host(perm)?, self.host(levels)?, self.host_arr(pos)?);
-        Cpu.refine_runs(&hk, &mut hp, &mut hl, &mut hpos, max_run)?;
-        *perm = self.dev(&hp)?;
-        *levels = self.dev(&hl)?;
-        *pos = self.dev_arr(&hpos)?;
-        Ok(())
+        refine::refine_runs(&self.dev, keys, perm, levels, pos, max_run)
     }
     #[allow(clippy::type_complexity)]
     fn split_types<T: Real, const D: usize>(&self, pos: [DevBuf<T>; D], perm: DevBuf<u32>, ns: usize) -> Result<([DevBuf<T>; D], DevBuf<u32>, [DevBuf<T>; D], DevBuf<u32>, DevBuf<u32>)> {

@@ -4,7 +4,7 @@
 //!
 //! `device` (the trait, `DevBuf`), `driver` (a GPU through the driver API and NVRTC),
 //! `emu` (the emulator), `sources` (the embedded kernel sources), `prims` (keys, scan, sort,
-//! gathers), `walk` (candidates and the kNN passes), `fof` (the FoF linking), `tree` (plane construction), `catalogue` (the FoF catalogue), `backend`
+//! gathers), `walk` (candidates and the kNN passes), `fof` (the FoF linking), `refine` (runs of identical keys), `tree` (plane construction), `catalogue` (the FoF catalogue), `backend`
 //! (`impl Backend for Cuda`).
 
 #![cfg_attr(any(test, not(feature = "cuda")), allow(dead_code))]
@@ -18,6 +18,7 @@ pub(crate) mod driver;
 pub(crate) mod emu;
 pub(crate) mod fof;
 pub(crate) mod prims;
+pub(crate) mod refine;
 pub(crate) mod sources;
 pub(crate) mod tree;
 pub(crate) mod walk;

@@ -42,7 +42,11 @@ fn inputs<const D: usize>(l: f64) -> Vec<(&'static str, Vec<[f64; D]>)> {
     // Points on the box faces: 0 and the largest value below l.
     let below = l * (1.0 - f64::EPSILON);
     let faces: Vec<[f64; D]> = (0..800).map(|i| std::array::from_fn(|d| match (i + d) % 3 { 0 => 0.0, 1 => below, _ => r.unit() * l })).collect();
-    vec![("uniform", uniform), ("clustered", clustered), ("duplicates", dups), ("lattice", lattice), ("faces", faces), ("tiny", vec![[0.5 * l; D], [0.25 * l; D]])]
+    // Distinct points closer than a cell of the global key (runs of identical keys that
+    // the refinement re-keys over their own box), among uniform ones.
+    let side = l * if D == 3 { 2e-7 } else { 1e-10 };
+    let tight: Vec<[f64; D]> = (0..500).map(|i| if i % 5 == 0 { std::array::from_fn(|_| r.unit() * l) } else { std::array::from_fn(|d| 0.3 * l + d as f64 * 0.1 * l + r.unit() * side) }).collect();
+    vec![("uniform", uniform), ("clustered", clustered), ("duplicates", dups), ("lattice", lattice), ("faces", faces), ("tight", tight), ("tiny", vec![[0.5 * l; D], [0.25 * l; D]])]
 }
 
 /// Device copies of points (array of structs, a pad element per point).

@@ -6,6 +6,7 @@ pub(crate) const MODULES: &[(&str, &str)] = &[
     ("keys", include_str!("../../../kernels/keys.cu")),
     ("scan", include_str!("../../../kernels/scan.cu")),
     ("sort", include_str!("../../../kernels/sort.cu")),
+    ("refine", include_str!("../../../kernels/refine.cu")),
     ("tree", include_str!("../../../kernels/tree.cu")),
     ("walk", include_str!("../../../kernels/walk.cu")),
     ("knn", include_str!("../../../kernels/knn.cu")),

@@ -80,7 +80,7 @@ fn select_splits(dev: &Arc<dyn Device>, idx: Option<&DevBuf<u32>>, len: usize, c
 }
 
 /// `dst[at ..] = src` (whole 4-byte words).
-fn copy_into<E: Elem>(dev: &Arc<dyn Device>, src: &DevBuf<E>, dst: &DevBuf<E>, at: usize) -> Result<()> {
+pub(crate) fn copy_into<E: Elem>(dev: &Arc<dyn Device>, src: &DevBuf<E>, dst: &DevBuf<E>, at: usize) -> Result<()> {
     let words = src.len() * size_of::<E>() / 4;
     let args = [src.arg(), Arg::U32(words as u32), Arg::Ptr(dst.ptr() + (at * size_of::<E>()) as u64)];
     // SAFETY: zt_copy_words(src[words], words, dst + at): dst holds at + src.len() elements.
