@@ -198,3 +198,20 @@ extern "C" __global__ void __launch_bounds__(ZT_BLOCK)
     labels[orig[z]] = g == ZT_NONE ? -1 : tag[g];
 }
 ZT_EXPORT(zt_cat_labels)
+
+// The caller's fields checked on the device (src/input/validate.rs): *first = the smallest
+// i whose element fails, for mode 0 (not finite), 1 (<= 0; NaN passes, as on the host) or
+// 2 (a u64 id beyond i64).
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_field_first_bad(ZtField f, u32 n, u32 mode, u32* first) {
+    u32 i = blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (i >= n) return;
+    bool bad;
+    if (mode == 2) {
+        bad = zt_raw<u64>(f.a, i) > 0x7fffffffffffffffull;
+    } else {
+        double v = zt_real(f, i);
+        bad = mode == 0 ? !((v - v) == 0.0) : v <= 0.0;
+    }
+    if (bad) atomicMin(first, i);
+}
+ZT_EXPORT(zt_field_first_bad)

@@ -109,28 +109,49 @@ impl Cuda {
             other => return Err(Error::Device(format!("a real field of type {other:?}"))),
         })
     }
-    /// Checks device fields as the host checks them (staged: copied to the host).
+    /// Checks device fields as the host checks them (src/input/validate.rs), on the device;
+    /// only a failing element comes to the host, for the message.
     pub(crate) fn validate_fof_fields<const D: usize>(&self, vel: Option<&[DevField<'_>; D]>, masses: Option<&DevField<'_>>, particle_mass: f64, ids: Option<&DevField<'_>>, n: usize) -> Result<()> {
-        use crate::input::validate::{check_ids, check_masses, check_vectors};
+        let one = |f: &DevField<'_>, i: usize| -> Result<f64> { Ok(self.fetch_f64(&DevField { a: f.a.at(i, f.ty.size()), n: 1, ..*f })?[0]) };
         if let Some(v) = vel {
-            let comps = v.iter().map(|f| self.fetch_f64(f)).collect::<Result<Vec<_>>>()?;
-            let vecs: Vec<[f64; D]> = (0..n).map(|i| std::array::from_fn(|d| comps[d][i])).collect();
-            check_vectors("velocities", &vecs, n)?;
+            let mut first = None::<usize>;
+            for f in v {
+                first = match (first, catalogue::first_bad(&self.dev, f, 0)?) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            if let Some(i) = first {
+                for (d, f) in v.iter().enumerate() {
+                    let x = one(f, i)?;
+                    if !x.is_finite() {
+                        return Err(Error::NonFinite { what: "velocities", index: i, dim: d, value: x });
+                    }
+                }
+            }
         }
         match masses {
-            Some(m) => check_masses(&self.fetch_f64(m)?, n)?,
+            Some(m) => {
+                if let Some(i) = catalogue::first_bad(&self.dev, m, 0)? {
+                    return Err(Error::NonFiniteValue { what: "masses", index: i, value: one(m, i)? });
+                }
+                if let Some(i) = catalogue::first_bad(&self.dev, m, 1)? {
+                    return Err(Error::InvalidParameter { name: "masses", why: format!("mass {i} is {} (masses must be > 0)", one(m, i)?) });
+                }
+            }
             None if !(particle_mass.is_finite() && particle_mass > 0.0) => {
                 return Err(Error::InvalidParameter { name: "particle_mass", why: format!("must be finite and > 0 (got {particle_mass})") });
             }
             None => {}
         }
-        if let Some(f) = ids.filter(|f| f.ty == FieldType::U64) {
-            let raw = self.fetch(f.a, f.n, 8)?;
-            check_ids(&raw.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap())).collect::<Vec<u64>>(), n)?;
+        if let Some(f) = ids.filter(|f| f.ty == FieldType::U64)
+            && let Some(i) = catalogue::first_bad(&self.dev, f, 2)?
+        {
+            return Err(Error::InvalidParameter { name: "ids", why: format!("id {i} does not fit a signed 64-bit integer") });
         }
+        debug_assert!(vel.into_iter().flatten().chain(masses).chain(ids).all(|f| f.n == n), "a field of another length");
         Ok(())
     }
-
     fn fetch_points<T: Real, const D: usize>(&self, p: &DevPoints<'_, T, D>) -> Result<Vec<[T; D]>> {
         let mut coords = Vec::with_capacity(D);
         for d in 0..D {

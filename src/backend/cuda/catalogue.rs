@@ -124,3 +124,14 @@ pub(crate) fn reduce<T: Real, const D: usize>(
     let scratch_bytes = 16 * n + 12 * particles_in_groups + ng * std::mem::size_of::<Row<D>>();
     Ok((cat, ReduceStats { groups_total, particles_in_groups, scratch_bytes }))
 }
+
+/// The first element of a caller field failing check `mode` (0: not finite, 1: <= 0, 2: a
+/// u64 beyond i64), if any.
+pub(crate) fn first_bad(dev: &Arc<dyn Device>, f: &DevField<'_>, mode: u32) -> Result<Option<usize>> {
+    let first: DevBuf<u32> = DevBuf::from_slice(dev, &[u32::MAX])?;
+    let args = [Arg::Words(field_words(Some(f)).to_vec()), Arg::U32(f.n as u32), Arg::U32(mode), first.arg()];
+    // SAFETY: zt_field_first_bad(field of f.n elements, n, mode, first[1]).
+    unsafe { dev.launch("catalogue", "zt_field_first_bad", blocks(f.n, BLOCK as usize)?, &args)? };
+    let i = first.to_vec()?[0];
+    Ok((i != u32::MAX).then_some(i as usize))
+}

@@ -396,3 +396,41 @@ fn planes_on_the_device_equal_the_cpu_planes() {
         assert!(capped, "no case exercised the regularisation cap");
     }
 }
+
+/// The FoF field checks on the device give the host checks' errors (first bad element,
+/// precedence of non-finite masses over non-positive ones, ids beyond i64), or none.
+#[test]
+fn field_checks_on_the_device_equal_the_host_checks() {
+    use crate::input::validate::{check_ids, check_masses, check_vectors};
+    let n = 1000;
+    for dev in devices() {
+        let cuda = Cuda { dev: dev.clone() };
+        let vel_cases: [&[(usize, usize, f32)]; 3] = [&[], &[(700, 1, f32::NAN), (300, 2, f32::INFINITY)], &[(999, 0, f32::NEG_INFINITY)]];
+        let mass_cases: [&[(usize, f64)]; 4] = [&[], &[(50, f64::NAN), (10, -1.0)], &[(20, 0.0)], &[(5, f64::INFINITY)]];
+        let id_cases: [&[(usize, u64)]; 2] = [&[], &[(99, u64::MAX), (400, 1 << 63)]];
+        for (vc, (mc, ic)) in vel_cases.iter().zip(mass_cases.iter().zip(id_cases.iter().cycle())) {
+            let mut vel = vec![[0.5f32; 3]; n];
+            for &(i, d, v) in *vc {
+                vel[i][d] = v;
+            }
+            let mut mass = vec![1.0f64; n];
+            for &(i, v) in *mc {
+                mass[i] = v;
+            }
+            let mut ids: Vec<u64> = (0..n as u64).collect();
+            for &(i, v) in *ic {
+                ids[i] = v;
+            }
+            let host = check_vectors("velocities", &vel.iter().map(|p| p.map(f64::from)).collect::<Vec<[f64; 3]>>(), n)
+                .and_then(|_| check_masses(&mass, n))
+                .and_then(|_| check_ids(&ids, n));
+            let (dv, dm, di) = (DevBuf::from_slice(&dev, &vel).unwrap(), DevBuf::from_slice(&dev, &mass).unwrap(), DevBuf::from_slice(&dev, &ids).unwrap());
+            let field = |data: u64, stride: i64, ty: FieldType| DevField { a: Strided { data, stride }, ty, n, _borrow: PhantomData };
+            let v: [DevField<'_>; 3] = std::array::from_fn(|d| field(dv.ptr() + 4 * d as u64, 12, FieldType::F32));
+            let got = cuda.validate_fof_fields(Some(&v), Some(&field(dm.ptr(), 0, FieldType::F64)), 1.0, Some(&field(di.ptr(), 0, FieldType::U64)), n);
+            assert_eq!(got.as_ref().map_err(|e| e.to_string()), host.as_ref().map_err(|e| e.to_string()), "{}: velocities {vc:?}, masses {mc:?}, ids {ic:?}", dev.describe());
+        }
+        // No masses and a bad particle mass.
+        assert!(cuda.validate_fof_fields::<3>(None, None, -1.0, None, n).unwrap_err().to_string().contains("particle_mass"));
+    }
+}
