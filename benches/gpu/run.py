@@ -105,7 +105,8 @@ def main():
     for job, path, param, box, n in cases:
         name = f"{'kNN k=16 uniform' if job == 'knn' else 'FoF b=0.2 clustered'} f32 N={n:.0e}"
         z = run_ztree(job, path, param, box, a.reps)
-        print(f"\n== {name}\nztree-cuda: {z['secs']:.4f} s (first call {z['first_secs']:.3f} s, with NVRTC)")
+        print(f"\n== {name}\nztree-cuda: {z['secs']:.4f} s (first call {z['first_secs']:.3f} s, with NVRTC); "
+              f"device scratch {z['scratch_bytes'] / n:.0f} B/particle (ztree_get_stats, outputs not included)")
         for stage, t in z["stages"]:
             b = BYTES[job].get(stage)
             bw = f"  {b * n / t / 1e9:8.1f} GB/s at ~{b} B/pt" if b and t > 0 else ""
