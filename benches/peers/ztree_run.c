@@ -127,6 +127,18 @@ static ztree_particles particles(long long n, int es, const char *base, int memo
   return p;
 }
 
+/* kNN of k neighbours, indices and distances in input order, into idx and dist (host or
+ * device arrays of n * k). */
+static void knn_request(int k, int64_t *idx, double *dist, ztree_knn_params *kp, ztree_knn_output *ko) {
+  memset(kp, 0, sizeof *kp);
+  kp->k = k;
+  kp->outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES;
+  kp->order = ZTREE_ORDER_INPUT;
+  memset(ko, 0, sizeof *ko);
+  ko->indices = idx;
+  ko->distances = dist;
+}
+
 /* Median of v[0..n). */
 static double median(double *v, int n) {
   for (int i = 1; i < n; i++)
@@ -163,14 +175,8 @@ static int run_on_device(char **argv) {
     uint64_t didx = 0, ddist = 0;
     if (cu.alloc(&didx, 8 * cells) || cu.alloc(&ddist, 8 * cells)) die("outputs", "device out of memory");
     ztree_knn_params kp;
-    memset(&kp, 0, sizeof kp);
-    kp.k = k;
-    kp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES;
-    kp.order = ZTREE_ORDER_INPUT;
     ztree_knn_output ko;
-    memset(&ko, 0, sizeof ko);
-    ko.indices = (int64_t *)(uintptr_t)didx;
-    ko.distances = (double *)(uintptr_t)ddist;
+    knn_request(k, (int64_t *)(uintptr_t)didx, (double *)(uintptr_t)ddist, &kp, &ko);
     for (int r = -1; r < reps; r++) {
       double t0 = now();
       check(ztree_knn(ctx, &p, NULL, &kp, &ko), ctx, "ztree_knn");
@@ -246,14 +252,8 @@ int main(int argc, char **argv) {
     double *dist = malloc(sizeof(double) * (size_t)n * (size_t)k);
     if (!idx || !dist) die("outputs", "out of memory");
     ztree_knn_params kp;
-    memset(&kp, 0, sizeof kp);
-    kp.k = k;
-    kp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES;
-    kp.order = ZTREE_ORDER_INPUT;
     ztree_knn_output ko;
-    memset(&ko, 0, sizeof ko);
-    ko.indices = idx;
-    ko.distances = dist;
+    knn_request(k, idx, dist, &kp, &ko);
     long long rss0 = status_bytes("VmRSS:");
     reset_peak();
     double t0 = now();
