@@ -219,12 +219,10 @@ pub(crate) fn cap_from_cells(nodes: &[(u8, u32)], n: usize, params: &TreeParams)
     let nseg = nodes.len();
     let max_g = nodes.iter().map(|x| x.0).max().unwrap_or(0);
     // Densest first: highest count per volume (volume of a cell of bit length g is 2^g).
+    // (Computed once: a log2 per comparison was ~15 ms of a 1e6-point FoF's tree stage.)
+    let dens: Vec<f64> = nodes.par_iter().map(|&(g, c)| (c as f64).log2() - g as f64).collect();
     let mut order: Vec<u32> = (0..nseg as u32).collect();
-    let dens = |i: u32| {
-        let (g, c) = nodes[i as usize];
-        (c as f64).log2() - g as f64
-    };
-    order.par_sort_unstable_by(|&a, &b| dens(b).total_cmp(&dens(a)));
+    order.par_sort_unstable_by(|&a, &b| dens[b as usize].total_cmp(&dens[a as usize]));
     let want = (0.9 * n as f64).ceil() as u64;
     let (mut acc, mut vol, mut cnt) = (0u64, 0.0f64, 0u64);
     for &i in &order {
