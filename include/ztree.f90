@@ -109,7 +109,7 @@ module ztree
             ztree_f_knn_density, ztree_f_fof_labels, ztree_stage_name, ztree_cuda_device_count
 
   interface
-    !> CUDA devices ztree can use here (0 without a driver, a device or NVRTC 12).
+    !> CUDA devices ztree can use here (0 without a driver, a device or NVRTC 12 or 13).
     integer(c_int32_t) function ztree_cuda_device_count() bind(C, name="ztree_cuda_device_count")
       import :: c_int32_t
     end function

@@ -94,7 +94,7 @@ typedef enum ztree_status {
   // (the message says how much); nothing was changed.
   ZTREE_ERR_MEMORY = 12,
   // CUDA device arrays were passed, but this process has no usable CUDA device (no
-  // driver, no device, or no NVRTC 12 on the loader path); the message says which.
+  // driver, no device, or no NVRTC 12 or 13 to be found); the message says which.
   ZTREE_ERR_NO_DEVICE = 13,
   // A CUDA call failed (launch, copy, kernel compilation); the message says which.
   ZTREE_ERR_DEVICE = 14,
@@ -318,7 +318,8 @@ const char *ztree_last_error(const struct ztree_context *ctx);
 const char *ztree_status_string(enum ztree_status s);
 
 // The number of CUDA devices ztree can use in this process: 0 without a CUDA driver, a
-// device, or NVRTC 12 (`libnvrtc.so.12`) on the loader path, or in a build without the
+// device, or NVRTC (`libnvrtc.so.12` or `.13`: loader path, `ZTREE_NVRTC`, or a CUDA
+// toolkit's lib64 under `CUDA_HOME`, `CUDA_PATH` or /usr/local/cuda), or in a build without the
 // CUDA back end. Never fails.
 int32_t ztree_cuda_device_count(void);
 

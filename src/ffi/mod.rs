@@ -294,7 +294,8 @@ pub extern "C" fn ztree_status_string(s: ztree_status) -> *const c_char {
 }
 
 /// The number of CUDA devices ztree can use in this process: 0 without a CUDA driver, a
-/// device, or NVRTC 12 (`libnvrtc.so.12`) on the loader path, or in a build without the
+/// device, or NVRTC (`libnvrtc.so.12` or `.13`: loader path, `ZTREE_NVRTC`, or a CUDA
+/// toolkit's lib64 under `CUDA_HOME`, `CUDA_PATH` or /usr/local/cuda), or in a build without the
 /// CUDA back end. Never fails.
 #[unsafe(no_mangle)]
 pub extern "C" fn ztree_cuda_device_count() -> i32 {

@@ -67,7 +67,7 @@ pub enum ztree_status {
     /// (the message says how much); nothing was changed.
     ZTREE_ERR_MEMORY = 12,
     /// CUDA device arrays were passed, but this process has no usable CUDA device (no
-    /// driver, no device, or no NVRTC 12 on the loader path); the message says which.
+    /// driver, no device, or no NVRTC 12 or 13 to be found); the message says which.
     ZTREE_ERR_NO_DEVICE = 13,
     /// A CUDA call failed (launch, copy, kernel compilation); the message says which.
     ZTREE_ERR_DEVICE = 14,

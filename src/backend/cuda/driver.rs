@@ -1,5 +1,5 @@
 //! The real GPU, through the CUDA driver API (cudarc, loaded at run time: no CUDA is
-//! needed to build or to run on machines without a GPU) and NVRTC.
+//! needed to build or to run on machines without a GPU) and NVRTC (`nvrtc`, CUDA 12 or 13).
 //!
 //! Work is queued on the caller's stream (the null stream when none is given). Modules
 //! are compiled once per device and process, for the device's own architecture.
@@ -11,7 +11,7 @@ use std::sync::{Mutex, OnceLock};
 use cudarc::driver::{result, sys};
 
 use super::device::{Arg, BLOCK, DevPtr, Device};
-use super::sources;
+use super::{nvrtc, sources};
 use crate::error::{Error, Result};
 
 /// One device and the stream the caller's work goes on.
@@ -39,9 +39,8 @@ pub(crate) fn device_count() -> Result<usize> {
     if !unsafe { sys::is_culib_present() } {
         return Err(Error::NoDevice("no CUDA driver (libcuda.so) on this machine".into()));
     }
-    // SAFETY: as above.
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(Error::NoDevice("NVRTC (libnvrtc.so.12, CUDA 12.x) not found on the loader path; ztree compiles its kernels with it at run time".into()));
+    if let Err(why) = nvrtc::version() {
+        return Err(Error::NoDevice(format!("{why} (ztree compiles its kernels with NVRTC at run time)")));
     }
     result::init().map_err(|e| Error::NoDevice(format!("the CUDA driver did not initialise: {e:?}")))?;
     let count = result::device::get_count().map_err(|e| Error::NoDevice(format!("{e:?}")))?;
@@ -124,9 +123,8 @@ impl CudaDevice {
         };
         let mut options: Vec<String> = sources::NVRTC_OPTIONS.iter().map(|s| s.to_string()).collect();
         options.push(format!("--gpu-architecture=compute_{major}{minor}"));
-        let opts = cudarc::nvrtc::CompileOptions { options, name: Some(format!("{module}.cu")), ..Default::default() };
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(src, opts).map_err(|e| Error::Device(format!("NVRTC could not compile kernels/{module}.cu: {e:?}")))?;
-        let image = CString::new(ptx.to_src()).map_err(|e| device_err("PTX", e))?;
+        let ptx = nvrtc::compile_ptx(&src, &format!("{module}.cu"), &options).map_err(|e| Error::Device(format!("NVRTC could not compile kernels/{module}.cu: {e}")))?;
+        let image = CString::new(ptx).map_err(|e| device_err("PTX", e))?;
         self.current()?;
         // SAFETY: a NUL-terminated PTX image.
         unsafe { result::module::load_data(image.as_ptr().cast()) }

@@ -14,6 +14,8 @@ pub(crate) mod catalogue;
 pub(crate) mod device;
 #[cfg(feature = "cuda")]
 pub(crate) mod driver;
+#[cfg(feature = "cuda")]
+pub(crate) mod nvrtc;
 #[cfg(feature = "cuda-emu")]
 pub(crate) mod emu;
 pub(crate) mod fof;

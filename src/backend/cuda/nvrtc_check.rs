@@ -1,8 +1,8 @@
 //! Every kernel module compiles with NVRTC for sm_80 and sm_90, and `ptxas -v` reports no
 //! spill stores for any kernel; the resource table is kernels/ptxas.txt (regenerate it with
-//! ZTREE_UPDATE_PTXAS_TABLE=1). Needs libnvrtc.so.12 on the loader path and ptxas in
-//! ZTREE_PTXAS (the Makefile points both at the pip wheels bootstrap installs); outside CI
-//! the test is skipped without them, in CI it fails.
+//! ZTREE_UPDATE_PTXAS_TABLE=1). Needs NVRTC (found by `nvrtc.rs`; the table is NVRTC
+//! 12.9's) and ptxas in ZTREE_PTXAS (the Makefile points both at the pip wheels bootstrap
+//! installs); outside CI the test is skipped without them, in CI it fails.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -14,11 +14,10 @@ const ARCHES: &[&str] = &["80", "90"];
 
 fn tools() -> Option<PathBuf> {
     let ptxas = std::env::var_os("ZTREE_PTXAS").map(PathBuf::from);
-    // SAFETY: only probes whether the library can be loaded.
-    let nvrtc = unsafe { cudarc::nvrtc::sys::is_culib_present() };
+    let nvrtc = super::nvrtc::version().is_ok();
     match (nvrtc, ptxas) {
         (true, Some(p)) if p.exists() => Some(p),
-        _ if std::env::var_os("CI").is_some() => panic!("NVRTC (libnvrtc.so.12 on LD_LIBRARY_PATH) or ptxas (ZTREE_PTXAS) missing: run through `make test`"),
+        _ if std::env::var_os("CI").is_some() => panic!("NVRTC (libnvrtc.so.12 or .13) or ptxas (ZTREE_PTXAS) missing: run through `make test`"),
         _ => None,
     }
 }
@@ -74,10 +73,9 @@ fn every_kernel_compiles_for_sm80_and_sm90_without_spills() {
         for arch in ARCHES {
             let mut options: Vec<String> = sources::NVRTC_OPTIONS.iter().map(|s| s.to_string()).collect();
             options.push(format!("--gpu-architecture=compute_{arch}"));
-            let opts = cudarc::nvrtc::CompileOptions { options, name: Some(format!("{module}.cu")), ..Default::default() };
-            let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src, opts).unwrap_or_else(|e| panic!("NVRTC, kernels/{module}.cu for sm_{arch}: {e:?}"));
+            let ptx = super::nvrtc::compile_ptx(&src, &format!("{module}.cu"), &options).unwrap_or_else(|e| panic!("NVRTC, kernels/{module}.cu for sm_{arch}: {e}"));
             let file = dir.join(format!("{module}_{arch}.ptx"));
-            std::fs::write(&file, ptx.to_src()).unwrap();
+            std::fs::write(&file, &ptx).unwrap();
             let run = Command::new(&ptxas).args(["-v", &format!("-arch=sm_{arch}"), "-o", "/dev/null"]).arg(&file).output().expect("run ptxas");
             let log = String::from_utf8_lossy(&run.stderr).to_string() + &String::from_utf8_lossy(&run.stdout);
             assert!(run.status.success(), "ptxas failed on kernels/{module}.cu for sm_{arch}:\n{log}");
