@@ -22,7 +22,7 @@ export OMPI_MCA_rmaps_base_oversubscribe = 1
 export OMPI_MCA_btl_vader_single_copy_mechanism ?= none
 
 .PHONY: all bootstrap build header header-check package test check miri test-rust test-device test-mpi test-c test-fortran test-consumers test-fuzz fuzz fuzz-build bench-build \
-        examples demo bench bench-knn bench-fof bench-peers bench-gpu bench-runner clean
+        examples demo bench bench-knn bench-fof bench-peers bench-gpu bench-runner gpu-kit clean
 
 all: build
 
@@ -165,6 +165,11 @@ bench-runner: bootstrap
 
 bench-gpu: bench-runner
 	python3 benches/gpu/run.py $(GPU_ARGS)
+
+# .gpukit/: what a GPU machine with no toolchain, MPI or network needs for the device tests
+# and bench-gpu (scripts/gpu_kit.sh says how to use it).
+gpu-kit: bootstrap
+	bash scripts/gpu_kit.sh
 
 clean:
 	$(CARGO) clean

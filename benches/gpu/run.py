@@ -45,11 +45,14 @@ def uniform(n):
     return path
 
 
-def clustered(n):
+GEN = os.path.join(SHARED, "bench", "gen.py")
+
+
+def clustered(n, gen=GEN):
     path = os.path.join(DATA, f"clustered_{n}_f32.npy")
     if not os.path.exists(path):
         os.makedirs(DATA, exist_ok=True)
-        subprocess.run([sys.executable, os.path.join(SHARED, "bench", "gen.py"), "--out", DATA, "--sizes", str(n), "--dists", "clustered"], check=True)
+        subprocess.run([sys.executable, gen, "--out", DATA, "--sizes", str(n), "--dists", "clustered"], check=True)
         os.replace(os.path.join(DATA, f"clustered_{n}_src_f32.npy"), path)
     return path
 
@@ -97,11 +100,12 @@ def main():
     ap.add_argument("--fof-size", default="1e7", help="FoF size (clustered); 0 skips FoF")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--no-jztree", action="store_true", help="ztree only")
+    ap.add_argument("--gen", default=GEN, help="the data generator (../shared/bench/gen.py)")
     a = ap.parse_args()
     cases = [("knn", uniform(int(float(s))), 16, 0.0, int(float(s))) for s in a.sizes]
     nf = int(float(a.fof_size))
     if nf:
-        cases.append(("fof", clustered(nf), 0.2 * nf ** (-1.0 / 3.0), 1.0, nf))
+        cases.append(("fof", clustered(nf, a.gen), 0.2 * nf ** (-1.0 / 3.0), 1.0, nf))
     for job, path, param, box, n in cases:
         name = f"{'kNN k=16 uniform' if job == 'knn' else 'FoF b=0.2 clustered'} f32 N={n:.0e}"
         z = run_ztree(job, path, param, box, a.reps)

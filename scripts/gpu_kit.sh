@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Prepares .gpukit/: what a GPU machine without a Rust toolchain, MPI or network needs to
+# run the CUDA back end's tests on its device and the benchmark against jz-tree
+# (BENCHMARKS.md, "How to run it on a GPU"): libztree without MPI, the C-API runner, the
+# unit-test binary (its device tests run on every device it finds: the emulator and the
+# GPU), the data generator, and the jztree wheels. Then, on that machine, from the
+# repository root: `bash .gpukit/run.sh [benchmark arguments]`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kit=.gpukit
+tgt=build/target-nompi
+prefix=build/gpukit-prefix
+cmake -S . -B build/ztree-nompi -DCMAKE_BUILD_TYPE=Release -DZTREE_MPI=OFF -DZTREE_CARGO_TARGET_DIR="$PWD/$tgt" >/dev/null
+cmake --build build/ztree-nompi
+cmake --install build/ztree-nompi --prefix "$prefix" >/dev/null
+rm -rf "$kit"
+mkdir -p "$kit/lib" "$kit/whl"
+cp -L "$prefix/lib/libztree.so.0" "$kit/lib/"
+${CC:-cc} -O2 -Wall -Wextra -I"$prefix/include" -Iexamples-c benches/peers/ztree_run.c -L"$prefix/lib" -lztree -ldl -lm -o "$kit/ztree_run"
+tests=$(cargo test --release --no-default-features --features cuda,cuda-emu --lib --no-run --target-dir "$tgt" --message-format=json 2>/dev/null |
+  python3 -c 'import json, sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "ztree":
+        print(m["executable"])' | tail -1)
+cp "$tests" "$kit/ztree_tests"
+strip "$kit/ztree_tests" "$kit/lib/libztree.so.0" "$kit/ztree_run"
+cp ../shared/bench/gen.py "$kit/gen.py"
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
+  -d "$kit/whl" jztree==1.1.0 jztree-cu13==1.1.0
+cat > "$kit/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# On the GPU machine, from the repository root: the device tests, then the benchmark.
+set -uo pipefail
+kit=.gpukit
+export LD_LIBRARY_PATH="$PWD/$kit/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+nvidia-smi -L
+echo "== CUDA back end tests (emulator and every GPU found)"
+"$kit/ztree_tests" --test-threads 2 backend::cuda ffi::device 2>&1 | tail -30
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$kit"/whl/*.whl && export PYTHONPATH=/tmp/site
+echo "== ztree (CUDA) against jz-tree"
+ZTREE_RUN="$PWD/$kit/ztree_run" PYTHONUNBUFFERED=1 python3 benches/gpu/run.py --gen "$kit/gen.py" "$@"
+RUN
+du -sh "$kit" "$kit"/* | sort -h | tail -8
+echo "carry .gpukit (under 64 MiB); command: bash .gpukit/run.sh --sizes 1e6 1e7 --fof-size 1e7"
