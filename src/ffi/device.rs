@@ -160,6 +160,9 @@ pub(crate) fn knn<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o:
     let perm = slot(want(ZTREE_KNN_PERMUTATION), Slot::Permutation, o.permutation.cast(), nq * 8)?;
     // f32 results go through f32 buffers and are widened into the f64 outputs.
     let narrow = T::NAME == "f32";
+    // The statistics' scratch is the device memory the call holds at most beyond what was
+    // live before (the context's output buffers): from here on.
+    let base = dev.tracker().reset_peak();
     let dist_t: Option<DevBuf<T>> = if narrow && dist.is_some() { Some(DevBuf::new(&dev, rows)?) } else { None };
     let kth_t: Option<DevBuf<T>> = if narrow && kth.is_some() { Some(DevBuf::new(&dev, nq)?) } else { None };
 
@@ -192,7 +195,8 @@ pub(crate) fn knn<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o:
     let fields = KnnFields::<Cuda> { masses, scalar };
     let dom = domain::<D>(&ctx.config);
     let core = &ctx.core;
-    let (stats, zs) = core.pool.install(|| crate::pipeline::knn::run(&cuda, &dom, &sp, qp.as_ref(), &fields, c.k, &core.config.tree, &sinks))?;
+    let (mut stats, zs) = core.pool.install(|| crate::pipeline::knn::run(&cuda, &dom, &sp, qp.as_ref(), &fields, c.k, &core.config.tree, &sinks))?;
+    stats.scratch_bytes = dev.tracker().peak() - base;
     if let (Some(t), Some(d)) = (&dist_t, dist) {
         prims::f32_to_f64(&dev, t.ptr(), t.len(), d)?;
     }
@@ -257,7 +261,9 @@ pub(crate) fn fof<T: Real, const D: usize>(ctx: &mut ztree_context, o: &ztree_fo
     // SAFETY: `labels` is n i64 of device memory, written only by this call.
     let out = unsafe { DevOut::new(labels, n) };
     let core = &ctx.core;
-    let (cat, stats) = core.pool.install(|| crate::pipeline::fof::run(&cuda, &dom, &pts, l, &req, &core.config.tree, &out))?;
+    let base = cuda.dev.tracker().reset_peak();
+    let (cat, mut stats) = core.pool.install(|| crate::pipeline::fof::run(&cuda, &dom, &pts, l, &req, &core.config.tree, &out))?;
+    stats.scratch_bytes = cuda.dev.tracker().peak() - base;
     Ok((cat, stats, labels as *mut i64))
 }
 

@@ -35,7 +35,41 @@ impl Arg {
 /// Threads per block of every kernel (`ZT_BLOCK` in kernels/zt_cuda.cuh).
 pub(crate) const BLOCK: u32 = 256;
 
+/// The device memory a `Device` has handed out: live bytes, and the most live at once since
+/// the last `reset_peak` (the device scratch of one call, reported in its statistics).
+#[derive(Default)]
+pub(crate) struct AllocTracker {
+    state: std::sync::Mutex<(std::collections::HashMap<DevPtr, usize>, usize, usize)>,
+}
+
+impl AllocTracker {
+    pub(crate) fn on_alloc(&self, p: DevPtr, bytes: usize) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.0.insert(p, bytes);
+        s.1 += bytes;
+        s.2 = s.2.max(s.1);
+    }
+    /// The bytes of `p` (None: not handed out here).
+    pub(crate) fn on_free(&self, p: DevPtr) -> Option<usize> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let b = s.0.remove(&p)?;
+        s.1 -= b;
+        Some(b)
+    }
+    /// Starts a new peak at the live bytes, which it returns.
+    pub(crate) fn reset_peak(&self) -> usize {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.2 = s.1;
+        s.1
+    }
+    pub(crate) fn peak(&self) -> usize {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).2
+    }
+}
+
 pub(crate) trait Device: Send + Sync {
+    /// The memory this device has handed out.
+    fn tracker(&self) -> &AllocTracker;
     /// "CUDA device 0 (NVIDIA H100 ...)" or "emulator" (test messages so far).
     #[cfg_attr(not(test), allow(dead_code))]
     fn describe(&self) -> String;

@@ -10,7 +10,7 @@ use std::sync::{Mutex, OnceLock};
 
 use cudarc::driver::{result, sys};
 
-use super::device::{Arg, BLOCK, DevPtr, Device};
+use super::device::{AllocTracker, Arg, BLOCK, DevPtr, Device};
 use super::{nvrtc, sources};
 use crate::error::{Error, Result};
 
@@ -21,6 +21,7 @@ pub(crate) struct CudaDevice {
     stream: sys::CUstream,
     #[cfg_attr(not(test), allow(dead_code))] // read by `describe`
     name: String,
+    allocs: AllocTracker,
 }
 
 // SAFETY: a CUcontext and a CUstream may be used from any thread (the driver API is
@@ -73,7 +74,7 @@ impl CudaDevice {
             }
         };
         let name = result::device::get_name(dev).unwrap_or_else(|_| "unknown".into());
-        Ok(Self { ordinal, ctx, stream: stream as sys::CUstream, name })
+        Ok(Self { ordinal, ctx, stream: stream as sys::CUstream, name, allocs: AllocTracker::default() })
     }
 
     /// The device a caller's pointer lives on; an error when it is not device memory.
@@ -133,6 +134,9 @@ impl CudaDevice {
 }
 
 impl Device for CudaDevice {
+    fn tracker(&self) -> &AllocTracker {
+        &self.allocs
+    }
     fn describe(&self) -> String {
         format!("CUDA device {} ({})", self.ordinal, self.name)
     }
@@ -140,13 +144,16 @@ impl Device for CudaDevice {
     fn alloc(&self, bytes: usize) -> Result<DevPtr> {
         self.current()?;
         // SAFETY: the context is current; stream-ordered allocation on the caller's stream.
-        unsafe { result::malloc_async(self.stream, bytes.max(1)) }.map_err(|e| match e.0 {
+        let p = unsafe { result::malloc_async(self.stream, bytes.max(1)) }.map_err(|e| match e.0 {
             sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Error::OutOfMemory { what: "device buffer", bytes: bytes as u64 },
             _ => device_err("cuMemAllocAsync", e),
-        })
+        })?;
+        self.allocs.on_alloc(p, bytes.max(1));
+        Ok(p)
     }
 
     unsafe fn free(&self, p: DevPtr) {
+        self.allocs.on_free(p);
         if self.current().is_ok() {
             // SAFETY: allocated on this stream by `alloc`; errors cannot be reported from drop.
             let _ = unsafe { result::free_async(p, self.stream) };

@@ -2,30 +2,33 @@
 //! (built by build.rs under the `cuda-emu` feature), device memory in host memory.
 
 use std::alloc::Layout;
-use std::collections::HashMap;
 use std::ffi::{CString, c_char, c_int, c_void};
-use std::sync::Mutex;
 
-use super::device::{Arg, BLOCK, DevPtr, Device};
+use super::device::{AllocTracker, Arg, BLOCK, DevPtr, Device};
 use crate::error::{Error, Result};
 
 unsafe extern "C" {
     fn zt_emu_launch(name: *const c_char, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, args: *mut *mut c_void) -> c_int;
 }
 
-/// The emulator; allocations are tracked so that `free` knows their layout.
+/// The emulator; allocations are tracked so that `free` knows their size.
 #[derive(Default)]
 pub(crate) struct EmuDevice {
-    live: Mutex<HashMap<DevPtr, Layout>>,
+    live: AllocTracker,
 }
 
+const ALIGN: usize = 256;
+
 impl Device for EmuDevice {
+    fn tracker(&self) -> &AllocTracker {
+        &self.live
+    }
     fn describe(&self) -> String {
         "CUDA emulator (kernels compiled for the CPU)".into()
     }
 
     fn alloc(&self, bytes: usize) -> Result<DevPtr> {
-        let layout = Layout::from_size_align(bytes.max(1), 256).map_err(|_| Error::OutOfMemory { what: "emulated device buffer", bytes: bytes as u64 })?;
+        let layout = Layout::from_size_align(bytes.max(1), ALIGN).map_err(|_| Error::OutOfMemory { what: "emulated device buffer", bytes: bytes as u64 })?;
         // Filled with a pattern, not zeros: a kernel that reads what it never wrote shows.
         // SAFETY: the layout has non-zero size.
         let p = unsafe { std::alloc::alloc(layout) };
@@ -34,14 +37,14 @@ impl Device for EmuDevice {
         }
         // SAFETY: `p` holds `layout.size()` bytes.
         unsafe { p.write_bytes(0xa5, layout.size()) };
-        self.live.lock().unwrap_or_else(|e| e.into_inner()).insert(p as DevPtr, layout);
+        self.live.on_alloc(p as DevPtr, layout.size());
         Ok(p as DevPtr)
     }
 
     unsafe fn free(&self, p: DevPtr) {
-        if let Some(layout) = self.live.lock().unwrap_or_else(|e| e.into_inner()).remove(&p) {
-            // SAFETY: allocated by `alloc` with this layout.
-            unsafe { std::alloc::dealloc(p as *mut u8, layout) }
+        if let Some(size) = self.live.on_free(p) {
+            // SAFETY: allocated by `alloc` with this size and alignment.
+            unsafe { std::alloc::dealloc(p as *mut u8, Layout::from_size_align_unchecked(size, ALIGN)) }
         }
     }
 
