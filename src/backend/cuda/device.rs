@@ -113,20 +113,26 @@ impl<T: Elem> DevBuf<T> {
     }
     pub(crate) fn zeros(dev: &Arc<dyn Device>, len: usize) -> Result<Self> {
         let b = Self::new(dev, len)?;
-        // SAFETY: the buffer is `len` elements of this device.
-        unsafe { dev.zero(b.ptr, len * size_of::<T>())? };
+        if len > 0 {
+            // SAFETY: the buffer is `len` elements of this device.
+            unsafe { dev.zero(b.ptr, len * size_of::<T>())? };
+        }
         Ok(b)
     }
     pub(crate) fn from_slice(dev: &Arc<dyn Device>, v: &[T]) -> Result<Self> {
         let b = Self::new(dev, v.len())?;
-        // SAFETY: `T` is plain data (`Elem`); the buffer holds `v.len()` elements.
-        unsafe { dev.upload(b.ptr, std::slice::from_raw_parts(v.as_ptr().cast(), size_of_val(v)))? };
+        if !v.is_empty() {
+            // SAFETY: `T` is plain data (`Elem`); the buffer holds `v.len()` elements.
+            unsafe { dev.upload(b.ptr, std::slice::from_raw_parts(v.as_ptr().cast(), size_of_val(v)))? };
+        }
         Ok(b)
     }
     pub(crate) fn to_vec(&self) -> Result<Vec<T>> {
         let mut v = vec![T::FILL; self.len];
-        // SAFETY: as in `from_slice`; every bit pattern of the `Elem` types is valid.
-        unsafe { self.dev.download(std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), self.len * size_of::<T>()), self.ptr)? };
+        if self.len > 0 {
+            // SAFETY: as in `from_slice`; every bit pattern of the `Elem` types is valid.
+            unsafe { self.dev.download(std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), self.len * size_of::<T>()), self.ptr)? };
+        }
         Ok(v)
     }
     pub(crate) fn ptr(&self) -> DevPtr {
