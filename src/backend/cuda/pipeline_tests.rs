@@ -46,7 +46,7 @@ fn inputs<const D: usize>(l: f64) -> Vec<(&'static str, Vec<[f64; D]>)> {
     // the refinement re-keys over their own box), among uniform ones.
     let side = l * if D == 3 { 2e-7 } else { 1e-10 };
     let tight: Vec<[f64; D]> = (0..500).map(|i| if i % 5 == 0 { std::array::from_fn(|_| r.unit() * l) } else { std::array::from_fn(|d| 0.3 * l + d as f64 * 0.1 * l + r.unit() * side) }).collect();
-    vec![("uniform", uniform), ("clustered", clustered), ("duplicates", dups), ("lattice", lattice), ("faces", faces), ("tight", tight), ("tiny", vec![[0.5 * l; D], [0.25 * l; D]])]
+    vec![("uniform", uniform), ("clustered", clustered), ("duplicates", dups), ("lattice", lattice), ("faces", faces), ("tight", tight), ("tiny", vec![[0.5 * l; D], [0.25 * l; D]]), ("one", vec![[0.3 * l; D]])]
 }
 
 /// Device copies of points (array of structs, a pad element per point).
