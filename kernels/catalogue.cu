@@ -3,6 +3,7 @@
 // order (group, then ascending input index: a radix sort of (group << 32 | input index)),
 // each group's row reduced by one thread in that order with the CPU's operations in the
 // CPU's order, and every particle's label.
+#include "zt_block.cuh"
 #include "zt_geom.cuh"
 
 #define ZT_NONE 0xffffffffu
@@ -112,55 +113,86 @@ ZT_HD void zt_member(const ZtCatJob<T>& j, const u64* keys, const u32* zs, u32 a
     *tag = j.ids.ty ? zt_int(j.ids, o) : (i64)o;
 }
 
-// src/fof/catalogue.rs `reduce_group`, thread per group, three passes over its members.
+// src/fof/catalogue.rs `reduce_group`, a warp per group. The sums must run over the
+// members one after another in canonical order (the CPU's bits), so lane 0 does them; the
+// members' scattered loads (positions by z, fields by input index) are what takes the
+// time in a large group, and the 32 lanes make them together, 32 members at a time, into
+// shared memory.
+#define ZT_CAT_SLOT 8  // doubles per staged member: x[3], v[3], m (and a spare)
 template <class T, int D>
 __device__ void cat_reduce(ZtCatJob<T> j, const u64* keys, const u32* zs, const u32* offsets, u32 ng, ZtRows out) {
-    u32 g = blockIdx.x * ZT_BLOCK + threadIdx.x;
+    __shared__ double s_m[ZT_WARPS][32][ZT_CAT_SLOT];
+    u32 g = zt_grid_warp(), lane = zt_lane(), w = threadIdx.x >> 5;
     if (g >= ng) return;
     u32 a = offsets[g], b = offsets[g + 1];
     double x0[3], x[3], v[3], m;
     i64 t;
     zt_member<T, D>(j, keys, zs, a, x0, v, &m, &t);
+    // Largest mass and smallest tag: order-free, so every lane takes its share.
     double m_max = 0.0;
     i64 tag = 0x7fffffffffffffffll;
-    for (u32 i = a; i < b; ++i) {
+    for (u32 i = a + lane; i < b; i += 32) {
         zt_member<T, D>(j, keys, zs, i, x, v, &m, &t);
         m_max = m > m_max ? m : m_max;  // f64::max (no NaN: masses are checked)
         tag = t < tag ? t : tag;
     }
+    for (int o = 16; o > 0; o >>= 1) {
+        double mo = __shfl_xor_sync(0xffffffffu, m_max, o);
+        i64 to = __shfl_xor_sync(0xffffffffu, tag, o);
+        m_max = mo > m_max ? mo : m_max;
+        tag = to < tag ? to : tag;
+    }
     double m_tot = 0.0, w_tot = 0.0, s[3] = {0.0, 0.0, 0.0}, sv[3] = {0.0, 0.0, 0.0};
-    for (u32 i = a; i < b; ++i) {
-        zt_member<T, D>(j, keys, zs, i, x, v, &m, &t);
-        double w = m / m_max;
-        m_tot = m_tot + m;
-        w_tot = w_tot + w;
-        for (int d = 0; d < D; ++d) {
-            double o = x[d] - x0[d];
-            if (j.periodic) o = zt_min_image(o, j.len[d], 0.5 * j.len[d]);
-            s[d] = s[d] + w * o;
-            sv[d] = sv[d] + w * v[d];
+    double c_off[3] = {0.0, 0.0, 0.0}, vm[3] = {0.0, 0.0, 0.0}, r2 = 0.0, v2 = 0.0;
+    for (int pass = 0; pass < 2; ++pass) {
+        for (u32 c0 = a; c0 < b; c0 += 32) {
+            if (c0 + lane < b) {
+                zt_member<T, D>(j, keys, zs, c0 + lane, x, v, &m, &t);
+                for (int d = 0; d < D; ++d) {
+                    s_m[w][lane][d] = x[d];
+                    s_m[w][lane][3 + d] = v[d];
+                }
+                s_m[w][lane][6] = m;
+            }
+            __syncwarp();
+            if (lane == 0) {
+                u32 cn = b - c0 < 32 ? b - c0 : 32;
+                for (u32 k = 0; k < cn; ++k) {
+                    const double* e = s_m[w][k];
+                    double mk = e[6], wk = mk / m_max;
+                    if (pass == 0) {
+                        m_tot = m_tot + mk;
+                        w_tot = w_tot + wk;
+                        for (int d = 0; d < D; ++d) {
+                            double o = e[d] - x0[d];
+                            if (j.periodic) o = zt_min_image(o, j.len[d], 0.5 * j.len[d]);
+                            s[d] = s[d] + wk * o;
+                            sv[d] = sv[d] + wk * e[3 + d];
+                        }
+                    } else {
+                        double qx = 0.0, qv = 0.0;
+                        for (int d = 0; d < D; ++d) {
+                            double o = e[d] - x0[d];
+                            if (j.periodic) o = zt_min_image(o, j.len[d], 0.5 * j.len[d]);
+                            double q = o - c_off[d];
+                            qx = qx + q * q;
+                            q = e[3 + d] - vm[d];
+                            qv = qv + q * q;
+                        }
+                        r2 = r2 + wk * qx;
+                        v2 = v2 + wk * qv;
+                    }
+                }
+            }
+            __syncwarp();
         }
+        if (pass == 0)
+            for (int d = 0; d < D; ++d) {
+                c_off[d] = s[d] / w_tot;
+                vm[d] = sv[d] / w_tot;
+            }
     }
-    double c_off[3], vm[3];
-    for (int d = 0; d < D; ++d) {
-        c_off[d] = s[d] / w_tot;
-        vm[d] = sv[d] / w_tot;
-    }
-    double r2 = 0.0, v2 = 0.0;
-    for (u32 i = a; i < b; ++i) {
-        zt_member<T, D>(j, keys, zs, i, x, v, &m, &t);
-        double w = m / m_max, qx = 0.0, qv = 0.0;
-        for (int d = 0; d < D; ++d) {
-            double o = x[d] - x0[d];
-            if (j.periodic) o = zt_min_image(o, j.len[d], 0.5 * j.len[d]);
-            double e = o - c_off[d];
-            qx = qx + e * e;
-            e = v[d] - vm[d];
-            qv = qv + e * e;
-        }
-        r2 = r2 + w * qx;
-        v2 = v2 + w * qv;
-    }
+    if (lane != 0) return;
     out.tag[g] = tag;
     out.mass[g] = m_tot;
     for (int d = 0; d < D; ++d) {

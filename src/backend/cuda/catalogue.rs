@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::backend::{Cuda, DevField, DevOut, FieldType};
 use super::device::{Arg, BLOCK, DevBuf, Device, blocks};
 use super::prims::{self, instance};
-use super::walk::counts_to_offsets;
+use super::walk::{WARPS, counts_to_offsets};
 use crate::api::Timings;
 use crate::error::Result;
 use crate::fof::catalogue::{self, Catalogue, CatalogueRequest, ReduceStats, Row};
@@ -94,7 +94,7 @@ pub(crate) fn reduce<T: Real, const D: usize>(
         let args = [Arg::Words(job), keys.arg(), members_z.arg(), offsets.arg(), Arg::U32(ng as u32), Arg::Words(out)];
         // SAFETY: zt_cat_reduce_*(job, keys[total], zs[total], offsets[ng + 1], ng, rows of ng):
         // the caller's fields cover every input index (checked at the API).
-        unsafe { dev.launch("catalogue", kernel, blocks(ng, BLOCK as usize)?, &args)? };
+        unsafe { dev.launch("catalogue", kernel, blocks(ng, WARPS)?, &args)? };
         let (t, m, r, ds, c, v, off) = (tag.to_vec()?, mass.to_vec()?, radius.to_vec()?, disp.to_vec()?, centre.to_vec()?, vel.to_vec()?, offsets.to_vec()?);
         let rows: Vec<Row<D>> = (0..ng)
             .map(|g| Row { tag: t[g], count: (off[g + 1] - off[g]) as u64, mass: m[g], centre: std::array::from_fn(|d| c[D * g + d]), radius: r[g], vel: std::array::from_fn(|d| v[D * g + d]), disp: ds[g] })
