@@ -18,6 +18,9 @@ struct ZtFof {
     const T* pos[3];
     u32* parent;
     u32* flags;
+    // Nodes connected whole whose points are still to be linked (zt_fof_flush), and how many.
+    u32* pending;
+    u32* npending;
 };
 
 // ---- union–find (src/fof/union_find.rs) ----
@@ -62,17 +65,25 @@ ZT_HD void zt_box(ZtTree<T> t, u32 n, double* lo, double* hi) {
     }
 }
 
-// Puts every point of `node` into the group of point `anchor` and flags the node. The
-// first thread to flag it links all its points (a contiguous z-range); later ones link one.
+// Puts every point of `node` into the group of point `anchor` and flags the node: its
+// first point is linked now; the first thread to flag it queues the node, whose other points
+// zt_fof_flush links to its first after the kernel, a warp per node (a node of thousands of
+// points would otherwise be one thread's loop). Until then the flag already holds in the
+// sense the walk needs: the node's points will all be in one group.
 template <class T>
 ZT_HD void zt_connect(ZtTree<T> t, ZtFof<T> f, u32 node, u32 anchor) {
-    u32 s0 = t.src_start[node];
-    if (atomicExch(&f.flags[node], 1u) != 0) {
-        zt_union(f.parent, s0, anchor);
-        return;
-    }
-    for (u32 z = s0; z < s0 + t.src_count[node]; ++z) zt_union(f.parent, z, anchor);
+    if (atomicExch(&f.flags[node], 1u) == 0 && t.src_count[node] > 1) f.pending[atomicAdd(f.npending, 1u)] = node;
+    zt_union(f.parent, t.src_start[node], anchor);
 }
+
+// Links every point of each queued node to the node's first point (warp per node).
+extern "C" __global__ void ZT_BOUNDS_2 zt_fof_flush(const u32* src_start, const u32* src_count, u32* parent, const u32* pending, u32 count) {
+    u32 e = zt_grid_warp(), lane = zt_lane();
+    if (e >= count) return;
+    u32 node = pending[e], s0 = src_start[node];
+    for (u32 z = s0 + 1 + lane; z < s0 + src_count[node]; z += 32) zt_union(parent, z, s0);
+}
+ZT_EXPORT(zt_fof_flush)
 
 // Pair of a with itself: true when it is resolved (a is, or now is, internally connected).
 template <class T, int D>
