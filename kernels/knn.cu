@@ -147,6 +147,8 @@ struct ZtKnnOut {
 // Neighbours selected per pass over the kept leaves, held in registers (k > ZT_PASS takes
 // several passes, each after the last neighbour of the one before).
 #define ZT_PASS 16
+// Source points a warp stages in shared memory at a time.
+#define ZT_TILE 64
 
 // (d, r) orders before (e, s): by distance², then rank.
 template <class T>
@@ -206,6 +208,7 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
     __shared__ u32 s_node[ZT_WARPS][ZT_KEPT_SORTED];
     __shared__ T s_min[ZT_WARPS][ZT_KEPT_SORTED];
     __shared__ unsigned short s_order[ZT_WARPS][ZT_KEPT_SORTED];
+    __shared__ T s_pos[ZT_WARPS][ZT_TILE][3];
     u32 a = zt_grid_warp(), lane = zt_lane(), w = threadIdx.x >> 5;
     if (a >= num_leaves) return;
     u32 qn = t.qry_count[a], k0 = kept.offsets[a], mk = kept.offsets[a + 1] - k0;
@@ -230,20 +233,25 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
     }
     const T R2 = leaf_r2[a];
     const u32 k = job.k, kk = job.kk;
-    for (u32 qi = lane; qi < qn; qi += 32) {
-        u32 q = t.qry_start[a] + qi;
+    const unsigned full = 0xffffffffu;
+    // Warp-uniform control: the lanes walk the kept leaves together, so that each source
+    // leaf is read once into shared memory for the whole warp (coalesced), each lane then
+    // testing its own query against it.
+    for (u32 q0 = 0; q0 < qn; q0 += 32) {
+        bool live = q0 + lane < qn;
+        u32 q = t.qry_start[a] + (live ? q0 + lane : 0);
         T qp[3];
         for (int d = 0; d < D; ++d) qp[d] = job.qpos[d][q];
         u32 self_z = job.self_query ? q : 0xffffffffu;
         u64 row = (u64)(job.zorder ? q : job.qorig[q]);
         ZtBest<T, ZT_PASS> best;
         u32 found = 0;
-        bool has_last = false;
+        bool has_last = false, active = live;
         T last_d = (T)0;
         u32 last_r = 0;
         // Sums in rank order from -0.0, as Rust's f64 `Sum`.
         double msum = -0.0, ssum = -0.0;
-        while (found < kk) {
+        while (__any_sync(full, active)) {
             // This pass selects the next min(kk - found, ZT_PASS) neighbours (it fills all
             // ZT_PASS slots if it can: the threshold is the last slot's distance).
             u32 need = kk - found < ZT_PASS ? kk - found : ZT_PASS;
@@ -251,26 +259,38 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
             for (u32 j = 0; j < mk; ++j) {
                 T thr = zt_fmin(R2, best.d[ZT_PASS - 1]);
                 u32 b;
+                bool want = active;
                 if (sorted) {
                     u32 o = s_order[w][j];
                     b = s_node[w][o];
-                    if (s_min[w][o] > thr) break;  // nearest first: no later leaf is nearer
+                    // Nearest first: a lane past its threshold here stays past it.
+                    want = want && s_min[w][o] <= thr;
+                    if (!__any_sync(full, want)) break;
                 } else {
                     b = kept.items[k0 + j];
-                    if (m.box_min2(alo, ahi, t.src_lo + D * b, t.src_hi + D * b) > thr) continue;
+                    want = want && m.box_min2(alo, ahi, t.src_lo + D * b, t.src_hi + D * b) <= thr;
                 }
-                if (m.box_min2(qp, qp, t.src_lo + D * b, t.src_hi + D * b) > thr) continue;
-                u32 s0 = t.src_start[b], s1 = s0 + t.src_count[b];
-                for (u32 z = s0; z < s1; ++z) {
-                    T sp[3];
-                    for (int d = 0; d < D; ++d) sp[d] = job.spos[d][z];
-                    T dd = m.dist2(qp, sp);
-                    if (dd > R2 || dd > best.d[ZT_PASS - 1] || (has_last && dd < last_d)) continue;
-                    u32 r = z == self_z ? 0 : job.sorig[z] + 1;
-                    if ((has_last && dd == last_d && r <= last_r) || !best.takes(dd, r)) continue;
-                    best.insert(dd, r, z);
+                want = want && m.box_min2(qp, qp, t.src_lo + D * b, t.src_hi + D * b) <= thr;
+                if (!__any_sync(full, want)) continue;
+                u32 s0 = t.src_start[b], cnt = t.src_count[b];
+                for (u32 c0 = 0; c0 < cnt; c0 += ZT_TILE) {
+                    u32 cn = cnt - c0 < ZT_TILE ? cnt - c0 : ZT_TILE;
+                    __syncwarp();
+                    for (u32 i = lane; i < cn; i += 32)
+                        for (int d = 0; d < D; ++d) s_pos[w][i][d] = job.spos[d][s0 + c0 + i];
+                    __syncwarp();
+                    if (!want) continue;
+                    for (u32 i = 0; i < cn; ++i) {
+                        u32 z = s0 + c0 + i;
+                        T dd = m.dist2(qp, s_pos[w][i]);
+                        if (dd > R2 || dd > best.d[ZT_PASS - 1] || (has_last && dd < last_d)) continue;
+                        u32 r = z == self_z ? 0 : job.sorig[z] + 1;
+                        if ((has_last && dd == last_d && r <= last_r) || !best.takes(dd, r)) continue;
+                        best.insert(dd, r, z);
+                    }
                 }
             }
+            if (!active) continue;
             u32 n = 0;
 ZT_UNROLL
             for (int i = 0; i < ZT_PASS; ++i) {
@@ -288,8 +308,9 @@ ZT_UNROLL
             }
             found += n;
             has_last = true;
-            if (n < need) break;
+            active = n == need && found < kk;
         }
+        if (!live) continue;
         for (u32 j = found; j < k; ++j) {
             u64 at = row * k + j;
             if (out.indices) out.indices[at] = -1;
@@ -318,7 +339,7 @@ ZT_UNROLL
         knn_keep<T, D>(t, m, child_first, child_len, c, r2, offsets, items);                                                        \
     }                                                                                                                                \
     ZT_EXPORT(zt_knn_keep_##suffix)                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_knn_leaf_##suffix(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves,      \
+    extern "C" __global__ void __launch_bounds__(ZT_BLOCK, 1) zt_knn_leaf_##suffix(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves,      \
                                                                                 ZtLists kept, const T* leaf_r2, ZtKnnJob<T> job,    \
                                                                                 ZtKnnOut<T> out) {                                  \
         knn_leaf<T, D>(t, m, num_leaves, kept, leaf_r2, job, out);                                                                  \
