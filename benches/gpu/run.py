@@ -32,10 +32,10 @@ ZTREE_RUN = os.environ.get("ZTREE_RUN", os.path.join(BUILD, "peers", "ztree_run"
 
 # Estimated bytes moved per particle by each ztree stage (BENCHMARKS.md, "CUDA back end").
 BYTES = {
-    "knn": {"keys": 20, "sort": 200, "gather": 24, "levels": 40, "walk": 330 + 256},
-    "fof": {"keys": 20, "sort": 200, "gather": 24, "levels": 40, "leaf self": 60, "walk": 300, "contract": 40, "catalogue": 150},
+    "knn": {"keys": 20, "sort": 200, "gather": 24, "levels": 9, "tree": 40, "walk": 330 + 256},
+    "fof": {"keys": 20, "sort": 200, "gather": 24, "levels": 9, "tree": 40, "leaf self": 60, "walk": 300, "contract": 8,
+            "count": 12, "group order": 100, "reduce": 40, "labels": 16},
 }
-
 
 def uniform(n):
     path = os.path.join(DATA, f"uniform_{n}_f32.npy")
