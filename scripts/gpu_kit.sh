@@ -36,6 +36,14 @@ set -uo pipefail
 kit=.gpukit
 export LD_LIBRARY_PATH="$PWD/$kit/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 nvidia-smi -L
+# NVRTC: ztree looks on the loader path and in /usr/local/cuda (src/backend/cuda/nvrtc.rs);
+# a toolkit installed by pip lives in site-packages instead: name it.
+if [ -z "${ZTREE_NVRTC:-}" ] && ! ls /usr/local/cuda/lib64/libnvrtc.so.1[23] >/dev/null 2>&1; then
+  ZTREE_NVRTC=$(python3 -c 'import glob, site, sys
+c = [f for d in site.getsitepackages() for f in sorted(glob.glob(d + "/nvidia/**/libnvrtc.so.1[23]", recursive=True))]
+print(c[0] if c else "")')
+  [ -n "$ZTREE_NVRTC" ] && export ZTREE_NVRTC && echo "NVRTC: $ZTREE_NVRTC"
+fi
 echo "== CUDA back end tests (emulator and every GPU found)"
 "$kit/ztree_tests" --test-threads 2 backend::cuda ffi::device 2>&1 | tail -30
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$kit"/whl/*.whl && export PYTHONPATH=/tmp/site
