@@ -190,9 +190,8 @@ extern "C" __global__ void ZT_BOUNDS_2
     u32 p = c.parent_of[ai], c0 = c.coff[p], mm = c.coff[p + 1] - c0;
     for (u32 i = 0; i < mm; i += 32) {
         bool k = i + lane < mm && keep[doff[ai] + i + lane];
-        unsigned mask = __ballot_sync(0xffffffffu, k);
-        if (k) items[base + __popc(mask & ((1u << lane) - 1u))] = c.cand[c0 + i + lane];
-        base += __popc(mask);
+        u32 at = zt_warp_append(k, &base);
+        if (k) items[at] = c.cand[c0 + i + lane];
     }
 }
 ZT_EXPORT(zt_fof_keep)

@@ -104,9 +104,8 @@ __device__ void knn_keep(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first, u32 chi
     for (u32 i = 0; i < mm; i += 32) {
         u32 b = i + lane < mm ? c.cand[c0 + i + lane] : 0;
         bool keep = i + lane < mm && m.box_min2(alo, ahi, t.src_lo + D * b, t.src_hi + D * b) <= R;
-        unsigned mask = __ballot_sync(0xffffffffu, keep);
-        if (keep) items[base + __popc(mask & ((1u << lane) - 1u))] = b;
-        base += __popc(mask);
+        u32 at = zt_warp_append(keep, &base);
+        if (keep) items[at] = b;
     }
 }
 
@@ -148,7 +147,7 @@ struct ZtKnnOut {
 // several passes, each after the last neighbour of the one before).
 #define ZT_PASS 16
 // Source points a warp stages in shared memory at a time.
-#define ZT_TILE 64
+#define ZT_LEAF_TILE 64
 
 // (d, r) orders before (e, s): by distance², then rank.
 template <class T>
@@ -208,7 +207,7 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
     __shared__ u32 s_node[ZT_WARPS][ZT_KEPT_SORTED];
     __shared__ T s_min[ZT_WARPS][ZT_KEPT_SORTED];
     __shared__ unsigned short s_order[ZT_WARPS][ZT_KEPT_SORTED];
-    __shared__ T s_pos[ZT_WARPS][ZT_TILE][3];
+    __shared__ T s_pos[ZT_WARPS][ZT_LEAF_TILE][3];
     u32 a = zt_grid_warp(), lane = zt_lane(), w = threadIdx.x >> 5;
     if (a >= num_leaves) return;
     u32 qn = t.qry_count[a], k0 = kept.offsets[a], mk = kept.offsets[a + 1] - k0;
@@ -273,8 +272,8 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
                 want = want && m.box_min2(qp, qp, t.src_lo + D * b, t.src_hi + D * b) <= thr;
                 if (!__any_sync(full, want)) continue;
                 u32 s0 = t.src_start[b], cnt = t.src_count[b];
-                for (u32 c0 = 0; c0 < cnt; c0 += ZT_TILE) {
-                    u32 cn = cnt - c0 < ZT_TILE ? cnt - c0 : ZT_TILE;
+                for (u32 c0 = 0; c0 < cnt; c0 += ZT_LEAF_TILE) {
+                    u32 cn = cnt - c0 < ZT_LEAF_TILE ? cnt - c0 : ZT_LEAF_TILE;
                     __syncwarp();
                     for (u32 i = lane; i < cn; i += 32)
                         for (int d = 0; d < D; ++d) s_pos[w][i][d] = job.spos[d][s0 + c0 + i];

@@ -51,3 +51,12 @@ ZT_HD u32 zt_warp_exclusive_scan(u32 v, u32* total) {
     *total = __shfl_sync(0xffffffffu, x, 31);
     return x - v;
 }
+
+// Warp-wide append, in lane order: the slot at *base of this lane's item when `keep`, and
+// *base moved past the warp's kept items. Every lane of the warp must call it.
+ZT_HD u32 zt_warp_append(bool keep, u32* base) {
+    unsigned mask = __ballot_sync(0xffffffffu, keep);
+    u32 at = *base + __popc(mask & ((1u << (threadIdx.x & 31)) - 1u));
+    *base += __popc(mask);
+    return at;
+}

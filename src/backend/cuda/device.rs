@@ -32,6 +32,15 @@ impl Arg {
     }
 }
 
+/// Two u32 fields of a by-value kernel struct in one 8-byte word of `Arg::Words`, `lo`
+/// first in memory.
+pub(crate) fn u32_pair(lo: u32, hi: u32) -> u64 {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&lo.to_ne_bytes());
+    b[4..].copy_from_slice(&hi.to_ne_bytes());
+    u64::from_ne_bytes(b)
+}
+
 /// Threads per block of every kernel (`ZT_BLOCK` in kernels/zt_cuda.cuh).
 pub(crate) const BLOCK: u32 = 256;
 
@@ -39,31 +48,41 @@ pub(crate) const BLOCK: u32 = 256;
 /// the last `reset_peak` (the device scratch of one call, reported in its statistics).
 #[derive(Default)]
 pub(crate) struct AllocTracker {
-    state: std::sync::Mutex<(std::collections::HashMap<DevPtr, usize>, usize, usize)>,
+    state: std::sync::Mutex<Allocs>,
+}
+
+#[derive(Default)]
+struct Allocs {
+    sizes: std::collections::HashMap<DevPtr, usize>,
+    live: usize,
+    peak: usize,
 }
 
 impl AllocTracker {
+    fn state(&self) -> std::sync::MutexGuard<'_, Allocs> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
     pub(crate) fn on_alloc(&self, p: DevPtr, bytes: usize) {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        s.0.insert(p, bytes);
-        s.1 += bytes;
-        s.2 = s.2.max(s.1);
+        let mut s = self.state();
+        s.sizes.insert(p, bytes);
+        s.live += bytes;
+        s.peak = s.peak.max(s.live);
     }
     /// The bytes of `p` (None: not handed out here).
     pub(crate) fn on_free(&self, p: DevPtr) -> Option<usize> {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let b = s.0.remove(&p)?;
-        s.1 -= b;
+        let mut s = self.state();
+        let b = s.sizes.remove(&p)?;
+        s.live -= b;
         Some(b)
     }
     /// Starts a new peak at the live bytes, which it returns.
     pub(crate) fn reset_peak(&self) -> usize {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        s.2 = s.1;
-        s.1
+        let mut s = self.state();
+        s.peak = s.live;
+        s.live
     }
     pub(crate) fn peak(&self) -> usize {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).2
+        self.state().peak
     }
 }
 

@@ -195,21 +195,11 @@ fn check_metric<T: Real, const D: usize>(dev: &Arc<dyn Device>, l: f64) {
     let buf = DevBuf::from_slice(dev, &input).unwrap();
     for periodic in [false, true] {
         let p = Periodic::<T, D>::new(&[l; D]);
-        // ZtMetric<T, D> by value: len[3], half[3] in T, then a u32 flag.
-        let mut bytes: Vec<u8> = Vec::new();
-        for d in 0..3 {
-            bytes.extend_from_slice(&p.len[d.min(D - 1)].key_bits().to_ne_bytes()[..size_of::<T>()]);
-        }
-        for d in 0..3 {
-            bytes.extend_from_slice(&p.half[d.min(D - 1)].key_bits().to_ne_bytes()[..size_of::<T>()]);
-        }
-        bytes.extend_from_slice(&(periodic as u32).to_ne_bytes());
-        bytes.resize(bytes.len().div_ceil(8) * 8, 0);
-        let words: Vec<u64> = bytes.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap())).collect();
+        let words = super::walk::metric_arg::<T, D>(periodic.then_some([l; D]));
         let out: DevBuf<T> = DevBuf::new(dev, 3 * cases).unwrap();
         let kernel = prims::instance::<T, D>(["zt_metric_probe_f32_2", "zt_metric_probe_f32_3", "zt_metric_probe_f64_2", "zt_metric_probe_f64_3"]).unwrap();
         // SAFETY: zt_metric_probe_*(in[12 n], n, metric, out[3 n]).
-        unsafe { dev.launch("conformance", kernel, (cases as u32).div_ceil(256), &[buf.arg(), Arg::U32(cases as u32), Arg::Words(words), out.arg()]).unwrap() };
+        unsafe { dev.launch("conformance", kernel, (cases as u32).div_ceil(256), &[buf.arg(), Arg::U32(cases as u32), words, out.arg()]).unwrap() };
         let got = out.to_vec().unwrap();
         for i in 0..cases {
             let c = &input[12 * i..12 * i + 12];

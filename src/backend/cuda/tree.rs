@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::backend::Cuda;
-use super::device::{Arg, BLOCK, DevBuf, Device, blocks};
+use super::device::{Arg, BLOCK, DevBuf, Device, blocks, u32_pair};
 use super::walk::{WARPS, counts_to_offsets};
 use crate::api::TreeParams;
 use crate::backend::Elem;
@@ -53,11 +53,6 @@ impl<T: Real, const D: usize> PlaneBufs<T, D> {
     fn len(&self) -> usize {
         self.u[START].len()
     }
-}
-
-/// Two u32 in one word, `lo` first in memory.
-fn pair(lo: u32, hi: u32) -> u64 {
-    (lo as u64) | (hi as u64) << 32
 }
 
 /// The gaps among `idx` (all gaps `0 .. len` when None) that split a plane of `capacity`
@@ -129,7 +124,7 @@ pub(crate) fn build<T: Real, const D: usize>(
     words.resize(PYR_DEPTH, 0);
     let mut l5 = lens.iter().map(|&x| x as u32).collect::<Vec<_>>();
     l5.resize(PYR_DEPTH, 0);
-    words.extend([pair(l5[0], l5[1]), pair(l5[2], l5[3]), pair(l5[4], lens.len() as u32)]);
+    words.extend([u32_pair(l5[0], l5[1]), u32_pair(l5[2], l5[3]), u32_pair(l5[4], lens.len() as u32)]);
     let caps: DevBuf<u32> = DevBuf::new(dev, m)?;
     let args = [Arg::Words(words), Arg::Ptr(prefix), Arg::Words(vec![params.leaf_size as u64]), Arg::Words(vec![params.coarsening as u64]), caps.arg()];
     // SAFETY: zt_split_caps(pyramid over levels[m], src_prefix[n + 1] or null, leaf, coarsening, caps[m]).
@@ -164,7 +159,7 @@ pub(crate) fn build<T: Real, const D: usize>(
             Some(b) => {
                 let bp = planes.last().unwrap();
                 let bx = |i: usize| b.boxes[i].ptr();
-                vec![b.u[START].ptr(), bx(0), bx(1), bx(2), bx(3), pair(bp.first as u32, bp.len as u32)]
+                vec![b.u[START].ptr(), bx(0), bx(1), bx(2), bx(3), u32_pair(bp.first as u32, bp.len as u32)]
             }
             None => vec![0, 0, 0, 0, 0, 0],
         };

@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::backend::{Cuda, DevOut};
-use super::device::{Arg, BLOCK, DevBuf, DevPtr, Device, blocks};
+use super::device::{Arg, BLOCK, DevBuf, DevPtr, Device, blocks, u32_pair};
 use super::prims::{self, instance};
 use crate::error::Result;
 use crate::geom::Real;
@@ -40,16 +40,6 @@ fn words(bytes: &[u8]) -> Vec<u64> {
     let mut b = bytes.to_vec();
     b.resize(b.len().div_ceil(8) * 8, 0);
     b.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap())).collect()
-}
-
-/// Two u32 in one word, `lo` first in memory.
-fn pair(lo: u32, hi: u32) -> u64 {
-    u64::from_ne_bytes({
-        let mut b = [0u8; 8];
-        b[..4].copy_from_slice(&lo.to_ne_bytes());
-        b[4..].copy_from_slice(&hi.to_ne_bytes());
-        b
-    })
 }
 
 /// `ZtTree<T>`: the node arrays.
@@ -210,8 +200,8 @@ pub(crate) fn knn_leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(
     let mut job = vec![sp[0], sp[1], sp[2], zs.src_orig.ptr(), qp[0], qp[1], qp[2], qorig.ptr()];
     job.push(masses.map_or(0, |b| b.ptr()));
     job.push(if sinks.scalar_mean.is_some() { scalar.map_or(0, |b| b.ptr()) } else { 0 });
-    job.push(pair(k as u32, kk as u32));
-    job.push(pair(zs.qry.is_none() as u32, sinks.zorder as u32));
+    job.push(u32_pair(k as u32, kk as u32));
+    job.push(u32_pair(zs.qry.is_none() as u32, sinks.zorder as u32));
     let p = |o: &Option<DevOut<'_, T>>| o.as_ref().map_or(0, |o| o.ptr);
     let mean = if scalar.is_some() { sinks.scalar_mean.as_ref().map_or(0, |o| o.ptr) } else { 0 };
     let out = vec![sinks.indices.as_ref().map_or(0, |o| o.ptr), p(&sinks.distances), p(&sinks.d2), p(&sinks.kth), p(&sinks.kth_d2), sinks.density.as_ref().map_or(0, |o| o.ptr), mean];
