@@ -42,6 +42,8 @@ pub trait Real:
     fn key_bits(self) -> u64;
     /// Inverse of `key_bits`.
     fn from_key_bits(b: u64) -> Self;
+    /// Bit i set when `x[i] <= thr` (compare + move-mask on x86-64, whose SSE2 is baseline).
+    fn le_mask<const W: usize>(x: &[Self; W], thr: Self) -> u32;
 }
 
 mod sealed {
@@ -51,7 +53,7 @@ mod sealed {
 }
 
 macro_rules! impl_real {
-    ($t:ty, $name:expr, $max_coord:expr) => {
+    ($t:ty, $name:expr, $max_coord:expr, $le_mask:ident) => {
         impl Real for $t {
             const ZERO: Self = 0.0;
             const MAX_COORD: f64 = $max_coord;
@@ -91,12 +93,64 @@ macro_rules! impl_real {
             fn from_key_bits(b: u64) -> Self {
                 <$t>::from_bits(b as _)
             }
+            #[inline(always)]
+            fn le_mask<const W: usize>(x: &[Self; W], thr: Self) -> u32 {
+                $le_mask(x, thr)
+            }
         }
     };
 }
+
+/// `le_mask` for f64: two lanes per SSE2 compare.
+#[inline(always)]
+fn le_mask_f64<const W: usize>(x: &[f64; W], thr: f64) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if W % 2 == 0 {
+        use std::arch::x86_64::*;
+        let mut m = 0u32;
+        // SAFETY: SSE2 is part of x86-64; every load reads two elements inside `x`.
+        unsafe {
+            let t = _mm_set1_pd(thr);
+            for c in 0..W / 2 {
+                let v = _mm_loadu_pd(x.as_ptr().add(2 * c));
+                m |= (_mm_movemask_pd(_mm_cmple_pd(v, t)) as u32) << (2 * c);
+            }
+        }
+        return m;
+    }
+    let mut m = 0u32;
+    for (i, &v) in x.iter().enumerate() {
+        m |= ((v <= thr) as u32) << i;
+    }
+    m
+}
+
+/// `le_mask` for f32: four lanes per SSE compare.
+#[inline(always)]
+fn le_mask_f32<const W: usize>(x: &[f32; W], thr: f32) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if W % 4 == 0 {
+        use std::arch::x86_64::*;
+        let mut m = 0u32;
+        // SAFETY: SSE is part of x86-64; every load reads four elements inside `x`.
+        unsafe {
+            let t = _mm_set1_ps(thr);
+            for c in 0..W / 4 {
+                let v = _mm_loadu_ps(x.as_ptr().add(4 * c));
+                m |= (_mm_movemask_ps(_mm_cmple_ps(v, t)) as u32) << (4 * c);
+            }
+        }
+        return m;
+    }
+    let mut m = 0u32;
+    for (i, &v) in x.iter().enumerate() {
+        m |= ((v <= thr) as u32) << i;
+    }
+    m
+}
 // (2 * MAX_COORD)^2 * 3 < MAX: 1.2e37 < 3.4e38 (f32), 1.2e301 < 1.8e308 (f64).
-impl_real!(f32, "f32", 1e18);
-impl_real!(f64, "f64", 1e150);
+impl_real!(f32, "f32", 1e18, le_mask_f32);
+impl_real!(f64, "f64", 1e150, le_mask_f64);
 
 /// `max` that is cheap and branch-free for non-NaN values (ztree rejects NaN at ingest).
 #[inline(always)]

@@ -10,7 +10,10 @@ use super::knn::KnnJob;
 use super::simd::{self, Simd};
 use super::topk::TopK;
 use crate::geom::Real;
-use crate::geom::metric::{Metric, distances};
+use crate::geom::metric::{Metric, distances_block};
+
+/// Sources per distance block of the leaf scan.
+const B: usize = 8;
 use crate::knn::reduce;
 use crate::pipeline::{KnnSinks, Tree};
 
@@ -29,8 +32,6 @@ pub(crate) struct Scratch<T, const D: usize> {
     kcount: Vec<u32>,
     /// d_min² from the receiving leaf to each kept leaf (ascending).
     kmin: Vec<T>,
-    /// Distances² from the query to one source leaf.
-    d2: Vec<T>,
     /// The best candidates of the current query.
     best: TopK<T>,
 }
@@ -46,7 +47,6 @@ impl<T: Real, const D: usize> Scratch<T, D> {
             kstart: Vec::new(),
             kcount: Vec::new(),
             kmin: Vec::new(),
-            d2: Vec::new(),
             best: TopK::new(),
         }
     }
@@ -89,13 +89,13 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
     }
 
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma,bmi1,bmi2,popcnt,lzcnt")]
     unsafe fn leaf_avx2<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
         self.leaf_queries(metric, a, r2, s, sinks)
     }
 
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,avx512f,avx512vl")]
+    #[target_feature(enable = "avx2,fma,bmi1,bmi2,popcnt,lzcnt,avx512f,avx512vl")]
     unsafe fn leaf_avx512<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
         self.leaf_queries(metric, a, r2, s, sinks)
     }
@@ -110,6 +110,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         let q0 = tree.qry_start[a] as usize;
         let qn = tree.qry_count[a] as usize;
         let nk = s.kstart.len();
+        let nsrc = spos[0].len();
         for q in q0..q0 + qn {
             if q + 1 < q0 + qn {
                 self.prefetch_rows(if sinks.zorder { q + 1 } else { qorig[q + 1] as usize }, sinks);
@@ -122,8 +123,8 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             let mut thr = r2;
             if s.best.len() == self.kk {
                 let mut far = T::ZERO;
-                for e in s.best.entries() {
-                    let z = e.z as usize;
+                for &z in s.best.zs() {
+                    let z = z as usize;
                     let p: [T; D] = std::array::from_fn(|d| spos[d][z]);
                     let d2 = metric.dist2(&qp, &p);
                     far = if d2 > far { d2 } else { far };
@@ -147,17 +148,34 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 if metric.box_min2(&qp, &qp, &s.klo[j], &s.khi[j]) > thr {
                     continue;
                 }
+                // Blocks of B sources: distances and the mask of those within the threshold
+                // by vector code, then only those offered, re-tested as the threshold
+                // shrinks (a branch per source mispredicted about once per taken one).
+                // A block may run past the leaf into the next sources (masked off); the
+                // last block of the array is computed one source at a time.
                 let s0 = s.kstart[j] as usize;
                 let cnt = s.kcount[j] as usize;
-                if s.d2.len() < cnt {
-                    s.d2.resize(cnt, T::ZERO);
-                }
-                let d2s = &mut s.d2[..cnt];
-                distances(metric, &qp, spos, s0, d2s);
-                for (i, &d2) in d2s.iter().enumerate() {
-                    if d2 <= thr && s.best.push(d2, (s0 + i) as u32, &rank) {
-                        thr = s.best.kth();
+                let mut b0 = 0;
+                while b0 < cnt {
+                    let base = s0 + b0;
+                    let d2b: [T; B] = if base + B <= nsrc {
+                        distances_block::<T, D, B, M>(metric, &qp, spos, base)
+                    } else {
+                        std::array::from_fn(|i| if base + i < nsrc { metric.dist2(&qp, &std::array::from_fn(|d| spos[d][base + i])) } else { T::INFINITY })
+                    };
+                    let mut m = T::le_mask(&d2b, thr);
+                    if cnt - b0 < B {
+                        m &= (1u32 << (cnt - b0)) - 1;
                     }
+                    while m != 0 {
+                        let i = m.trailing_zeros() as usize;
+                        m &= m - 1;
+                        let d2 = d2b[i];
+                        if d2 <= thr && s.best.push(d2, (base + i) as u32, &rank) {
+                            thr = s.best.kth();
+                        }
+                    }
+                    b0 += B;
                 }
             }
             s.best.finish(&rank);
@@ -191,27 +209,27 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
     fn emit(&self, row: usize, best: &TopK<T>, sinks: &KnnSinks<'_, Cpu, T>) {
         let k = self.k;
         let sorig = &self.zs.src_orig;
-        let e = best.entries();
-        let m = e.len();
-        let kth2 = if m == k { e[k - 1].d2 } else { T::INFINITY };
+        let (ed, ez) = (best.d2s(), best.zs());
+        let m = ed.len();
+        let kth2 = if m == k { ed[k - 1] } else { T::INFINITY };
         // SAFETY (all writes): row `row` belongs to this query alone; lengths were checked.
         unsafe {
             if let Some(p) = &sinks.indices {
                 let out = p.slice_mut(row * k, k);
                 for j in 0..k {
-                    out[j] = if j < m { sorig[e[j].z as usize] as i64 } else { -1 };
+                    out[j] = if j < m { sorig[ez[j] as usize] as i64 } else { -1 };
                 }
             }
             if let Some(p) = &sinks.distances {
                 let out = p.slice_mut(row * k, k);
                 for j in 0..k {
-                    out[j] = if j < m { e[j].d2.sqrt() } else { T::INFINITY };
+                    out[j] = if j < m { ed[j].sqrt() } else { T::INFINITY };
                 }
             }
             if let Some(p) = &sinks.d2 {
                 let out = p.slice_mut(row * k, k);
                 for j in 0..k {
-                    out[j] = if j < m { e[j].d2 } else { T::INFINITY };
+                    out[j] = if j < m { ed[j] } else { T::INFINITY };
                 }
             }
             if let Some(p) = &sinks.kth_d2 {
@@ -222,11 +240,11 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 p.write(row, kth);
             }
             if let Some(p) = &sinks.density {
-                let mass = self.masses.map(|ms| e.iter().map(|c| ms[c.z as usize]).sum::<f64>());
+                let mass = self.masses.map(|ms| ez.iter().map(|&z| ms[z as usize]).sum::<f64>());
                 p.write(row, reduce::density::<D>(mass, m, k, kth.to_f64()));
             }
             if let (Some(p), Some(sc)) = (&sinks.scalar_mean, self.scalar) {
-                p.write(row, reduce::mean(e.iter().map(|c| sc[c.z as usize])));
+                p.write(row, reduce::mean(ez.iter().map(|&z| sc[z as usize])));
             }
         }
     }
