@@ -14,13 +14,9 @@ use super::real::{Real, fmax, fmin};
 /// catalogue's centre-of-mass offsets.
 #[inline(always)]
 pub(crate) fn min_image<T: Real>(x: T, l: T, h: T) -> T {
-    if x > h {
-        x - l
-    } else if x < -h {
-        x + l
-    } else {
-        x
-    }
+    // Two selects rather than an if-else chain: the same values, and vector code.
+    let a = if x > h { x - l } else { x };
+    if x < -h { x + l } else { a }
 }
 
 /// Distance geometry: open space or a periodic box.

@@ -15,6 +15,9 @@ use crate::geom::Real;
 /// taken candidate; the heap keeps k = N out of quadratic time).
 const LINEAR_MAX: usize = 256;
 
+/// Above this k the array's insertion is a scalar loop (the vector steps cost k/8 each).
+const VECTOR_MAX: usize = 32;
+
 /// Vector width of the array steps (elements; 8 fills an AVX2 f32 or an AVX-512 f64).
 const W: usize = 8;
 
@@ -82,6 +85,9 @@ impl<T: Real> TopK<T> {
         if n == k && !before(d2, z, self.d[k], self.z[k], rank) {
             return false;
         }
+        if cap > VECTOR_MAX {
+            return self.push_scalar(d2, z, rank);
+        }
         let (d, zs) = (&self.d[..cap + 1], &self.z[..cap + 1]);
         // The slot: entries below d2, then equal ones of smaller rank (rare: scalar).
         let mut lt = 0usize;
@@ -128,6 +134,28 @@ impl<T: Real> TopK<T> {
         zs[1 + pos] = z;
         // Entry k (shifted in from k - 1, or past the entries) is outside the selection.
         self.d[1 + k] = T::INFINITY;
+        self.n = (n + 1).min(k);
+        self.n == k
+    }
+
+    /// `push` for k above `VECTOR_MAX`: entries moved one by one from the back until the
+    /// slot (fewer than the whole array on average).
+    #[inline(always)]
+    fn push_scalar(&mut self, d2: T, z: u32, rank: &impl Fn(u32) -> u32) -> bool {
+        let (k, n) = (self.k, self.n);
+        let (d, zs) = (&mut self.d[..k + 2], &mut self.z[..k + 2]);
+        let mut i = if n == k { k - 1 } else { n };
+        // SAFETY: 0 < i < k inside the loop, and both arrays hold k + 2 slots.
+        unsafe {
+            while i > 0 && before(d2, z, *d.get_unchecked(i), *zs.get_unchecked(i), rank) {
+                *d.get_unchecked_mut(i + 1) = *d.get_unchecked(i);
+                *zs.get_unchecked_mut(i + 1) = *zs.get_unchecked(i);
+                i -= 1;
+            }
+        }
+        d[i + 1] = d2;
+        zs[i + 1] = z;
+        d[1 + k] = T::INFINITY;
         self.n = (n + 1).min(k);
         self.n == k
     }
