@@ -214,23 +214,25 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         let kth2 = if m == k { ed[k - 1] } else { T::INFINITY };
         // SAFETY (all writes): row `row` belongs to this query alone; lengths were checked.
         unsafe {
+            // Held entries, then the pads (straight loops: the square roots vectorise).
             if let Some(p) = &sinks.indices {
-                let out = p.slice_mut(row * k, k);
-                for j in 0..k {
-                    out[j] = if j < m { sorig[ez[j] as usize] as i64 } else { -1 };
+                let (held, pad) = p.slice_mut(row * k, k).split_at_mut(m);
+                for (o, &z) in held.iter_mut().zip(ez) {
+                    *o = sorig[z as usize] as i64;
                 }
+                pad.fill(-1);
             }
             if let Some(p) = &sinks.distances {
-                let out = p.slice_mut(row * k, k);
-                for j in 0..k {
-                    out[j] = if j < m { ed[j].sqrt() } else { T::INFINITY };
+                let (held, pad) = p.slice_mut(row * k, k).split_at_mut(m);
+                for (o, &d2) in held.iter_mut().zip(ed) {
+                    *o = d2.sqrt();
                 }
+                pad.fill(T::INFINITY);
             }
             if let Some(p) = &sinks.d2 {
-                let out = p.slice_mut(row * k, k);
-                for j in 0..k {
-                    out[j] = if j < m { ed[j] } else { T::INFINITY };
-                }
+                let (held, pad) = p.slice_mut(row * k, k).split_at_mut(m);
+                held.copy_from_slice(ed);
+                pad.fill(T::INFINITY);
             }
             if let Some(p) = &sinks.kth_d2 {
                 p.write(row, kth2);
