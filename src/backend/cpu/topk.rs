@@ -2,17 +2,18 @@
 //!
 //! The rank orders equal distances (0 for the query itself in a self-query, else the
 //! source's input index + 1); it is looked up from the z-index only when two distances
-//! tie. Distances and z-indices are kept in two arrays. For the usual k the buffer is a
-//! sorted array whose insertion is branch-free: the slot is the count of held distances
-//! below the new one (vector compares over the whole, padded array) and the entries
-//! behind it move by one through vector selects — the branchy insertion it replaced
-//! mispredicted once per taken candidate. For large k it is a max-heap (O(log k) per
-//! candidate, even for k = N), sorted once at the end.
+//! tie. Distances and z-indices are kept in two arrays. Up to k = 256 the buffer is a
+//! sorted array; up to k = 32 its insertion is branch-free: the slot is the count of held
+//! distances below the new one (vector compares over the whole, padded array) and the
+//! entries behind it move by one through vector min/max and selects — the branchy
+//! insertion it replaced mispredicted once per taken candidate; above, entries move one by
+//! one from the back. For larger k it is a max-heap (O(log k) per candidate, even for
+//! k = N), sorted once at the end.
 
 use crate::geom::Real;
 
-/// Above this k, the buffer is a heap (the branch-free array costs k/8 vector steps per
-/// taken candidate; the heap keeps k = N out of quadratic time).
+/// Above this k, the buffer is a heap (the array costs O(k) per taken candidate; the heap
+/// keeps k = N out of quadratic time).
 const LINEAR_MAX: usize = 256;
 
 /// Above this k the array's insertion is a scalar loop (the vector steps cost k/8 each).
