@@ -11,11 +11,11 @@ use super::simd::{self, Simd};
 use super::topk::TopK;
 use crate::geom::Real;
 use crate::geom::metric::{Metric, distances_block};
+use crate::knn::reduce;
+use crate::pipeline::{KnnSinks, Tree};
 
 /// Sources per distance block of the leaf scan.
 const B: usize = 8;
-use crate::knn::reduce;
-use crate::pipeline::{KnnSinks, Tree};
 
 /// Per-task scratch of the walk.
 pub(crate) struct Scratch<T, const D: usize> {

@@ -28,10 +28,18 @@ impl Simd {
 fn detected() -> Simd {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vl") {
+        // The AVX2 level also enables what every AVX2 CPU has (FMA — never used unasked —,
+        // BMI1/2, POPCNT, LZCNT: the mask loops' bit scans); check them all.
+        let avx2 = std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("bmi1")
+            && std::arch::is_x86_feature_detected!("bmi2")
+            && std::arch::is_x86_feature_detected!("popcnt")
+            && std::arch::is_x86_feature_detected!("lzcnt");
+        if avx2 && std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vl") {
             return Simd::Avx512;
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if avx2 {
             return Simd::Avx2;
         }
     }
