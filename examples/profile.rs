@@ -3,8 +3,8 @@
 //! callgrind and quick A/B checks of the hot path; the peer comparison is
 //! benches/peers/.
 //!
-//! cargo run --release --example profile -- knn FILE K [--box L] [--threads T] [--reps R] [--zorder]
-//! cargo run --release --example profile -- fof FILE LINK [--box L] [--threads T] [--reps R]
+//! cargo run --release --example profile -- knn FILE K [--box L] [--threads T] [--reps R] [--zorder] [--leaf N] [--coarsening C] [--volume-factor V]
+//! cargo run --release --example profile -- fof FILE LINK [--box L] [--threads T] [--reps R] [--leaf N] [--coarsening C] [--volume-factor V]
 
 use std::time::Instant;
 
@@ -35,6 +35,16 @@ fn run<T: Real>(ctx: &Context, job: &str, pts: &[[T; 3]], arg: f64, domain: &Dom
     // the page faults of fresh memory.
     let (k, n) = (arg as usize, pts.len());
     let (mut idx, mut dist) = if job == "knn" { (vec![0i64; n * k], vec![T::ZERO; n * k]) } else { (Vec::new(), Vec::new()) };
+    if std::env::args().any(|x| x == "--huge") {
+        unsafe extern "C" {
+            fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
+        }
+        for (p, bytes) in [(idx.as_mut_ptr() as usize, idx.len() * 8), (dist.as_mut_ptr() as usize, dist.len() * std::mem::size_of::<T>())] {
+            let a = p.div_ceil(4096) * 4096;
+            // SAFETY: a hint on pages inside the vector's allocation.
+            unsafe { madvise(a as *mut _, (p + bytes - a) / 4096 * 4096, 14) };
+        }
+    }
     for _ in 0..reps {
         let t = Instant::now();
         if job == "knn" {
@@ -61,7 +71,17 @@ fn main() {
     let threads = opt("--threads").unwrap_or(0.0) as usize;
     let reps = opt("--reps").unwrap_or(3.0) as usize;
     let zorder = a.iter().any(|x| x == "--zorder");
-    let ctx = Context::new(Config { threads, tree: TreeParams::default() }).unwrap();
+    let mut tree = TreeParams::default();
+    if let Some(l) = opt("--leaf") {
+        tree.leaf_size = l as usize;
+    }
+    if let Some(c) = opt("--coarsening") {
+        tree.coarsening = c as usize;
+    }
+    if let Some(v) = opt("--volume-factor") {
+        tree.max_volume_factor = v;
+    }
+    let ctx = Context::new(Config { threads, tree }).unwrap();
     let (v, f32) = read_npy(&path);
     if f32 {
         let pts: Vec<[f32; 3]> = v.chunks_exact(3).map(|c| [c[0] as f32, c[1] as f32, c[2] as f32]).collect();

@@ -3,12 +3,13 @@
 //! The rank orders equal distances (0 for the query itself in a self-query, else the
 //! source's input index + 1); it is looked up from the z-index only when two distances
 //! tie. Distances and z-indices are kept in two arrays. Up to k = 256 the buffer is a
-//! sorted array; up to k = 32 its insertion is branch-free: the slot is the count of held
-//! distances below the new one (vector compares over the whole, padded array) and the
-//! entries behind it move by one through vector min/max and selects — the branchy
-//! insertion it replaced mispredicted once per taken candidate; above, entries move one by
-//! one from the back. For larger k it is a max-heap (O(log k) per candidate, even for
-//! k = N), sorted once at the end.
+//! sorted array; up to k = 32 it fills unsorted and is sorted once when full (each
+//! entry's place counted by vector compares), after which its insertion is branch-free:
+//! the slot is the count of held distances below the new one (vector compares over the
+//! whole, padded array) and the entries behind it move by one through vector min/max and
+//! selects — the branchy insertion it replaced mispredicted once per taken candidate;
+//! above, entries move one by one from the back. For larger k it is a max-heap (O(log k)
+//! per candidate, even for k = N), sorted once at the end.
 
 use crate::geom::Real;
 
@@ -38,6 +39,17 @@ pub(crate) struct TopK<T> {
 #[inline(always)]
 fn before<T: Real>(d2: T, z: u32, bd: T, bz: u32, rank: &impl Fn(u32) -> u32) -> bool {
     d2 < bd || (d2 == bd && rank(z) < rank(bz))
+}
+
+/// The order of two (distance², z-index) entries by `before`.
+fn order<T: Real>(a: &(T, u32), b: &(T, u32), rank: &impl Fn(u32) -> u32) -> std::cmp::Ordering {
+    if before(a.0, a.1, b.0, b.1, rank) {
+        std::cmp::Ordering::Less
+    } else if before(b.0, b.1, a.0, a.1, rank) {
+        std::cmp::Ordering::Greater
+    } else {
+        std::cmp::Ordering::Equal
+    }
 }
 
 impl<T: Real> TopK<T> {
@@ -83,11 +95,28 @@ impl<T: Real> TopK<T> {
         }
         let (k, n, cap) = (self.k, self.n, self.cap);
         debug_assert!(k >= 1 && n <= k && cap + 2 <= self.d.len());
-        if n == k && !before(d2, z, self.d[k], self.z[k], rank) {
-            return false;
-        }
         if cap > VECTOR_MAX {
+            if n == k && !before(d2, z, self.d[k], self.z[k], rank) {
+                return false;
+            }
             return self.push_scalar(d2, z, rank);
+        }
+        if n < k {
+            // Filling: appended as they come, put in order once when full (one sort
+            // costs less than k ordered insertions; nothing reads the order before).
+            self.d[1 + n] = d2;
+            self.z[1 + n] = z;
+            self.n = n + 1;
+            if n + 1 < k {
+                return false;
+            }
+            if k > 1 {
+                self.sort_held(rank);
+            }
+            return true;
+        }
+        if !before(d2, z, self.d[k], self.z[k], rank) {
+            return false;
         }
         let (d, zs) = (&self.d[..cap + 1], &self.z[..cap + 1]);
         // The slot: entries below d2, then equal ones of smaller rank (rare: scalar).
@@ -133,14 +162,14 @@ impl<T: Real> TopK<T> {
             zs[c + 1..c + 1 + W].copy_from_slice(&oz);
         }
         zs[1 + pos] = z;
-        // Entry k (shifted in from k - 1, or past the entries) is outside the selection.
+        // Entry k (shifted in from k - 1) is outside the selection.
         self.d[1 + k] = T::INFINITY;
-        self.n = (n + 1).min(k);
-        self.n == k
+        true
     }
 
     /// `push` for k above `VECTOR_MAX`: entries moved one by one from the back until the
-    /// slot (fewer than the whole array on average).
+    /// slot (few: candidates come roughly nearest first, so filling by insertion costs
+    /// less than a sort when full).
     #[inline(always)]
     fn push_scalar(&mut self, d2: T, z: u32, rank: &impl Fn(u32) -> u32) -> bool {
         let (k, n) = (self.k, self.n);
@@ -159,6 +188,57 @@ impl<T: Real> TopK<T> {
         d[1 + k] = T::INFINITY;
         self.n = (n + 1).min(k);
         self.n == k
+    }
+
+    /// Puts the `n` held entries of the array (k <= `VECTOR_MAX`) in order: each entry's
+    /// place is the count of held distances below it (vector compares over the padded
+    /// array; the pads are +inf and never count below a finite distance). Entries with
+    /// equal distances (rare) share a place and need their ranks: then an insertion sort.
+    #[inline(always)]
+    fn sort_held(&mut self, rank: &impl Fn(u32) -> u32) {
+        let (n, cap) = (self.n, self.cap);
+        debug_assert!(cap <= VECTOR_MAX);
+        let d = &self.d[1..1 + cap];
+        let mut od = [T::INFINITY; VECTOR_MAX];
+        let mut oz = [0u32; VECTOR_MAX];
+        let mut seen = 0u64;
+        for i in 0..n {
+            let di = d[i];
+            let mut lt = 0u32;
+            for c in d.chunks_exact(W) {
+                for &x in c {
+                    lt += (x < di) as u32;
+                }
+            }
+            let at = (lt as usize).min(VECTOR_MAX - 1);
+            seen |= 1 << at;
+            od[at] = di;
+            oz[at] = self.z[1 + i];
+        }
+        if seen == (1u64 << n) - 1 {
+            self.d[1..1 + n].copy_from_slice(&od[..n]);
+            self.z[1..1 + n].copy_from_slice(&oz[..n]);
+        } else {
+            self.insertion_sort(rank);
+        }
+    }
+
+    /// `sort_held` by comparisons.
+    #[inline(never)]
+    fn insertion_sort(&mut self, rank: &impl Fn(u32) -> u32) {
+        let n = self.n;
+        let (d, zs) = (&mut self.d[1..1 + n], &mut self.z[1..1 + n]);
+        for i in 1..n {
+            let (xd, xz) = (d[i], zs[i]);
+            let mut j = i;
+            while j > 0 && before(xd, xz, d[j - 1], zs[j - 1], rank) {
+                d[j] = d[j - 1];
+                zs[j] = zs[j - 1];
+                j -= 1;
+            }
+            d[j] = xd;
+            zs[j] = xz;
+        }
     }
 
     /// `push` for large k: a max-heap by (distance², rank) once full.
@@ -193,19 +273,14 @@ impl<T: Real> TopK<T> {
         if self.k > LINEAR_MAX {
             let n = self.n;
             let mut e: Vec<(T, u32)> = (0..n).map(|j| (self.d[j], self.z[j])).collect();
-            e.sort_unstable_by(|a, b| {
-                if before(a.0, a.1, b.0, b.1, rank) {
-                    std::cmp::Ordering::Less
-                } else if before(b.0, b.1, a.0, a.1, rank) {
-                    std::cmp::Ordering::Greater
-                } else {
-                    std::cmp::Ordering::Equal
-                }
-            });
+            e.sort_unstable_by(|a, b| order(a, b, rank));
             for (j, (dd, zz)) in e.into_iter().enumerate() {
                 self.d[j] = dd;
                 self.z[j] = zz;
             }
+        } else if self.cap <= VECTOR_MAX && self.n < self.k {
+            // Never filled: the entries are still in arrival order.
+            self.sort_held(rank);
         }
     }
 
@@ -265,10 +340,13 @@ mod tests {
         };
         let mut t = TopK::new();
         for k in [1usize, 2, 7, 8, 9, 16, 32, 33, 64, 133, 256, 257, 400, 3, 17] {
-            for _ in 0..20 {
+            for round in 0..40 {
                 let n = (next() % 400) as usize;
-                // Ranks are a permutation of the z-indices (here reversed).
-                let cands: Vec<(f64, u32)> = (0..n).map(|i| (if next() % 23 == 0 { f64::INFINITY } else { (next() % 50) as f64 * 0.25 }, (n - i) as u32)).collect();
+                // Ranks are a permutation of the z-indices (here reversed). Even rounds:
+                // many ties and some infinities; odd rounds: distinct distances (almost
+                // surely), the path without rank lookups.
+                let (levels, inf) = if round % 2 == 0 { (50, 23) } else { (1 << 40, u64::MAX) };
+                let cands: Vec<(f64, u32)> = (0..n).map(|i| (if next() % inf == 0 { f64::INFINITY } else { (next() % levels) as f64 * 0.25 }, (n - i) as u32)).collect();
                 let rank = |z: u32| n as u32 + 1 - z;
                 t.reset(k);
                 for &(d, r) in &cands {
