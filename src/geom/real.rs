@@ -44,6 +44,12 @@ pub trait Real:
     fn from_key_bits(b: u64) -> Self;
     /// Bit i set when `x[i] <= thr` (compare + move-mask on x86-64, whose SSE2 is baseline).
     fn le_mask<const W: usize>(x: &[Self; W], thr: Self) -> u32;
+    /// `le_mask` with 256-bit compares.
+    ///
+    /// # Safety
+    /// The CPU must have AVX (call it from code compiled for AVX2 or above: it inlines
+    /// there).
+    unsafe fn le_mask_avx<const W: usize>(x: &[Self; W], thr: Self) -> u32;
 }
 
 mod sealed {
@@ -53,7 +59,7 @@ mod sealed {
 }
 
 macro_rules! impl_real {
-    ($t:ty, $name:expr, $max_coord:expr, $le_mask:ident) => {
+    ($t:ty, $name:expr, $max_coord:expr, $le_mask:ident, $le_mask_avx:ident) => {
         impl Real for $t {
             const ZERO: Self = 0.0;
             const MAX_COORD: f64 = $max_coord;
@@ -96,6 +102,14 @@ macro_rules! impl_real {
             #[inline(always)]
             fn le_mask<const W: usize>(x: &[Self; W], thr: Self) -> u32 {
                 $le_mask(x, thr)
+            }
+            #[inline(always)]
+            unsafe fn le_mask_avx<const W: usize>(x: &[Self; W], thr: Self) -> u32 {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the caller guarantees AVX.
+                return unsafe { $le_mask_avx(x, thr) };
+                #[cfg(not(target_arch = "x86_64"))]
+                return $le_mask(x, thr);
             }
         }
     };
@@ -148,9 +162,47 @@ fn le_mask_f32<const W: usize>(x: &[f32; W], thr: f32) -> u32 {
     }
     m
 }
+/// `le_mask` for f64 with AVX: four lanes per compare.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+#[inline]
+unsafe fn le_mask_f64_avx<const W: usize>(x: &[f64; W], thr: f64) -> u32 {
+    use std::arch::x86_64::*;
+    if W % 4 != 0 {
+        return le_mask_f64(x, thr);
+    }
+    let t = _mm256_set1_pd(thr);
+    let mut m = 0u32;
+    for c in 0..W / 4 {
+        // SAFETY: every load reads four elements inside `x`.
+        let v = unsafe { _mm256_loadu_pd(x.as_ptr().add(4 * c)) };
+        m |= (_mm256_movemask_pd(_mm256_cmp_pd::<_CMP_LE_OQ>(v, t)) as u32) << (4 * c);
+    }
+    m
+}
+
+/// `le_mask` for f32 with AVX: eight lanes per compare.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+#[inline]
+unsafe fn le_mask_f32_avx<const W: usize>(x: &[f32; W], thr: f32) -> u32 {
+    use std::arch::x86_64::*;
+    if W % 8 != 0 {
+        return le_mask_f32(x, thr);
+    }
+    let t = _mm256_set1_ps(thr);
+    let mut m = 0u32;
+    for c in 0..W / 8 {
+        // SAFETY: every load reads eight elements inside `x`.
+        let v = unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * c)) };
+        m |= (_mm256_movemask_ps(_mm256_cmp_ps::<_CMP_LE_OQ>(v, t)) as u32) << (8 * c);
+    }
+    m
+}
+
 // (2 * MAX_COORD)^2 * 3 < MAX: 1.2e37 < 3.4e38 (f32), 1.2e301 < 1.8e308 (f64).
-impl_real!(f32, "f32", 1e18, le_mask_f32);
-impl_real!(f64, "f64", 1e150, le_mask_f64);
+impl_real!(f32, "f32", 1e18, le_mask_f32, le_mask_f32_avx);
+impl_real!(f64, "f64", 1e150, le_mask_f64, le_mask_f64_avx);
 
 /// `max` that is cheap and branch-free for non-NaN values (ztree rejects NaN at ingest).
 #[inline(always)]

@@ -84,24 +84,25 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             Simd::Avx512 => unsafe { self.leaf_avx512(metric, a, r2, s, sinks) },
             #[cfg(target_arch = "x86_64")]
             Simd::Avx2 => unsafe { self.leaf_avx2(metric, a, r2, s, sinks) },
-            _ => self.leaf_queries(metric, a, r2, s, sinks),
+            _ => self.leaf_queries::<M, false>(metric, a, r2, s, sinks),
         }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,bmi1,bmi2,popcnt,lzcnt")]
     unsafe fn leaf_avx2<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
-        self.leaf_queries(metric, a, r2, s, sinks)
+        self.leaf_queries::<M, true>(metric, a, r2, s, sinks)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,bmi1,bmi2,popcnt,lzcnt,avx512f,avx512vl")]
     unsafe fn leaf_avx512<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
-        self.leaf_queries(metric, a, r2, s, sinks)
+        self.leaf_queries::<M, true>(metric, a, r2, s, sinks)
     }
 
+    /// The leaf pass body; `AVX`: compiled into a function with AVX2 enabled.
     #[inline(always)]
-    fn leaf_queries<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
+    fn leaf_queries<M: Metric<T, D>, const AVX: bool>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
         let zs = self.zs;
         let tree = &zs.tree;
         let (qpos, qorig) = zs.queries();
@@ -163,7 +164,8 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                     } else {
                         std::array::from_fn(|i| if base + i < nsrc { metric.dist2(&qp, &std::array::from_fn(|d| spos[d][base + i])) } else { T::INFINITY })
                     };
-                    let mut m = T::le_mask(&d2b, thr);
+                    // SAFETY: AVX only in the AVX2 and AVX-512 versions.
+                    let mut m = if AVX { unsafe { T::le_mask_avx(&d2b, thr) } } else { T::le_mask(&d2b, thr) };
                     if cnt - b0 < B {
                         m &= (1u32 << (cnt - b0)) - 1;
                     }
