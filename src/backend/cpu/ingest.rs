@@ -131,7 +131,7 @@ fn refine_one<T: Real, const D: usize>(perm: &mut [u32], levels: &mut [u8], pos:
     let q = Quantizer::<D>::over(&bounds);
     let mut keys: Vec<u64> = pts.iter().map(|p| q.key(p)).collect();
     let mut order: Vec<u32> = (0..m as u32).collect();
-    super::sort::radix_sort(&mut keys, &mut order); // stable: ties keep their order
+    super::sort::radix_sort(&mut keys, &mut order, 64); // stable: ties keep their order
     let old: Vec<u32> = order.iter().map(|&i| perm[i as usize]).collect();
     perm.copy_from_slice(&old);
     for d in 0..D {

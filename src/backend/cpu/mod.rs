@@ -70,7 +70,8 @@ impl Backend for Cpu {
     }
 
     fn sort_keys(&self, keys: &mut Vec<u64>, perm: &mut Vec<u32>) -> Result<()> {
-        radix_sort(keys, perm);
+        // Coarser keys: cells finer than the tree can use cost sort passes only.
+        radix_sort(keys, perm, sort::bits_kept(keys.len()));
         Ok(())
     }
 

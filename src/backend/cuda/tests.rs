@@ -138,7 +138,7 @@ fn radix_sort_is_stable_and_equals_the_cpu_sort() {
             let mut dv = DevBuf::from_slice(&dev, &vals).unwrap();
             prims::sort_pairs(&dev, &mut dk, &mut dv).unwrap();
             let (mut ck, mut cv) = (keys.clone(), vals.clone());
-            crate::backend::cpu::radix_sort(&mut ck, &mut cv);
+            crate::backend::cpu::radix_sort(&mut ck, &mut cv, 64);
             let mut order: Vec<u32> = vals.clone();
             order.sort_by_key(|&i| keys[i as usize]); // std's sort is stable
             assert_eq!(dv.to_vec().unwrap(), order, "{}: permutation, n = {n}", dev.describe());
@@ -166,7 +166,7 @@ fn keys_sort_gather_put_points_in_z_order_as_the_cpu_does() {
         let perm_host = perm.to_vec().unwrap();
         let mut want_keys: Vec<u64> = pts.iter().map(|p| q.key(&std::array::from_fn(|d| p[d] as f32 as f64))).collect();
         let mut want_perm: Vec<u32> = (0..n as u32).collect();
-        crate::backend::cpu::radix_sort(&mut want_keys, &mut want_perm);
+        crate::backend::cpu::radix_sort(&mut want_keys, &mut want_perm, 64);
         assert_eq!(perm_host, want_perm, "{}", dev.describe());
         assert_eq!(keys.to_vec().unwrap(), want_keys);
         for d in 0..3 {
