@@ -155,13 +155,14 @@ pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &Dis
 
 /// Reduces one group; `zs` are its members' z-indices. The members are put in canonical
 /// order (ascending input index) first.
-fn reduce_group<T: Real, const D: usize>(r: &Reduce<'_, T, D>, zs: &[u32], by_orig: &mut Vec<(u32, u32)>) -> Row<D> {
+fn reduce_group<T: Real, const D: usize>(r: &Reduce<'_, T, D>, zs: &[u32], by_orig: &mut Vec<u64>) -> Row<D> {
+    // (input index, z-index) packed in one integer: a plain integer sort.
     by_orig.clear();
-    by_orig.extend(zs.iter().map(|&z| (r.orig[z as usize], z)));
+    by_orig.extend(zs.iter().map(|&z| ((r.orig[z as usize] as u64) << 32) | z as u64));
     by_orig.sort_unstable();
     let member = |i: usize| {
-        let (o, z) = by_orig[i];
-        let (o, z) = (o as usize, z as usize);
+        let key = by_orig[i];
+        let (o, z) = ((key >> 32) as usize, key as u32 as usize);
         Member {
             pos: std::array::from_fn(|d| r.pos[d][z].to_f64()),
             vel: r.velocities.map_or([0.0; D], |v| v.get(o)),

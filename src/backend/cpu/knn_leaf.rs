@@ -30,8 +30,10 @@ pub(crate) struct Scratch<T, const D: usize> {
     khi: Vec<[T; D]>,
     kstart: Vec<u32>,
     kcount: Vec<u32>,
-    /// d_min² from the receiving leaf to each kept leaf (ascending).
+    /// d_min² from the receiving leaf to each kept leaf (ascending), rounded down.
     kmin: Vec<T>,
+    /// Sort keys of the kept leaves.
+    order: Vec<u64>,
     /// The best candidates of the current query.
     best: TopK<T>,
 }
@@ -47,26 +49,43 @@ impl<T: Real, const D: usize> Scratch<T, D> {
             kstart: Vec::new(),
             kcount: Vec::new(),
             kmin: Vec::new(),
+            order: Vec::new(),
             best: TopK::new(),
         }
     }
+}
+
+/// The largest f32 at most `x` (x >= 0, not NaN).
+#[inline(always)]
+fn f32_below(x: f64) -> f32 {
+    let f = x as f32;
+    if f as f64 > x { f.next_down() } else { f }
 }
 
 impl<T: Real, const D: usize> KnnJob<'_, T, D> {
     /// Gathers the boxes and source ranges of the candidate leaves with d_min² <= r2,
     /// nearest (to the receiving leaf) first: the k-th distance of a query then shrinks
     /// early and most farther leaves are skipped whole.
+    ///
+    /// The order only sets the speed (results never depend on it), so the leaves are
+    /// sorted by one integer: d_min² rounded down to f32, then the node. The rounded
+    /// values, still lower bounds and now ascending, are what the leaf pass compares.
     pub(super) fn keep_leaves(&self, tree: &Tree<Cpu, T, D>, r2: T, s: &mut Scratch<T, D>) {
-        s.eval.retain(|e| e.0 <= r2);
-        s.eval.sort_unstable_by_key(|e| (e.0.key_bits(), e.1));
+        s.order.clear();
+        for &(dm, b) in &s.eval {
+            if dm <= r2 {
+                s.order.push(((f32_below(dm.to_f64()).to_bits() as u64) << 32) | b as u64);
+            }
+        }
+        s.order.sort_unstable();
         s.klo.clear();
         s.khi.clear();
         s.kstart.clear();
         s.kcount.clear();
         s.kmin.clear();
-        for &(dm, b) in &s.eval {
-            s.kmin.push(dm);
-            let b = b as usize;
+        for &key in &s.order {
+            s.kmin.push(T::from_f64(f32::from_bits((key >> 32) as u32) as f64));
+            let b = key as u32 as usize;
             s.klo.push(tree.src_lo[b]);
             s.khi.push(tree.src_hi[b]);
             s.kstart.push(tree.src_start[b]);
