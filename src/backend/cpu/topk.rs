@@ -118,6 +118,11 @@ impl<T: Real> TopK<T> {
         if !before(d2, z, self.d[k], self.z[k], rank) {
             return false;
         }
+        if k == 1 {
+            self.d[1] = d2;
+            self.z[1] = z;
+            return true;
+        }
         let (d, zs) = (&self.d[..cap + 1], &self.z[..cap + 1]);
         // The slot: entries below d2, then equal ones of smaller rank (rare: scalar).
         let mut lt = 0usize;
