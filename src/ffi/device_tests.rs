@@ -207,7 +207,7 @@ fn device_scratch_per_particle_is_reported() {
     src.mass.data = std::ptr::null();
     let stats = || {
         let mut st: ztree_stats = unsafe { std::mem::zeroed() };
-        assert_eq!(unsafe { ztree_get_stats(ctx, &mut st) }, ztree_status::ZTREE_OK);
+        assert_eq!(ztree_get_stats(ctx, &mut st), ztree_status::ZTREE_OK);
         st.scratch_bytes as f64 / n as f64
     };
     let kp = ztree_knn_params { k: 16, outputs: ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES, ..unsafe { std::mem::zeroed() } };
@@ -224,5 +224,5 @@ fn device_scratch_per_particle_is_reported() {
     // outputs 64 B at k = 16.
     assert!(knn > 24.0 && knn < 400.0, "kNN device scratch {knn} B/particle");
     assert!(fof > 24.0 && fof < 200.0, "FoF device scratch {fof} B/particle");
-    unsafe { ztree_destroy(ctx) };
+    ztree_destroy(ctx);
 }
