@@ -3,8 +3,9 @@
 //! callgrind and quick A/B checks of the hot path; the peer comparison is
 //! benches/peers/.
 //!
-//! cargo run --release --example profile -- knn FILE K [--box L] [--threads T] [--reps R] [--zorder] [--leaf N] [--coarsening C] [--volume-factor V]
+//! cargo run --release --example profile -- knn FILE K [--box L] [--threads T] [--reps R] [--zorder] [--huge] [--leaf N] [--coarsening C] [--volume-factor V]
 //! cargo run --release --example profile -- fof FILE LINK [--box L] [--threads T] [--reps R] [--leaf N] [--coarsening C] [--volume-factor V]
+//! (`--huge`: the kNN outputs madvise(MADV_HUGEPAGE)d before first touch, Linux.)
 
 use std::time::Instant;
 
@@ -40,6 +41,9 @@ fn run<T: Real>(ctx: &Context, job: &str, pts: &[[T; 3]], arg: f64, domain: &Dom
             fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
         }
         for (p, bytes) in [(idx.as_mut_ptr() as usize, idx.len() * 8), (dist.as_mut_ptr() as usize, dist.len() * std::mem::size_of::<T>())] {
+            if bytes < 2 * 4096 {
+                continue;
+            }
             let a = p.div_ceil(4096) * 4096;
             // SAFETY: a hint on pages inside the vector's allocation.
             unsafe { madvise(a as *mut _, (p + bytes - a) / 4096 * 4096, 14) };
