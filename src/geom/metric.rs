@@ -31,6 +31,14 @@ pub(crate) trait Metric<T: Real, const D: usize>: Copy + Send + Sync {
     /// The periodic box lengths (None: open).
     fn box_len(&self) -> Option<[f64; D]>;
 
+    /// Whether every difference between a point of box A and one of box B is already its
+    /// own minimum image, so that `Open`'s plain differences give the same values (always
+    /// in open space).
+    #[inline(always)]
+    fn no_wrap(&self, _alo: &[T; D], _ahi: &[T; D], _blo: &[T; D], _bhi: &[T; D]) -> bool {
+        true
+    }
+
     #[inline(always)]
     fn dist2(&self, a: &[T; D], b: &[T; D]) -> T {
         let mut s = T::ZERO;
@@ -103,6 +111,12 @@ impl<T: Real, const D: usize> Metric<T, D> for Periodic<T, D> {
     #[inline(always)]
     fn diff(&self, a: T, b: T, d: usize) -> T {
         min_image(a - b, self.len[d], self.half[d])
+    }
+    /// Rounding is monotone, so a point difference lies between the rounded box-corner
+    /// differences; within [-h, h] `min_image` leaves it as it is.
+    #[inline(always)]
+    fn no_wrap(&self, alo: &[T; D], ahi: &[T; D], blo: &[T; D], bhi: &[T; D]) -> bool {
+        (0..D).all(|d| ahi[d] - blo[d] <= self.half[d] && alo[d] - bhi[d] >= -self.half[d])
     }
     #[inline(always)]
     fn gap_range(&self, alo: T, ahi: T, blo: T, bhi: T, d: usize) -> (T, T) {
@@ -201,5 +215,46 @@ mod tests {
                 assert!(Open.box_min2(&alo, &ahi, &blo, &bhi) <= o && o <= Open.box_max2(&alo, &ahi, &blo, &bhi));
             }
         }
+    }
+
+    /// Where `no_wrap` holds, the periodic distance is bit for bit the open one, for the
+    /// box corners and points inside (f32: differences round), including boxes that touch
+    /// half a box length exactly.
+    #[test]
+    fn no_wrap_means_plain_differences() {
+        let p = Periodic::<f32, 3>::new(&[1.0, 2.0, 4.0]);
+        let mut s = 11u64;
+        let mut r = || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (s >> 40) as f32 / (1u64 << 24) as f32
+        };
+        let (mut held, mut wrapped) = (0, 0);
+        for i in 0..20000 {
+            let w = if i % 2 == 0 { 0.3 } else { 0.05 };
+            let lo = |r: &mut dyn FnMut() -> f32| [r(), 2.0 * r(), 4.0 * r()];
+            let (alo, blo) = (lo(&mut r), lo(&mut r));
+            let mut blo = blo;
+            if i % 7 == 0 {
+                blo[0] = alo[0] + 0.5; // a face exactly half a box away
+            }
+            let ahi = [alo[0] + w * r(), alo[1] + 2.0 * w * r(), alo[2] + 4.0 * w * r()];
+            let bhi = [blo[0] + w * r(), blo[1] + 2.0 * w * r(), blo[2] + 4.0 * w * r()];
+            if !p.no_wrap(&alo, &ahi, &blo, &bhi) {
+                wrapped += 1;
+                continue;
+            }
+            held += 1;
+            for _ in 0..4 {
+                let t = r();
+                // Inside the boxes (clamped: the interpolation may round past a face).
+                let q: [f32; 3] = std::array::from_fn(|d| (alo[d] + t * (ahi[d] - alo[d])).clamp(alo[d], ahi[d]));
+                let u = r();
+                let b: [f32; 3] = std::array::from_fn(|d| (blo[d] + u * (bhi[d] - blo[d])).clamp(blo[d], bhi[d]));
+                for (q, b) in [(q, b), (alo, bhi), (ahi, blo), (q, blo)] {
+                    assert_eq!(p.dist2(&q, &b).to_bits(), Metric::<f32, 3>::dist2(&Open, &q, &b).to_bits());
+                }
+            }
+        }
+        assert!(held > 1000 && wrapped > 1000, "{held} {wrapped}");
     }
 }

@@ -10,7 +10,7 @@ use super::knn::KnnJob;
 use super::simd::{self, Simd};
 use super::topk::TopK;
 use crate::geom::Real;
-use crate::geom::metric::{Metric, distances_block};
+use crate::geom::metric::{Metric, Open, distances_block};
 use crate::knn::reduce;
 use crate::pipeline::{KnnSinks, Tree};
 
@@ -32,6 +32,10 @@ pub(crate) struct Scratch<T, const D: usize> {
     kcount: Vec<u32>,
     /// d_min² from the receiving leaf to each kept leaf (ascending), rounded down.
     kmin: Vec<T>,
+    /// Whether a kept leaf needs the minimum image against the receiving leaf (else its
+    /// distances take the open space's plain differences: the same values, fewer
+    /// operations).
+    kwrap: Vec<bool>,
     /// Sort keys of the kept leaves.
     order: Vec<u64>,
     /// The best candidates of the current query.
@@ -49,6 +53,7 @@ impl<T: Real, const D: usize> Scratch<T, D> {
             kstart: Vec::new(),
             kcount: Vec::new(),
             kmin: Vec::new(),
+            kwrap: Vec::new(),
             order: Vec::new(),
             best: TopK::new(),
         }
@@ -131,6 +136,11 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         let qn = tree.qry_count[a] as usize;
         let nk = s.kstart.len();
         let nsrc = spos[0].len();
+        let (alo, ahi) = (&tree.qry_lo[a], &tree.qry_hi[a]);
+        s.kwrap.clear();
+        for j in 0..nk {
+            s.kwrap.push(!metric.no_wrap(alo, ahi, &s.klo[j], &s.khi[j]));
+        }
         for q in q0..q0 + qn {
             if q + 1 < q0 + qn {
                 self.prefetch_rows(if sinks.zorder { q + 1 } else { qorig[q + 1] as usize }, sinks);
@@ -175,11 +185,12 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 // last block of the array is computed one source at a time.
                 let s0 = s.kstart[j] as usize;
                 let cnt = s.kcount[j] as usize;
+                let wrap = s.kwrap[j];
                 let mut b0 = 0;
                 while b0 < cnt {
                     let base = s0 + b0;
                     let d2b: [T; B] = if base + B <= nsrc {
-                        distances_block::<T, D, B, M>(metric, &qp, spos, base)
+                        if wrap { distances_block::<T, D, B, M>(metric, &qp, spos, base) } else { distances_block::<T, D, B, Open>(&Open, &qp, spos, base) }
                     } else {
                         std::array::from_fn(|i| if base + i < nsrc { metric.dist2(&qp, &std::array::from_fn(|d| spos[d][base + i])) } else { T::INFINITY })
                     };
