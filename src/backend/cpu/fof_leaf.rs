@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::fof::{Job, Scratch};
 use crate::geom::Real;
-use crate::geom::metric::{Metric, distances};
+use crate::geom::metric::{Metric, Open, distances};
 
 impl<T: Real, const D: usize> Job<'_, T, D> {
     /// Squared distances (f64, minimum image) from `p` to the points in `xs` (f64
@@ -74,6 +74,9 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
             }
         }
         let no_wrap = self.box_len.is_none_or(|l| hi[dim] - lo[dim] <= 0.5 * l[dim]);
+        // No pair needs the minimum image at all (the usual case): open-space differences,
+        // the same values.
+        let plain = metric.no_wrap(&lo, &hi, &lo, &hi);
         for k in 0..an {
             s.perm[k] = k as u32;
         }
@@ -102,7 +105,11 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
                 0
             } else {
                 let p: [f64; D] = std::array::from_fn(|d| s.xq[d][k]);
-                self.within(metric, &p, &s.xq, k + 1, &mut s.d2[..m], &mut s.hits[..m])
+                if plain {
+                    self.within(&Open, &p, &s.xq, k + 1, &mut s.d2[..m], &mut s.hits[..m])
+                } else {
+                    self.within(metric, &p, &s.xq, k + 1, &mut s.d2[..m], &mut s.hits[..m])
+                }
             };
             if w > 0 {
                 let mut r = self.uf.find(a0 as u32 + s.perm[k]);
@@ -139,6 +146,8 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         let (q0, qn) = self.load(q, &mut s.xq, &mut s.xq_node);
         Self::size(s, pn.max(qn));
         let (qlo, qhi) = self.bx(q);
+        let (plo, phi) = self.bx(p);
+        let plain = metric.no_wrap(&plo, &phi, &qlo, &qhi);
         // Point–box lower bounds of the probe points, then the ones within l.
         let d2 = &mut s.d2[..pn];
         for d in 0..D {
@@ -171,7 +180,11 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
                 }
                 continue;
             }
-            let w = self.within(metric, &pt, &s.xq, 0, &mut s.d2[..qn], &mut s.hits[..qn]);
+            let w = if plain {
+                self.within(&Open, &pt, &s.xq, 0, &mut s.d2[..qn], &mut s.hits[..qn])
+            } else {
+                self.within(metric, &pt, &s.xq, 0, &mut s.d2[..qn], &mut s.hits[..qn])
+            };
             if w > 0 {
                 if q_conn {
                     self.uf.union(i, q0u);
