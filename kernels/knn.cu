@@ -4,7 +4,7 @@
 // Node test for a receiving node A (warp per node): r_A is the smallest radius such that
 // the candidates B with d_max(A, B) <= r_A hold at least k sources (+inf when they all
 // hold fewer); A keeps the candidates with d_min(A, B) <= r_A. r_A is one of the
-// candidates' d_max values: with up to `pairwise_max` candidates (their d_max cached in
+// candidates' d_max values (0 when k = 0: src/pipeline/prepare.rs knn_node_k): with up to `pairwise_max` candidates (their d_max cached in
 // shared memory) the smallest d_max whose count reaches k, each lane counting for its own
 // candidates; with more, a bisection over the bit patterns of T (non-negative reals order
 // as their bits do). Either equals the CPU's incremental selection exactly.
@@ -40,7 +40,9 @@ __device__ void knn_select(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first, u32 c
     }
     __syncwarp();
     T R;
-    if (mm <= pairwise_max && mm <= ZT_DMAX_CACHE) {
+    if (k == 0) {
+        R = (T)0;  // nothing to find (a self-query's k = 1): keep the touching candidates
+    } else if (mm <= pairwise_max && mm <= ZT_DMAX_CACHE) {
         T best = zt_inf<T>();
         for (u32 i = lane; i < mm; i += 32) {
             T di = s_dmax[w][i];

@@ -76,9 +76,9 @@ fn walk<B: Backend, T: Real, const D: usize, M: Metric<T, D>>(
     let tree = &zs.tree;
     let mut lists = b.walk_start(tree)?;
     stats.list_entries.push(B::len(&lists.items) as u64);
-    let kk = k.min(zs.n_sources());
+    let node_k = zs.knn_node_k(k);
     for parent in (2..tree.planes.len()).rev() {
-        lists = b.knn_node_pass(metric, tree, kk, parent, &lists)?;
+        lists = b.knn_node_pass(metric, tree, node_k, parent, &lists)?;
         stats.list_entries.push(B::len(&lists.items) as u64);
     }
     stats.list_entries.push(b.knn_leaf_pass(metric, zs, k, masses, scalar, &lists, sinks)?);

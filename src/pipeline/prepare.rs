@@ -36,6 +36,14 @@ impl<B: Backend, T: Real, const D: usize> Prepared<B, T, D> {
     pub fn n_sources(&self) -> usize {
         B::len(&self.src_orig)
     }
+    /// The count the kNN node test must find within a receiving node's radius for `k`
+    /// neighbours per query. In a self-query every point is its own first neighbour
+    /// (distance 0, first by the tie rule), so k = 1 needs nothing beyond it: 0, for which
+    /// the test keeps only the sources whose boxes touch the node (r_A = 0).
+    pub fn knn_node_k(&self, k: usize) -> usize {
+        let kk = k.min(self.n_sources());
+        if self.qry.is_none() && kk == 1 { 0 } else { kk }
+    }
     /// Bytes held (positions, permutations, nodes).
     pub fn bytes(&self) -> usize {
         let pos = |p: &[B::Buf<T>; D]| p.iter().map(|v| B::bytes(v)).sum::<usize>();

@@ -24,7 +24,7 @@ pub(super) struct KnnJob<'a, T: Real, const D: usize> {
     pub scalar: Option<&'a [f64]>,
 }
 
-/// The node–node test (k only).
+/// The node–node test (k only: the count from `Prepared::knn_node_k`).
 #[derive(Clone, Copy)]
 pub(super) struct KnnNodeTest {
     pub k: usize,
@@ -40,7 +40,7 @@ pub(super) fn node_pass<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, tr
 
 pub(super) fn leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, job: &KnnJob<'_, T, D>, lists: &Lists<Cpu>, sinks: &KnnSinks<'_, Cpu, T>) -> u64 {
     let tree = &job.zs.tree;
-    let t = KnnNodeTest { k: job.kk };
+    let t = KnnNodeTest { k: job.zs.knn_node_k(job.k) };
     walk_leaves(tree, lists, Scratch::<T, D>::new, |a, cands: &Candidates<'_>, s| {
         let r2 = t.select(metric, tree, a, cands, s);
         job.keep_leaves(tree, r2, s);
@@ -58,6 +58,17 @@ impl KnnNodeTest {
     #[inline]
     pub(super) fn select<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, a: usize, c: &Candidates<'_>, s: &mut Scratch<T, D>) -> T {
         let (alo, ahi) = (&tree.qry_lo[a], &tree.qry_hi[a]);
+        if self.k == 0 {
+            // Nothing to find: r_A = 0, keep the candidates touching A.
+            s.eval.clear();
+            for &b in c.nodes {
+                let dmin = metric.box_min2(alo, ahi, &tree.src_lo[b as usize], &tree.src_hi[b as usize]);
+                if dmin <= T::ZERO {
+                    s.eval.push((dmin, b));
+                }
+            }
+            return T::ZERO;
+        }
         s.gmin.clear();
         for &b in c.sources {
             let b = b as usize;

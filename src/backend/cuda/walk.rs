@@ -193,7 +193,7 @@ pub(crate) fn knn_leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(
     let t = &zs.tree;
     let kk = k.min(zs.n_sources());
     let pairs: DevBuf<u64> = DevBuf::zeros(dev, 1)?;
-    let (kept, r2) = knn_keep(dev, metric, t, kk, 1, lists, Some(&pairs))?;
+    let (kept, r2) = knn_keep(dev, metric, t, zs.knn_node_k(k), 1, lists, Some(&pairs))?;
     let (qpos, qorig) = zs.queries();
     let pos3 = |p: &[DevBuf<T>; D]| -> [u64; 3] { std::array::from_fn(|d| p[d.min(D - 1)].ptr()) };
     let (sp, qp) = (pos3(&zs.src_pos), pos3(qpos));
