@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use super::types::*;
 use super::{Fail, fail};
 use crate::geom::Real;
-use crate::input::{ParticleIds, PointSource, ScalarField, VectorField};
+use crate::input::{ParticleIds, PointSource, ScalarField, VectorField, prefetch_addr};
 
 /// One checked strided array.
 #[derive(Clone, Copy)]
@@ -121,6 +121,12 @@ impl<T: Real, const D: usize> StridedPoints<T, D> {
 impl<T: Real, const D: usize> PointSource<T, D> for StridedPoints<T, D> {
     fn len(&self) -> usize {
         self.arrays[0].len
+    }
+    #[inline(always)]
+    fn prefetch(&self, i: usize) {
+        for a in &self.arrays {
+            prefetch_addr(a.base.wrapping_add(i.wrapping_mul(a.stride)));
+        }
     }
     #[inline(always)]
     fn point(&self, i: usize) -> [T; D] {

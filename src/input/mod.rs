@@ -10,3 +10,4 @@ pub(crate) use domain::Bounds;
 pub use domain::Domain;
 pub use fields::{ParticleIds, ScalarField, VectorField};
 pub use points::{PointSource, SoaPoints};
+pub(crate) use points::prefetch_addr;
