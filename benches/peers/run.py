@@ -79,7 +79,7 @@ def cases(sizes):
             out.append(Case(f"kNN k=16 f64 self {dist} {fmt_n(n)}", "knn", f"{dist}_{n}_src_f64.npy", "16", 0, knn_peers))
     out.append(Case(f"kNN k=16 f64 self uniform {fmt_n(n0)} periodic", "knn", f"uniform_{n0}_src_f64.npy", "16", 1.0,
                     ["ztree", "kiddo", "scipy"]))
-    for k in (1, 64):
+    for k in (1, 2, 64):
         for dist in ("uniform", "clustered"):
             out.append(Case(f"kNN k={k} f64 self {dist} {fmt_n(n0)}", "knn", f"{dist}_{n0}_src_f64.npy", str(k), 0,
                             knn_peers))
