@@ -127,7 +127,11 @@ pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &Dis
     });
     // 3. Per-group reductions.
     let rows: Vec<Row<D>> = timings.time("reduce", || {
-        (0..ng).into_par_iter().with_min_len(8).map_init(Vec::new, |scratch, g| reduce_group(r, &members[offsets[g] as usize..offsets[g + 1] as usize], scratch)).collect()
+        (0..ng)
+            .into_par_iter()
+            .with_min_len(8)
+            .map_init(|| (Vec::new(), Vec::new()), |(by_orig, pos), g| reduce_group(r, &members[offsets[g] as usize..offsets[g + 1] as usize], by_orig, pos))
+            .collect()
     });
     // 4. Labels in input order.
     timings.time("labels", || {
@@ -156,22 +160,29 @@ pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &Dis
         };
         catalogue::assemble(rows, r.order, r.velocities.is_some(), r.members.then_some((&offsets[..], &fill as &(dyn Fn(usize, &mut [i64]) + Sync))))
     });
-    let scratch_bytes = 4 * n + sort_bytes + 4 * particles_in_groups + ng * std::mem::size_of::<Row<D>>();
+    // Per thread at most: the largest group's packed keys and positions.
+    let largest = offsets.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0);
+    let per_thread = largest * (8 + 8 * D) * rayon::current_num_threads().min(ng.max(1));
+    let scratch_bytes = 4 * n + sort_bytes + 4 * particles_in_groups + ng * std::mem::size_of::<Row<D>>() + per_thread;
     (cat, ReduceStats { groups_total, particles_in_groups, scratch_bytes })
 }
 
-/// Reduces one group; `zs` are its members' z-indices. The members are put in canonical
-/// order (ascending input index) first.
-fn reduce_group<T: Real, const D: usize>(r: &Reduce<'_, T, D>, zs: &[u32], by_orig: &mut Vec<u64>) -> Row<D> {
-    // (input index, z-index) packed in one integer: a plain integer sort.
+/// Reduces one group; `zs` are its members' z-indices (ascending). The members are put
+/// in canonical order (ascending input index) first. Their positions are copied once, in
+/// z-order (near-sequential reads), into `pos`: the reduction reads each member three
+/// times, in input order, which would be random reads of the z-ordered arrays.
+fn reduce_group<T: Real, const D: usize>(r: &Reduce<'_, T, D>, zs: &[u32], by_orig: &mut Vec<u64>, pos: &mut Vec<[f64; D]>) -> Row<D> {
+    pos.clear();
+    pos.extend(zs.iter().map(|&z| std::array::from_fn(|d| r.pos[d][z as usize].to_f64())));
+    // (input index, place in `zs`) packed in one integer: a plain integer sort.
     by_orig.clear();
-    by_orig.extend(zs.iter().map(|&z| ((r.orig[z as usize] as u64) << 32) | z as u64));
+    by_orig.extend(zs.iter().enumerate().map(|(j, &z)| ((r.orig[z as usize] as u64) << 32) | j as u64));
     by_orig.sort_unstable();
     let member = |i: usize| {
         let key = by_orig[i];
-        let (o, z) = ((key >> 32) as usize, key as u32 as usize);
+        let (o, j) = ((key >> 32) as usize, key as u32 as usize);
         Member {
-            pos: std::array::from_fn(|d| r.pos[d][z].to_f64()),
+            pos: pos[j],
             vel: r.velocities.map_or([0.0; D], |v| v.get(o)),
             mass: r.masses.map_or(r.particle_mass, |m| m.get(o)),
             tag: r.ids.map_or(o as i64, |ids| ids.id(o)),
