@@ -127,35 +127,36 @@ fn local_sort(keys: &mut [u64], vals: &mut [u32], tk: &mut Vec<u64>, tv: &mut Ve
     }
     let k0 = keys[0];
     let diff = keys.iter().fold(0u64, |a, &k| a | (k ^ k0));
+    // The digits on which the keys differ, and all their histograms in one read.
+    let shifts: Vec<u32> = (0..8).map(|d| 8 * d).filter(|&sh| (diff >> sh) & 0xff != 0).collect();
+    let mut counts = vec![[0u32; 256]; shifts.len()];
+    for &k in keys.iter() {
+        for (c, &sh) in counts.iter_mut().zip(&shifts) {
+            c[((k >> sh) & 0xff) as usize] += 1;
+        }
+    }
     tk.clear();
     tk.resize(n, 0);
     tv.clear();
     tv.resize(n, 0);
     let mut in_scratch = false;
-    let mut shift = 0;
-    while shift < 64 {
-        if (diff >> shift) & 0xff == 0 {
-            shift += 8;
-            continue;
-        }
+    for (c, &shift) in counts.iter().zip(&shifts) {
         let (sk, sv, dk, dv): (&mut [u64], &mut [u32], &mut [u64], &mut [u32]) =
             if in_scratch { (&mut tk[..], &mut tv[..], &mut *keys, &mut *vals) } else { (&mut *keys, &mut *vals, &mut tk[..], &mut tv[..]) };
-        let mut count = [0usize; 257];
-        for &k in sk.iter() {
-            count[((k >> shift) & 0xff) as usize + 1] += 1;
-        }
+        let mut start = [0usize; 256];
+        let mut sum = 0usize;
         for d in 0..256 {
-            count[d + 1] += count[d];
+            start[d] = sum;
+            sum += c[d] as usize;
         }
         for i in 0..n {
             let k = sk[i];
             let d = ((k >> shift) & 0xff) as usize;
-            dk[count[d]] = k;
-            dv[count[d]] = sv[i];
-            count[d] += 1;
+            dk[start[d]] = k;
+            dv[start[d]] = sv[i];
+            start[d] += 1;
         }
         in_scratch = !in_scratch;
-        shift += 8;
     }
     if in_scratch {
         keys.copy_from_slice(tk);
