@@ -11,6 +11,10 @@ use super::fof::{Job, Scratch};
 use crate::geom::Real;
 use crate::geom::metric::{Metric, Open, distances};
 
+/// The extent (in linking lengths) along its longest side above which a leaf's own pairs
+/// are found by a sweep along that side.
+const SWEEP_MIN: f64 = 12.0;
+
 impl<T: Real, const D: usize> Job<'_, T, D> {
     /// Squared distances (f64, minimum image) from `p` to the points in `xs` (f64
     /// copies, one array per dimension), summed as `(dx² + dy²) + dz²`; returns how many
@@ -79,14 +83,16 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
                 dim = d;
             }
         }
-        let no_wrap = self.box_len.is_none_or(|l| hi[dim] - lo[dim] <= 0.5 * l[dim]);
+        // A leaf only a few l long gains little from the sweep (most pairs are in the window
+        // anyway): all pairs then, without the sort.
+        let sweep = hi[dim] - lo[dim] > SWEEP_MIN * self.l_hi && self.box_len.is_none_or(|l| hi[dim] - lo[dim] <= 0.5 * l[dim]);
         // No pair needs the minimum image at all (the usual case): open-space differences,
         // the same values.
         let plain = metric.no_wrap(&lo, &hi, &lo, &hi);
         for k in 0..an {
             s.perm[k] = k as u32;
         }
-        if no_wrap {
+        if sweep {
             let xs = &s.xp[dim];
             s.perm[..an].sort_unstable_by(|&i, &j| xs[i as usize].total_cmp(&xs[j as usize]));
         }
@@ -98,7 +104,7 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         let mut end = 0;
         for k in 0..an - 1 {
             end = end.max(k + 1);
-            if no_wrap {
+            if sweep {
                 let x = s.xq[dim][k];
                 while end < an && s.xq[dim][end] - x <= self.l_hi {
                     end += 1;
