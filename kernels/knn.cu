@@ -3,8 +3,9 @@
 //
 // Node test for a receiving node A (warp per node): r_A is the smallest radius such that
 // the candidates B with d_max(A, B) <= r_A hold at least k sources (+inf when they all
-// hold fewer); A keeps the candidates with d_min(A, B) <= r_A. r_A is one of the
-// candidates' d_max values (0 when k = 0: src/pipeline/prepare.rs knn_node_k): with up to `pairwise_max` candidates (their d_max cached in
+// hold fewer); A keeps the candidates with d_min(A, B) <= r_A. r_A is 0 when k = 0 (a
+// self-query's k = 1: src/pipeline/prepare.rs knn_node_k), else one of the candidates'
+// d_max values: with up to `pairwise_max` candidates (their d_max cached in
 // shared memory) the smallest d_max whose count reaches k, each lane counting for its own
 // candidates; with more, a bisection over the bit patterns of T (non-negative reals order
 // as their bits do). Either equals the CPU's incremental selection exactly.

@@ -166,7 +166,9 @@ fn sweep<T: Real, const D: usize>(seed0: u64) {
                 let pts: Vec<[T; D]> = points(shape, n, bl, &mut rng);
                 let vol: f64 = bl.iter().product();
                 let sep = (vol / n.max(1) as f64).powf(1.0 / D as f64);
-                for (k, &b) in [0.2f64, 0.7].iter().enumerate() {
+                // b = 0.05: leaves many l long (the leaf pass's sort-and-sweep path);
+                // 0.2 and 0.7: short leaves, all pairs.
+                for (k, &b) in [0.05f64, 0.2, 0.7].iter().enumerate() {
                     let l = if shape == Shape::GaussianOutliers { b * 2e-3 } else { b * sep };
                     let c = &ctxs[(k + n) % 2];
                     let label = format!("{} D={D} {shape:?} n={n} periodic={periodic} l={l}", T::NAME);

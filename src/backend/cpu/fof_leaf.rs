@@ -1,6 +1,7 @@
-//! The FoF point-pair passes on the CPU: pairs inside one leaf (a sweep along the
-//! leaf's longest side) and pairs between two leaves (a vectorised point–box filter, then
-//! point distances, with shortcuts when a leaf is internally connected).
+//! The FoF point-pair passes on the CPU: pairs inside one leaf (all pairs, or a sweep
+//! along the longest side of a leaf many linking lengths long) and pairs between two
+//! leaves (a vectorised point–box filter, then point distances, with shortcuts when a
+//! leaf is internally connected).
 //!
 //! Points are linked when `d² <= l²`, evaluated in f64 from the input coordinates with the
 //! periodic minimum image per dimension, summed as `(dx² + dy²) + dz²`.
