@@ -62,7 +62,8 @@ impl<T: Real, const D: usize, P: PointSource<T, D> + ?Sized> Ingest<P, T, D> for
         // The points are read in random order: each is prefetched a few iterations ahead,
         // so that several cache (and TLB) misses are under way at once.
         const AHEAD: usize = 16;
-        perm.par_chunks(4096).enumerate().for_each(|(c, chunk)| {
+        const CHUNK: usize = 4096;
+        perm.par_chunks(CHUNK).enumerate().for_each(|(c, chunk)| {
             for (j, &v) in chunk.iter().enumerate() {
                 if let Some(&w) = chunk.get(j + AHEAD)
                     && w >= first
@@ -74,7 +75,7 @@ impl<T: Real, const D: usize, P: PointSource<T, D> + ?Sized> Ingest<P, T, D> for
                     let p = pts.point((v - first) as usize);
                     for d in 0..D {
                         // SAFETY: each z is written by one task only.
-                        unsafe { outs[d].write(c * 4096 + j, p[d]) }
+                        unsafe { outs[d].write(c * CHUNK + j, p[d]) }
                     }
                 }
             }

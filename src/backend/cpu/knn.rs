@@ -58,17 +58,6 @@ impl KnnNodeTest {
     #[inline]
     pub(super) fn select<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, a: usize, c: &Candidates<'_>, s: &mut Scratch<T, D>) -> T {
         let (alo, ahi) = (&tree.qry_lo[a], &tree.qry_hi[a]);
-        if self.k == 0 {
-            // Nothing to find: r_A = 0, keep the candidates touching A.
-            s.eval.clear();
-            for &b in c.nodes {
-                let dmin = metric.box_min2(alo, ahi, &tree.src_lo[b as usize], &tree.src_hi[b as usize]);
-                if dmin <= T::ZERO {
-                    s.eval.push((dmin, b));
-                }
-            }
-            return T::ZERO;
-        }
         s.gmin.clear();
         for &b in c.sources {
             let b = b as usize;
@@ -104,7 +93,7 @@ impl KnnNodeTest {
             let cu = c as usize;
             let (blo, bhi) = (&tree.src_lo[cu], &tree.src_hi[cu]);
             let dmin = metric.box_min2(alo, ahi, blo, bhi);
-            let radius = if *sum >= k { s.near.last().unwrap().0 } else { T::INFINITY };
+            let radius = Self::radius(s, *sum, k);
             if dmin > radius {
                 continue;
             }
@@ -127,7 +116,15 @@ impl KnnNodeTest {
                 }
             }
         }
-        if *sum >= k { s.near.last().unwrap().0 } else { T::INFINITY }
+        Self::radius(s, *sum, k)
+    }
+
+    /// The k-count radius so far: the largest d_max of the smallest set holding >= k
+    /// sources, 0 when k = 0 (nothing to find: only touching candidates are kept), +inf
+    /// while fewer than k are held.
+    #[inline(always)]
+    fn radius<T: Real, const D: usize>(s: &Scratch<T, D>, sum: u64, k: u64) -> T {
+        if sum >= k { s.near.last().map_or(T::ZERO, |x| x.0) } else { T::INFINITY }
     }
 
 }
