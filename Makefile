@@ -41,6 +41,9 @@ header-check: bootstrap
 	@tmp=$$(mktemp) && $(CBINDGEN) --quiet --config cbindgen.toml --output $$tmp . && \
 	  if ! diff -u include/ztree.h $$tmp; then echo "include/ztree.h is stale: run 'make header'" >&2; rm -f $$tmp; exit 1; fi; \
 	  rm -f $$tmp; echo "header-check: include/ztree.h is up to date"
+	@# Every function the header declares is part of the API: named ztree_*.
+	@bad=$$(grep -v '^ *//' include/ztree.h | grep -oE '\b[a-z_0-9]+\(' | grep -v '^ztree_' | sort -u); \
+	  if [ -n "$$bad" ]; then echo "include/ztree.h declares functions outside the API: $$bad" >&2; exit 1; fi
 
 # Builds the library through CMake and installs it into $(PREFIX).
 package: bootstrap

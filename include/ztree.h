@@ -277,15 +277,6 @@ typedef struct ztree_knn_output {
 extern "C" {
 #endif // __cplusplus
 
-extern int zt_emu_launch(const char *name,
-                         uint32_t gx,
-                         uint32_t gy,
-                         uint32_t gz,
-                         uint32_t bx,
-                         uint32_t by,
-                         uint32_t bz,
-                         void **args);
-
 // Fills `cfg` with the defaults: 3D, open domain, unit box, all cores, jz-tree's tree
 // parameters, particle mass 1.
 enum ztree_status ztree_config_default(struct ztree_config *cfg);
