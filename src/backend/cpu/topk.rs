@@ -353,10 +353,22 @@ mod tests {
                 let (levels, inf) = if round % 2 == 0 { (50, 23) } else { (1 << 40, u64::MAX) };
                 let cands: Vec<(f64, u32)> = (0..n).map(|i| (if next() % inf == 0 { f64::INFINITY } else { (next() % levels) as f64 * 0.25 }, (n - i) as u32)).collect();
                 let rank = |z: u32| n as u32 + 1 - z;
+                // Rounds 0, 1 mod 4 offer only what is within the threshold, as the leaf
+                // pass does; the others offer everything.
+                let filter = round % 4 < 2;
+                let mut thr = f64::INFINITY;
                 t.reset(k);
-                for &(d, r) in &cands {
+                for (i, &(d, r)) in cands.iter().enumerate() {
+                    if filter && d > thr {
+                        continue;
+                    }
                     if t.push(d, r, &rank) {
                         assert_eq!(t.len(), k);
+                        // The threshold is the k-th distance of all candidates so far.
+                        let mut seen: Vec<f64> = cands[..=i].iter().map(|c| c.0).collect();
+                        seen.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                        assert_eq!(t.kth(), seen[k - 1], "k {k}");
+                        thr = t.kth();
                         if k <= 256 {
                             assert_eq!(t.kth(), *t.d2s().last().unwrap());
                         }
