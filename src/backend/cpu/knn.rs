@@ -24,6 +24,10 @@ pub(super) struct KnnJob<'a, T: Real, const D: usize> {
     pub scalar: Option<&'a [f64]>,
 }
 
+/// Up to this node-test count, a receiving leaf's radius is also capped by its own points
+/// (`KnnJob::own_radius`; at larger k that bound is no tighter than the k-count radius).
+const OWN_MAX_K: usize = 8;
+
 /// The node–node test (k only: the count from `Prepared::knn_node_k`).
 #[derive(Clone, Copy)]
 pub(super) struct KnnNodeTest {
@@ -33,7 +37,7 @@ pub(super) struct KnnNodeTest {
 pub(super) fn node_pass<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, tree: &Tree<Cpu, T, D>, k: usize, parent: usize, lists: &Lists<Cpu>) -> Lists<Cpu> {
     let t = KnnNodeTest { k };
     walk_plane(tree, parent, lists, Scratch::<T, D>::new, |a, cands, s, out| {
-        let r2 = t.select(metric, tree, a, cands, s);
+        let r2 = t.select(metric, tree, a, cands, s, T::INFINITY);
         out.extend(s.eval.iter().filter(|e| e.0 <= r2).map(|e| e.1));
     })
 }
@@ -42,7 +46,8 @@ pub(super) fn leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, jo
     let tree = &job.zs.tree;
     let t = KnnNodeTest { k: job.zs.knn_node_k(job.k) };
     walk_leaves(tree, lists, Scratch::<T, D>::new, |a, cands: &Candidates<'_>, s| {
-        let r2 = t.select(metric, tree, a, cands, s);
+        let cap = if t.k <= OWN_MAX_K { job.own_radius(metric, a, t.k) } else { T::INFINITY };
+        let r2 = t.select(metric, tree, a, cands, s, cap);
         job.keep_leaves(tree, r2, s);
         job.leaf(metric, a, r2, s, sinks);
     })
@@ -54,9 +59,10 @@ impl KnnNodeTest {
     /// parent's own children first), and a whole group is skipped when its source node is
     /// already farther than the current radius: its children cannot be kept, nor can they
     /// lower the radius (their d_max is at least their d_min). So the result equals a full
-    /// evaluation of every candidate.
+    /// evaluation of every candidate. `cap`: a radius² already known to hold k sources
+    /// for every query of A (+inf when none is); r_A² is at most it.
     #[inline]
-    pub(super) fn select<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, a: usize, c: &Candidates<'_>, s: &mut Scratch<T, D>) -> T {
+    pub(super) fn select<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, a: usize, c: &Candidates<'_>, s: &mut Scratch<T, D>, cap: T) -> T {
         let (alo, ahi) = (&tree.qry_lo[a], &tree.qry_hi[a]);
         s.gmin.clear();
         for &b in c.sources {
@@ -75,10 +81,10 @@ impl KnnNodeTest {
         s.near.clear();
         s.eval.clear();
         let mut sum = 0u64;
-        let mut r = self.eval_group(metric, tree, alo, ahi, c.group(first), s, &mut sum);
+        let mut r = self.eval_group(metric, tree, alo, ahi, c.group(first), s, &mut sum, cap);
         for g in 0..c.sources.len() {
             if g != first && s.gmin[g] <= r {
-                r = self.eval_group(metric, tree, alo, ahi, c.group(g), s, &mut sum);
+                r = self.eval_group(metric, tree, alo, ahi, c.group(g), s, &mut sum, cap);
             }
         }
         r
@@ -87,13 +93,19 @@ impl KnnNodeTest {
     /// Adds one group of candidates to `s.eval` and the k-count radius; returns the radius.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn eval_group<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, alo: &[T; D], ahi: &[T; D], group: &[u32], s: &mut Scratch<T, D>, sum: &mut u64) -> T {
+    fn eval_group<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, alo: &[T; D], ahi: &[T; D], group: &[u32], s: &mut Scratch<T, D>, sum: &mut u64, cap: T) -> T {
         let k = self.k as u64;
+        // A candidate whose d_max is past the cap cannot lower the radius below it, so
+        // skipping its count (below) leaves the result unchanged.
+        let radius = |s: &Scratch<T, D>, sum: u64| {
+            let r = Self::radius(s, sum, k);
+            if cap < r { cap } else { r }
+        };
         for &c in group {
             let cu = c as usize;
             let (blo, bhi) = (&tree.src_lo[cu], &tree.src_hi[cu]);
             let dmin = metric.box_min2(alo, ahi, blo, bhi);
-            let radius = Self::radius(s, *sum, k);
+            let radius = radius(s, *sum);
             if dmin > radius {
                 continue;
             }
@@ -116,7 +128,7 @@ impl KnnNodeTest {
                 }
             }
         }
-        Self::radius(s, *sum, k)
+        radius(s, *sum)
     }
 
     /// The k-count radius so far: the largest d_max of the smallest set holding >= k

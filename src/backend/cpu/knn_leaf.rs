@@ -68,6 +68,42 @@ fn f32_below(x: f64) -> f32 {
 }
 
 impl<T: Real, const D: usize> KnnJob<'_, T, D> {
+    /// Self-queries: a radius² within which every point of leaf `a` has k sources (+inf
+    /// when the leaf holds fewer than k points, or k = 0), to cap the leaf's search
+    /// radius. Each point's bound is the farther end of a run of k consecutive points of
+    /// the leaf (in z-order, so usually close) that holds it — itself at distance 0, as in
+    /// the results — the nearer of the run ending at it and the run starting at it. At
+    /// small k this is far below the node test's k-count radius, which for a leaf holding
+    /// k points is its own diagonal.
+    pub(super) fn own_radius<M: Metric<T, D>>(&self, metric: &M, a: usize, k: usize) -> T {
+        let zs = self.zs;
+        let tree = &zs.tree;
+        let (s0, sn) = (tree.src_start[a] as usize, tree.src_count[a] as usize);
+        if k == 0 || sn < k || zs.qry.is_some() {
+            return T::INFINITY;
+        }
+        debug_assert!(tree.qry_start[a] as usize == s0 && tree.qry_count[a] as usize == sn);
+        let pos = &zs.src_pos;
+        let p = |z: usize| -> [T; D] { std::array::from_fn(|d| pos[d][z]) };
+        let run = |q: &[T; D], from: usize| {
+            let mut far = T::ZERO;
+            for z in from..from + k {
+                let d2 = metric.dist2(q, &p(z));
+                far = if d2 > far { d2 } else { far };
+            }
+            far
+        };
+        let mut r = T::ZERO;
+        for z in s0..s0 + sn {
+            let q = p(z);
+            let before = run(&q, z.saturating_sub(k - 1).max(s0));
+            let after = run(&q, z.min(s0 + sn - k));
+            let b = if before < after { before } else { after };
+            r = if b > r { b } else { r };
+        }
+        r
+    }
+
     /// Gathers the boxes and source ranges of the candidate leaves with d_min² <= r2,
     /// nearest (to the receiving leaf) first: the k-th distance of a query then shrinks
     /// early and most farther leaves are skipped whole.
