@@ -24,10 +24,6 @@ pub(super) struct KnnJob<'a, T: Real, const D: usize> {
     pub scalar: Option<&'a [f64]>,
 }
 
-/// Up to this node-test count, a receiving leaf's radius is also capped by its own points
-/// (`KnnJob::own_radius`; at larger k that bound is no tighter than the k-count radius).
-const OWN_MAX_K: usize = 8;
-
 /// The node–node test (k only: the count from `Prepared::knn_node_k`).
 #[derive(Clone, Copy)]
 pub(super) struct KnnNodeTest {
@@ -46,8 +42,7 @@ pub(super) fn leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, jo
     let tree = &job.zs.tree;
     let t = KnnNodeTest { k: job.zs.knn_node_k(job.k) };
     walk_leaves(tree, lists, Scratch::<T, D>::new, |a, cands: &Candidates<'_>, s| {
-        let cap = if t.k <= OWN_MAX_K { job.own_radius(metric, a, t.k) } else { T::INFINITY };
-        let r2 = t.select(metric, tree, a, cands, s, cap);
+        let r2 = t.select(metric, tree, a, cands, s, job.own_radius(metric, a, t.k));
         job.keep_leaves(tree, r2, s);
         job.leaf(metric, a, r2, s, sinks);
     })

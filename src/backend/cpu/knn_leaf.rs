@@ -17,6 +17,10 @@ use crate::pipeline::{KnnSinks, Tree};
 /// Sources per distance block of the leaf scan.
 const B: usize = 8;
 
+/// Up to this node-test count a leaf's radius is also capped by its own points
+/// (`own_radius`; at larger k that bound is no tighter than the k-count radius).
+const OWN_MAX_K: usize = 8;
+
 /// Per-task scratch of the walk.
 pub(crate) struct Scratch<T, const D: usize> {
     /// d_min² from the receiving node to each candidate group's source node.
@@ -68,18 +72,18 @@ fn f32_below(x: f64) -> f32 {
 }
 
 impl<T: Real, const D: usize> KnnJob<'_, T, D> {
-    /// Self-queries: a radius² within which every point of leaf `a` has k sources (+inf
-    /// when the leaf holds fewer than k points, or k = 0), to cap the leaf's search
-    /// radius. Each point's bound is the farther end of a run of k consecutive points of
-    /// the leaf (in z-order, so usually close) that holds it — itself at distance 0, as in
-    /// the results — the nearer of the run ending at it and the run starting at it. At
-    /// small k this is far below the node test's k-count radius, which for a leaf holding
-    /// k points is its own diagonal.
+    /// Self-queries: a radius² within which every point of leaf `a` has k sources, to cap
+    /// the leaf's search radius (+inf when the leaf holds fewer than k points, k = 0 or
+    /// k > `OWN_MAX_K`). Each point's bound is the farther end of a run of k consecutive
+    /// points of the leaf (in z-order, so usually close) that holds it — itself at
+    /// distance 0, as in the results — the nearer of the run ending at it and the run
+    /// starting at it. At small k this is far below the node test's k-count radius, which
+    /// for a leaf holding k points is its own diagonal.
     pub(super) fn own_radius<M: Metric<T, D>>(&self, metric: &M, a: usize, k: usize) -> T {
         let zs = self.zs;
         let tree = &zs.tree;
         let (s0, sn) = (tree.src_start[a] as usize, tree.src_count[a] as usize);
-        if k == 0 || sn < k || zs.qry.is_some() {
+        if k == 0 || k > OWN_MAX_K || sn < k || zs.qry.is_some() {
             return T::INFINITY;
         }
         debug_assert!(tree.qry_start[a] as usize == s0 && tree.qry_count[a] as usize == sn);
