@@ -65,5 +65,6 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         order: params.order,
         members: params.members,
     };
+    crate::backend::cpu::par::prefault(labels);
     crate::pipeline::fof::run(&Cpu, domain, points, l, &req, &ctx.config.tree, &DisjointSlice::new(labels))
 }

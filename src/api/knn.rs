@@ -94,6 +94,12 @@ fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T,
 
 /// The caller's output arrays as sinks of the leaf pass.
 fn sinks<'a, T: Real>(o: &'a mut KnnOutput<'_, T>) -> KnnSinks<'a, Cpu, T> {
+    if let Some(s) = o.indices.as_deref_mut() {
+        crate::backend::cpu::par::prefault(s);
+    }
+    if let Some(s) = o.distances.as_deref_mut() {
+        crate::backend::cpu::par::prefault(s);
+    }
     KnnSinks {
         indices: o.indices.as_deref_mut().map(DisjointSlice::new),
         distances: o.distances.as_deref_mut().map(DisjointSlice::new),

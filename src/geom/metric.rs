@@ -159,19 +159,24 @@ pub(crate) fn distances<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, q:
     }
 }
 
-/// Squared distances from `q` to the `W` points `s0 .. s0 + W` of `pos`, the same sums as
-/// `distances` in a fixed-size block (straight vector code, no remainder loop).
+/// Squared distances from `q` to the `W` points `s0 .. s0 + W` of the columns `pos`, the
+/// same sums as `distances` in a fixed-size block (straight vector code, no remainder
+/// loop, no bounds checks: the leaf pass's inner loop, where the bounds are known).
+///
+/// # Safety
+/// Each `pos[d]` must point to at least `s0 + W` readable elements.
 #[inline(always)]
-pub(crate) fn distances_block<T: Real, const D: usize, const W: usize, M: Metric<T, D>>(metric: &M, q: &[T; D], pos: &[Vec<T>; D], s0: usize) -> [T; W] {
+pub(crate) unsafe fn distances_block_at<T: Real, const D: usize, const W: usize, M: Metric<T, D>>(metric: &M, q: &[T; D], pos: &[*const T; D], s0: usize) -> [T; W] {
     // The first dimension apart: a select on it in the loop defeats the vectoriser.
     let mut out = [T::ZERO; W];
-    let xs: &[T; W] = pos[0][s0..s0 + W].try_into().unwrap();
+    // SAFETY (each block read): W elements from s0 lie inside the column (the caller).
+    let xs: [T; W] = unsafe { std::ptr::read_unaligned(pos[0].add(s0) as *const [T; W]) };
     for i in 0..W {
         let dx = metric.diff(q[0], xs[i], 0);
         out[i] = dx * dx;
     }
     for d in 1..D {
-        let xs: &[T; W] = pos[d][s0..s0 + W].try_into().unwrap();
+        let xs: [T; W] = unsafe { std::ptr::read_unaligned(pos[d].add(s0) as *const [T; W]) };
         for i in 0..W {
             let dx = metric.diff(q[d], xs[i], d);
             out[i] = out[i] + dx * dx;

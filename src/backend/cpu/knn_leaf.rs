@@ -10,12 +10,16 @@ use super::knn::KnnJob;
 use super::simd::{self, Simd};
 use super::topk::TopK;
 use crate::geom::Real;
-use crate::geom::metric::{Metric, Open, distances_block};
+use crate::geom::metric::{Metric, Open, distances_block_at};
 use crate::knn::reduce;
 use crate::pipeline::{KnnSinks, Tree};
 
 /// Sources per distance block of the leaf scan.
 const B: usize = 8;
+
+/// Output rows are prefetched this many queries ahead (rows in input order lie at
+/// scattered addresses: a TLB walk and a line fill each).
+const PF: usize = 2;
 
 /// Up to this node-test count a leaf's radius is also capped by its own points
 /// (`own_radius`; at larger k that bound is no tighter than the k-count radius).
@@ -29,17 +33,8 @@ pub(crate) struct Scratch<T, const D: usize> {
     pub(crate) eval: Vec<(T, u32)>,
     /// Smallest-d_max candidates holding >= k sources: (d_max², count), ascending.
     pub(crate) near: Vec<(T, u32)>,
-    /// Boxes and source ranges of the kept leaves of the current leaf, nearest first.
-    klo: Vec<[T; D]>,
-    khi: Vec<[T; D]>,
-    kstart: Vec<u32>,
-    kcount: Vec<u32>,
-    /// d_min² from the receiving leaf to each kept leaf (ascending), rounded down.
-    kmin: Vec<T>,
-    /// Whether a kept leaf needs the minimum image against the receiving leaf (else its
-    /// distances take the open space's plain differences: the same values, fewer
-    /// operations).
-    kwrap: Vec<bool>,
+    /// The kept leaves of the current leaf, nearest first.
+    kept: Vec<Kept<T, D>>,
     /// Sort keys of the kept leaves.
     order: Vec<u64>,
     /// The best candidates of the current query.
@@ -52,16 +47,26 @@ impl<T: Real, const D: usize> Scratch<T, D> {
             gmin: Vec::new(),
             eval: Vec::new(),
             near: Vec::new(),
-            klo: Vec::new(),
-            khi: Vec::new(),
-            kstart: Vec::new(),
-            kcount: Vec::new(),
-            kmin: Vec::new(),
-            kwrap: Vec::new(),
+            kept: Vec::new(),
             order: Vec::new(),
             best: TopK::new(),
         }
     }
+}
+
+/// A kept leaf, as the leaf pass reads it (one record: one bounds check and a line or two
+/// per leaf).
+#[derive(Clone, Copy)]
+struct Kept<T, const D: usize> {
+    lo: [T; D],
+    hi: [T; D],
+    /// d_min² from the receiving leaf (ascending along the list), rounded down.
+    min: T,
+    start: u32,
+    count: u32,
+    /// Whether it needs the minimum image against the receiving leaf (else its distances
+    /// take the open space's plain differences: the same values, fewer operations).
+    wrap: bool,
 }
 
 /// The largest f32 at most `x` (x >= 0, not NaN).
@@ -123,18 +128,17 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             }
         }
         s.order.sort_unstable();
-        s.klo.clear();
-        s.khi.clear();
-        s.kstart.clear();
-        s.kcount.clear();
-        s.kmin.clear();
+        s.kept.clear();
         for &key in &s.order {
-            s.kmin.push(T::from_f64(f32::from_bits((key >> 32) as u32) as f64));
             let b = key as u32 as usize;
-            s.klo.push(tree.src_lo[b]);
-            s.khi.push(tree.src_hi[b]);
-            s.kstart.push(tree.src_start[b]);
-            s.kcount.push(tree.src_count[b]);
+            s.kept.push(Kept {
+                lo: tree.src_lo[b],
+                hi: tree.src_hi[b],
+                min: T::from_f64(f32::from_bits((key >> 32) as u32) as f64),
+                start: tree.src_start[b],
+                count: tree.src_count[b],
+                wrap: true,
+            });
         }
     }
 
@@ -174,16 +178,18 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         let self_query = zs.qry.is_none();
         let q0 = tree.qry_start[a] as usize;
         let qn = tree.qry_count[a] as usize;
-        let nk = s.kstart.len();
         let nsrc = spos[0].len();
+        let sp: [*const T; D] = std::array::from_fn(|d| spos[d].as_ptr());
         let (alo, ahi) = (&tree.qry_lo[a], &tree.qry_hi[a]);
-        s.kwrap.clear();
-        for j in 0..nk {
-            s.kwrap.push(!metric.no_wrap(alo, ahi, &s.klo[j], &s.khi[j]));
+        for kl in s.kept.iter_mut() {
+            kl.wrap = !metric.no_wrap(alo, ahi, &kl.lo, &kl.hi);
+        }
+        for q in q0..(q0 + PF).min(q0 + qn) {
+            self.prefetch_rows(if sinks.zorder { q } else { qorig[q] as usize }, sinks);
         }
         for q in q0..q0 + qn {
-            if q + 1 < q0 + qn {
-                self.prefetch_rows(if sinks.zorder { q + 1 } else { qorig[q + 1] as usize }, sinks);
+            if q + PF < q0 + qn {
+                self.prefetch_rows(if sinks.zorder { q + PF } else { qorig[q + PF] as usize }, sinks);
             }
             let qp: [T; D] = std::array::from_fn(|d| qpos[d][q]);
             // The first threshold: the farthest of the previous query's k neighbours (a
@@ -208,14 +214,14 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             let self_z = if self_query { q } else { usize::MAX };
             let rank = |z: u32| if z as usize == self_z { 0 } else { sorig[z as usize] + 1 };
             s.best.reset(self.kk);
-            for j in 0..nk {
+            for kl in &s.kept {
                 // Kept leaves come by ascending d_min to this leaf, a lower bound of the
                 // query's distance to them: past the threshold, no later leaf can hold a
                 // candidate.
-                if s.kmin[j] > thr {
+                if kl.min > thr {
                     break;
                 }
-                if metric.box_min2(&qp, &qp, &s.klo[j], &s.khi[j]) > thr {
+                if metric.box_min2(&qp, &qp, &kl.lo, &kl.hi) > thr {
                     continue;
                 }
                 // Blocks of B sources: distances and the mask of those within the threshold
@@ -223,14 +229,17 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 // shrinks (a branch per source mispredicted about once per taken one).
                 // A block may run past the leaf into the next sources (masked off); the
                 // last block of the array is computed one source at a time.
-                let s0 = s.kstart[j] as usize;
-                let cnt = s.kcount[j] as usize;
-                let wrap = s.kwrap[j];
+                let s0 = kl.start as usize;
+                let cnt = kl.count as usize;
+                let wrap = kl.wrap;
                 let mut b0 = 0;
                 while b0 < cnt {
                     let base = s0 + b0;
                     let d2b: [T; B] = if base + B <= nsrc {
-                        if wrap { distances_block::<T, D, B, M>(metric, &qp, spos, base) } else { distances_block::<T, D, B, Open>(&Open, &qp, spos, base) }
+                        // SAFETY: every column holds `nsrc >= base + B` points.
+                        unsafe {
+                            if wrap { distances_block_at::<T, D, B, M>(metric, &qp, &sp, base) } else { distances_block_at::<T, D, B, Open>(&Open, &qp, &sp, base) }
+                        }
                     } else {
                         std::array::from_fn(|i| if base + i < nsrc { metric.dist2(&qp, &std::array::from_fn(|d| spos[d][base + i])) } else { T::INFINITY })
                     };
