@@ -86,6 +86,38 @@ pub(crate) fn chunk_ranges(n: usize, parts: usize) -> Vec<std::ops::Range<usize>
     out
 }
 
+/// Maps in the pages of an output array the call is about to write in full, in parallel
+/// chunks, before the pass that writes it in scattered order: one madvise per chunk
+/// instead of a page fault per page inside the hot loop (a fresh array costs a fault per
+/// 4 KiB; rows in input order touch them at random). Contents are unchanged
+/// (MADV_POPULATE_WRITE faults pages in as a write would, without writing). A no-op off
+/// Linux on x86-64 and AArch64, on kernels before 5.14 and where the chunks are not page
+/// aligned (pages above 4 KiB): the call fails and is ignored; and for small arrays.
+pub(crate) fn prefault<T: Send>(s: &mut [T]) {
+    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        use rayon::prelude::*;
+        const PAGE: usize = 4096;
+        const CHUNK: usize = 4 << 20;
+        const MADV_POPULATE_WRITE: i32 = 23;
+        unsafe extern "C" {
+            fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
+        }
+        let (p, bytes) = (s.as_mut_ptr() as usize, std::mem::size_of_val(s));
+        if bytes < 2 * CHUNK {
+            return;
+        }
+        let (a, e) = (p.div_ceil(PAGE) * PAGE, (p + bytes) / PAGE * PAGE);
+        (a..e).into_par_iter().step_by(CHUNK).for_each(|c| {
+            // SAFETY: whole pages inside the caller's array, which this call borrows
+            // mutably; the advice only maps them in.
+            unsafe { madvise(c as *mut _, CHUNK.min(e - c), MADV_POPULATE_WRITE) };
+        });
+    }
+    #[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+    let _ = s;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,35 +161,4 @@ mod tests {
             assert!(c.windows(2).all(|w| w[0].end == w[1].start));
         }
     }
-}
-
-/// Maps in the pages of an output array the call is about to write in full, in parallel
-/// chunks, before the pass that writes it in scattered order: one madvise per chunk
-/// instead of a page fault per page inside the hot loop (a fresh array costs a fault per
-/// 4 KiB; rows in input order touch them at random). Contents are unchanged
-/// (MADV_POPULATE_WRITE faults pages in as a write would, without writing). A no-op off
-/// Linux, on kernels before 5.14 (the call fails and is ignored) and for small arrays.
-pub(crate) fn prefault<T: Send>(s: &mut [T]) {
-    #[cfg(target_os = "linux")]
-    {
-        use rayon::prelude::*;
-        const PAGE: usize = 4096;
-        const CHUNK: usize = 4 << 20;
-        const MADV_POPULATE_WRITE: i32 = 23;
-        unsafe extern "C" {
-            fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
-        }
-        let (p, bytes) = (s.as_mut_ptr() as usize, std::mem::size_of_val(s));
-        if bytes < 2 * CHUNK {
-            return;
-        }
-        let (a, e) = (p.div_ceil(PAGE) * PAGE, (p + bytes) / PAGE * PAGE);
-        (a..e).into_par_iter().step_by(CHUNK).for_each(|c| {
-            // SAFETY: whole pages inside the caller's array, which this call borrows
-            // mutably; the advice only maps them in.
-            unsafe { madvise(c as *mut _, CHUNK.min(e - c), MADV_POPULATE_WRITE) };
-        });
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = s;
 }
