@@ -2,10 +2,14 @@
 //!
 //! The shipped library targets baseline x86-64 (SSE2). The leaf kernels are compiled a
 //! second and third time with AVX2 and AVX-512 enabled (`#[target_feature]` wrappers
-//! around one `#[inline(always)]` body), and `level()` picks the widest the CPU has.
+//! around one `#[inline(always)]` body), and `level()` picks AVX2 where the CPU has it.
+//! The AVX-512 build is used only when asked for (`ZTREE_SIMD=avx512`): on the one
+//! AVX-512 machine measured (a Zen 4 EPYC) it was 13-15% slower than the AVX2 build in the
+//! kNN leaf pass (BENCHMARKS.md), its vector width buying nothing there.
 //! The same IEEE operations run in every version (Rust never fuses a multiply and an
 //! add on its own), so results are bit-identical at every level.
-//! `ZTREE_SIMD=base|avx2|avx512` caps the level (read once per process).
+//! `ZTREE_SIMD=base|avx2|avx512` sets the level, capped by what the CPU has (read once
+//! per process).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -49,7 +53,8 @@ fn detected() -> Simd {
 /// A level forced by tests (255: none).
 static FORCED: AtomicU8 = AtomicU8::new(255);
 
-/// The level the kernels run at: the widest the CPU has, capped by `ZTREE_SIMD`.
+/// The level the kernels run at: AVX2 where the CPU has it (else the baseline), or what
+/// `ZTREE_SIMD` asks for, capped by the CPU.
 #[inline]
 pub(crate) fn level() -> Simd {
     match FORCED.load(Ordering::Relaxed) {
@@ -62,8 +67,8 @@ pub(crate) fn level() -> Simd {
     *LEVEL.get_or_init(|| {
         let cap = match std::env::var("ZTREE_SIMD").as_deref() {
             Ok("base") => Simd::Base,
-            Ok("avx2") => Simd::Avx2,
-            _ => Simd::Avx512,
+            Ok("avx512") => Simd::Avx512,
+            _ => Simd::Avx2,
         };
         detected().min(cap)
     })
