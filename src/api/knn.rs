@@ -92,7 +92,8 @@ fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T,
     Ok(stats)
 }
 
-/// The caller's output arrays as sinks of the leaf pass.
+/// The caller's output arrays as sinks of the leaf pass (the two row arrays prefaulted
+/// first: the pass writes their rows in scattered order).
 fn sinks<'a, T: Real>(o: &'a mut KnnOutput<'_, T>) -> KnnSinks<'a, Cpu, T> {
     if let Some(s) = o.indices.as_deref_mut() {
         crate::backend::cpu::par::prefault(s);

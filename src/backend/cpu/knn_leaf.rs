@@ -113,14 +113,15 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         r
     }
 
-    /// Gathers the boxes and source ranges of the candidate leaves with d_min² <= r2,
-    /// nearest (to the receiving leaf) first: the k-th distance of a query then shrinks
-    /// early and most farther leaves are skipped whole.
+    /// Gathers the boxes and source ranges of the candidate leaves of receiving leaf `a`
+    /// with d_min² <= r2, nearest (to `a`) first: the k-th distance of a query then
+    /// shrinks early and most farther leaves are skipped whole.
     ///
     /// The order only sets the speed (results never depend on it), so the leaves are
     /// sorted by one integer: d_min² rounded down to f32, then the node. The rounded
     /// values, still lower bounds and now ascending, are what the leaf pass compares.
-    pub(super) fn keep_leaves(&self, tree: &Tree<Cpu, T, D>, r2: T, s: &mut Scratch<T, D>) {
+    pub(super) fn keep_leaves<M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, a: usize, r2: T, s: &mut Scratch<T, D>) {
+        let (alo, ahi) = (&tree.qry_lo[a], &tree.qry_hi[a]);
         s.order.clear();
         for &(dm, b) in &s.eval {
             if dm <= r2 {
@@ -137,7 +138,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 min: T::from_f64(f32::from_bits((key >> 32) as u32) as f64),
                 start: tree.src_start[b],
                 count: tree.src_count[b],
-                wrap: true,
+                wrap: !metric.no_wrap(alo, ahi, &tree.src_lo[b], &tree.src_hi[b]),
             });
         }
     }
@@ -180,10 +181,6 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         let qn = tree.qry_count[a] as usize;
         let nsrc = spos[0].len();
         let sp: [*const T; D] = std::array::from_fn(|d| spos[d].as_ptr());
-        let (alo, ahi) = (&tree.qry_lo[a], &tree.qry_hi[a]);
-        for kl in s.kept.iter_mut() {
-            kl.wrap = !metric.no_wrap(alo, ahi, &kl.lo, &kl.hi);
-        }
         for q in q0..(q0 + PF).min(q0 + qn) {
             self.prefetch_rows(if sinks.zorder { q } else { qorig[q] as usize }, sinks);
         }
