@@ -61,24 +61,16 @@ pub(crate) fn split_caps(levels: &[u8], types: PointTypes<'_, Cpu>, params: &Tre
     rayon::join(
         || {
             // first[i]: the nearest gap on the left with a higher level, + 1 (first point).
-            let mut stack: Vec<u32> = Vec::with_capacity(256);
-            for i in 0..m {
-                while let Some(&t) = stack.last() {
-                    if levels[t as usize] <= levels[i] { stack.pop(); } else { break; }
-                }
-                first[i] = stack.last().map_or(0, |&t| t + 1);
-                stack.push(i as u32);
+            let mut stack = NearestHigher::new();
+            for (i, (f, &l)) in first.iter_mut().zip(levels).enumerate() {
+                *f = stack.push(l, i as u32).map_or(0, |t| t + 1);
             }
         },
         || {
             // last[i]: the nearest gap on the right with a higher level (last point).
-            let mut stack: Vec<u32> = Vec::with_capacity(256);
-            for i in (0..m).rev() {
-                while let Some(&t) = stack.last() {
-                    if levels[t as usize] <= levels[i] { stack.pop(); } else { break; }
-                }
-                last[i] = stack.last().map_or(m as u32, |&t| t);
-                stack.push(i as u32);
+            let mut stack = NearestHigher::new();
+            for (i, (e, &l)) in last.iter_mut().zip(levels).enumerate().rev() {
+                *e = stack.push(l, i as u32).unwrap_or(m as u32);
             }
         },
     );
@@ -108,6 +100,34 @@ pub(crate) fn split_caps(levels: &[u8], types: PointTypes<'_, Cpu>, params: &Tre
             };
         });
     first
+}
+
+/// A monotone stack of (level, gap): pushing a gap returns the nearest gap pushed before
+/// it with a strictly higher level. The levels on the stack strictly decrease, so a u8
+/// level keeps at most 256 entries: fixed arrays, levels beside the indices.
+struct NearestHigher {
+    level: [u8; 256],
+    gap: [u32; 256],
+    len: usize,
+}
+
+impl NearestHigher {
+    fn new() -> Self {
+        Self { level: [0; 256], gap: [0; 256], len: 0 }
+    }
+    #[inline(always)]
+    fn push(&mut self, level: u8, gap: u32) -> Option<u32> {
+        let mut t = self.len;
+        while t > 0 && self.level[t - 1] <= level {
+            t -= 1;
+        }
+        let nearest = if t > 0 { Some(self.gap[t - 1]) } else { None };
+        // t < 256: the entries below it all have levels above `level`.
+        self.level[t] = level;
+        self.gap[t] = gap;
+        self.len = t + 1;
+        nearest
+    }
 }
 
 /// Builds all planes over `n` merged points. `src_pos`/`qry_pos` are the sources and
@@ -261,6 +281,8 @@ fn push_plane<T: Real, const D: usize>(
             (ss, sc, qs, qc)
         })
         .collect();
+    // In a self-query the query boxes are the source boxes: computed once.
+    let same = matches!(types, PointTypes::Same);
     type Boxes<T, const D: usize> = ([T; D], [T; D], [T; D], [T; D], u32, u32);
     let boxes: Vec<Boxes<T, D>> = (0..len)
         .into_par_iter()
@@ -269,7 +291,7 @@ fn push_plane<T: Real, const D: usize>(
             match below {
                 None => {
                     let (sl, sh) = points_box(src_pos, ss as usize, sc as usize);
-                    let (ql, qh) = points_box(qry_pos, qs as usize, qc as usize);
+                    let (ql, qh) = if same { (sl, sh) } else { points_box(qry_pos, qs as usize, qc as usize) };
                     (sl, sh, ql, qh, 0, 0)
                 }
                 Some(bp) => {
@@ -279,7 +301,12 @@ fn push_plane<T: Real, const D: usize>(
                     let mut b = ([T::INFINITY; D], [T::NEG_INFINITY; D], [T::INFINITY; D], [T::NEG_INFINITY; D]);
                     for c in bp.first + c0..bp.first + c1 {
                         union_box(&mut b.0, &mut b.1, &tree.src_lo[c], &tree.src_hi[c]);
-                        union_box(&mut b.2, &mut b.3, &tree.qry_lo[c], &tree.qry_hi[c]);
+                        if !same {
+                            union_box(&mut b.2, &mut b.3, &tree.qry_lo[c], &tree.qry_hi[c]);
+                        }
+                    }
+                    if same {
+                        (b.2, b.3) = (b.0, b.1);
                     }
                     (b.0, b.1, b.2, b.3, (bp.first + c0) as u32, (c1 - c0) as u32)
                 }
