@@ -93,48 +93,53 @@ pub(crate) fn chunk_ranges(n: usize, parts: usize) -> Vec<std::ops::Range<usize>
 /// (MADV_POPULATE_WRITE faults pages in as a write would, without writing). A no-op off
 /// Linux on x86-64 and AArch64, on kernels before 5.14 and where the chunks are not page
 /// aligned (pages above 4 KiB): the call fails and is ignored; and for small arrays.
-/// The 2 MiB-aligned interior is first advised to use transparent huge pages (unless
-/// `ZTREE_HUGEPAGES=0`): the in-process kNN walk is ~12% shorter with them.
+/// With `ZTREE_HUGEPAGES=1` the 2 MiB-aligned interior is first advised to use
+/// transparent huge pages: the kNN walk into reused arrays is 8-12% shorter, but on the
+/// development VM a fresh array's first touch then cost more than that (off by default).
 pub(crate) fn prefault<T: Send>(s: &mut [T]) {
     #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        use rayon::prelude::*;
-        const PAGE: usize = 4096;
-        const CHUNK: usize = 4 << 20;
-        const MADV_POPULATE_WRITE: i32 = 23;
-        unsafe extern "C" {
-            fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
-        }
-        let (p, bytes) = (s.as_mut_ptr() as usize, std::mem::size_of_val(s));
-        if bytes < 2 * CHUNK {
-            return;
-        }
-        let (a, e) = (p.div_ceil(PAGE) * PAGE, (p + bytes) / PAGE * PAGE);
-        // Huge pages for the 2 MiB-aligned interior first (where THP is `madvise`-only):
-        // rows written in input order then cost a TLB miss per 2 MiB, not per 4 KiB.
-        const HUGE: usize = 2 << 20;
-        const MADV_HUGEPAGE: i32 = 14;
-        let (ha, he) = (p.div_ceil(HUGE) * HUGE, (p + bytes) / HUGE * HUGE);
-        if he > ha && huge_pages_wanted() {
-            // SAFETY: as below; the advice changes only how the pages are backed.
-            unsafe { madvise(ha as *mut _, he - ha, MADV_HUGEPAGE) };
-        }
-        (a..e).into_par_iter().step_by(CHUNK).for_each(|c| {
-            // SAFETY: whole pages inside the caller's array, which this call borrows
-            // mutably; the advice only maps them in.
-            unsafe { madvise(c as *mut _, CHUNK.min(e - c), MADV_POPULATE_WRITE) };
-        });
-    }
+    prefault_with(s, huge_pages_wanted());
     #[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
     let _ = s;
 }
 
-/// Whether `prefault` may ask for transparent huge pages (`ZTREE_HUGEPAGES=0` says no;
-/// read once).
+/// `prefault`, with or without the huge-page advice.
+#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn prefault_with<T: Send>(s: &mut [T], huge: bool) {
+    use rayon::prelude::*;
+    const PAGE: usize = 4096;
+    const CHUNK: usize = 4 << 20;
+    const MADV_POPULATE_WRITE: i32 = 23;
+    unsafe extern "C" {
+        fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
+    }
+    let (p, bytes) = (s.as_mut_ptr() as usize, std::mem::size_of_val(s));
+    if bytes < 2 * CHUNK {
+        return;
+    }
+    let (a, e) = (p.div_ceil(PAGE) * PAGE, (p + bytes) / PAGE * PAGE);
+    // On request, huge pages for the 2 MiB-aligned interior first (where THP is
+    // `madvise`-only): rows written in input order then cost a TLB miss per 2 MiB,
+    // not per 4 KiB.
+    const HUGE: usize = 2 << 20;
+    const MADV_HUGEPAGE: i32 = 14;
+    let (ha, he) = (p.div_ceil(HUGE) * HUGE, (p + bytes) / HUGE * HUGE);
+    if he > ha && huge {
+        // SAFETY: as below; the advice changes only how the pages are backed.
+        unsafe { madvise(ha as *mut _, he - ha, MADV_HUGEPAGE) };
+    }
+    (a..e).into_par_iter().step_by(CHUNK).for_each(|c| {
+        // SAFETY: whole pages inside the caller's array, which this call borrows
+        // mutably; the advice only maps them in.
+        unsafe { madvise(c as *mut _, CHUNK.min(e - c), MADV_POPULATE_WRITE) };
+    });
+}
+
+/// Whether `prefault` asks for transparent huge pages (`ZTREE_HUGEPAGES=1`; read once).
 #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
 fn huge_pages_wanted() -> bool {
     static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *WANTED.get_or_init(|| std::env::var_os("ZTREE_HUGEPAGES").is_none_or(|v| v != "0"))
+    *WANTED.get_or_init(|| std::env::var_os("ZTREE_HUGEPAGES").is_some_and(|v| v == "1"))
 }
 
 #[cfg(test)]
@@ -146,13 +151,19 @@ mod tests {
     /// and at an array that does not start or end on a page boundary.
     #[test]
     fn prefault_keeps_contents() {
-        let n = 3 << 20;
-        let mut v: Vec<u64> = (0..n as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect();
-        prefault(&mut v[1..n - 1]);
-        assert!(v.iter().enumerate().all(|(i, &x)| x == (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)));
-        let mut z = vec![0u32; 5 << 20];
-        prefault(&mut z[3..]);
-        assert!(z.iter().all(|&x| x == 0));
+        #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+        let runs: [fn(&mut [u64]); 3] = [prefault, |s| prefault_with(s, false), |s| prefault_with(s, true)];
+        #[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+        let runs: [fn(&mut [u64]); 1] = [prefault];
+        for run in runs {
+            let n = 3 << 20;
+            let mut v: Vec<u64> = (0..n as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect();
+            run(&mut v[1..n - 1]);
+            assert!(v.iter().enumerate().all(|(i, &x)| x == (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+            let mut z = vec![0u64; 5 << 20];
+            run(&mut z[3..]);
+            assert!(z.iter().all(|&x| x == 0));
+        }
     }
 
     #[test]
