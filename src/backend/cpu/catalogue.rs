@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use rayon::prelude::*;
 
-use super::par::{DisjointSlice, chunk_ranges};
+use super::par::{DisjointSlice, chunk_ranges, filter_indices};
 use crate::api::Timings;
 use crate::fof::catalogue::{self, Catalogue, CatalogueOrder, Member, ReduceStats, Row};
 use crate::geom::Real;
@@ -59,7 +59,7 @@ pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &Dis
         });
         let groups_total = (0..n).into_par_iter().filter(|&z| roots[z] as usize == z).count();
         let min = r.min_members.min(u32::MAX as usize) as u32;
-        let kept: Vec<u32> = (0..n as u32).into_par_iter().filter(|&z| roots[z as usize] == z && cnt[z as usize].load(Relaxed) >= min).collect();
+        let kept: Vec<u32> = filter_indices(n, |z| roots[z] as usize == z && cnt[z].load(Relaxed) >= min);
         // Reuse the counts as the root -> group index map (NONE: not kept). Only roots are read.
         let counts: Vec<u32> = kept.par_iter().map(|&z| cnt[z as usize].load(Relaxed)).collect();
         (0..n).into_par_iter().filter(|&z| roots[z] as usize == z).for_each(|z| cnt[z].store(NONE, Relaxed));

@@ -72,6 +72,26 @@ impl<'a, T> DisjointSlice<'a, T> {
 }
 
 /// Splits `0..n` into about `parts` contiguous ranges of nearly equal size.
+/// The indices `i < n` (ascending) for which `keep(i)`, in parallel over contiguous
+/// chunks: a plain loop per chunk, then one copy of the chunks' results. (rayon's
+/// `filter().collect()` over millions of indices took several times longer.)
+pub(crate) fn filter_indices(n: usize, keep: impl Fn(usize) -> bool + Sync) -> Vec<u32> {
+    use rayon::prelude::*;
+    let parts: Vec<Vec<u32>> = chunk_ranges(n, 4 * rayon::current_num_threads())
+        .into_par_iter()
+        .map(|r| {
+            let mut v = Vec::new();
+            for i in r {
+                if keep(i) {
+                    v.push(i as u32);
+                }
+            }
+            v
+        })
+        .collect();
+    parts.concat()
+}
+
 pub(crate) fn chunk_ranges(n: usize, parts: usize) -> Vec<std::ops::Range<usize>> {
     let parts = parts.max(1).min(n.max(1));
     let base = n / parts;
@@ -180,6 +200,14 @@ mod tests {
         let mut v = vec![0u8; 4];
         let s = DisjointSlice::new(&mut v);
         unsafe { s.write(4, 1) };
+    }
+
+    #[test]
+    fn filter_indices_keeps_the_order() {
+        for n in [0usize, 1, 7, 10_000] {
+            let want: Vec<u32> = (0..n as u32).filter(|i| i % 3 == 1 || i % 7 == 0).collect();
+            assert_eq!(filter_indices(n, |i| i % 3 == 1 || i % 7 == 0), want);
+        }
     }
 
     #[test]

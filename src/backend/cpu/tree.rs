@@ -4,6 +4,7 @@
 use rayon::prelude::*;
 
 use super::Cpu;
+use super::par::filter_indices;
 use crate::api::TreeParams;
 use crate::geom::real::{Real, fmax, fmin};
 use crate::pipeline::{Plane, PointTypes, Tree};
@@ -164,7 +165,7 @@ pub(crate) fn build<T: Real, const D: usize>(
     let mut plane_idx = 0;
     loop {
         let count_splits: Vec<u32> = if plane_idx == 0 {
-            (0..levels.len() as u32).into_par_iter().filter(|&i| caps[i as usize] as u64 > capacity).collect()
+            filter_indices(levels.len(), |i| caps[i] as u64 > capacity)
         } else {
             splits.par_iter().copied().filter(|&i| caps[i as usize] as u64 > capacity).collect()
         };
@@ -174,10 +175,7 @@ pub(crate) fn build<T: Real, const D: usize>(
             Some(lc) => {
                 let lim = 64 + lc;
                 if plane_idx == 0 {
-                    (0..levels.len() as u32)
-                        .into_par_iter()
-                        .filter(|&i| caps[i as usize] as u64 > capacity || levels[i as usize] > lim)
-                        .collect()
+                    filter_indices(levels.len(), |i| caps[i] as u64 > capacity || levels[i] > lim)
                 } else {
                     splits.par_iter().copied().filter(|&i| caps[i as usize] as u64 > capacity || levels[i as usize] > lim).collect()
                 }
@@ -319,20 +317,19 @@ fn push_plane<T: Real, const D: usize>(
         // of the tree stage for 4e6 clustered points).
         reserve_nodes(tree, 2 * len + 64);
     }
+    // Column by column, each in parallel (one loop of eleven pushes per node was ~15 ms
+    // of the leaves' plane at 4e6 points).
     tree.start.extend_from_slice(starts);
-    for (j, (ss, sc, qs, qc)) in info.into_iter().enumerate() {
-        let b = &boxes[j];
-        tree.src_start.push(ss);
-        tree.src_count.push(sc);
-        tree.qry_start.push(qs);
-        tree.qry_count.push(qc);
-        tree.src_lo.push(b.0);
-        tree.src_hi.push(b.1);
-        tree.qry_lo.push(b.2);
-        tree.qry_hi.push(b.3);
-        tree.child_start.push(b.4);
-        tree.child_count.push(b.5);
-    }
+    tree.src_start.par_extend(info.par_iter().map(|x| x.0));
+    tree.src_count.par_extend(info.par_iter().map(|x| x.1));
+    tree.qry_start.par_extend(info.par_iter().map(|x| x.2));
+    tree.qry_count.par_extend(info.par_iter().map(|x| x.3));
+    tree.src_lo.par_extend(boxes.par_iter().map(|b| b.0));
+    tree.src_hi.par_extend(boxes.par_iter().map(|b| b.1));
+    tree.qry_lo.par_extend(boxes.par_iter().map(|b| b.2));
+    tree.qry_hi.par_extend(boxes.par_iter().map(|b| b.3));
+    tree.child_start.par_extend(boxes.par_iter().map(|b| b.4));
+    tree.child_count.par_extend(boxes.par_iter().map(|b| b.5));
     tree.planes.push(Plane { first, len, capacity });
 }
 
