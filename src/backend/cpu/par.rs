@@ -71,7 +71,6 @@ impl<'a, T> DisjointSlice<'a, T> {
     }
 }
 
-/// Splits `0..n` into about `parts` contiguous ranges of nearly equal size.
 /// The indices `i < n` (ascending) for which `keep(i)`, in parallel over contiguous
 /// chunks: a plain loop per chunk, then one copy of the chunks' results. (rayon's
 /// `filter().collect()` over millions of indices took several times longer.)
@@ -92,6 +91,7 @@ pub(crate) fn filter_indices(n: usize, keep: impl Fn(usize) -> bool + Sync) -> V
     parts.concat()
 }
 
+/// Splits `0..n` into about `parts` contiguous ranges of nearly equal size.
 pub(crate) fn chunk_ranges(n: usize, parts: usize) -> Vec<std::ops::Range<usize>> {
     let parts = parts.max(1).min(n.max(1));
     let base = n / parts;
