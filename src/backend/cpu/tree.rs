@@ -164,21 +164,14 @@ pub(crate) fn build<T: Real, const D: usize>(
     let mut prev_cap: Option<u8> = None;
     let mut plane_idx = 0;
     loop {
-        let count_splits: Vec<u32> = if plane_idx == 0 {
-            filter_indices(levels.len(), |i| caps[i] as u64 > capacity)
-        } else {
-            splits.par_iter().copied().filter(|&i| caps[i as usize] as u64 > capacity).collect()
-        };
+        let all = (plane_idx == 0).then_some(levels.len());
+        let count_splits = select_splits(all, &splits, |i| caps[i] as u64 > capacity);
         let level_cap = regularisation_cap(levels, &count_splits, n, params).map(|c| prev_cap.map_or(c, |p| p.max(c)));
         let level_cap = level_cap.or(prev_cap);
         let new_splits = match level_cap {
             Some(lc) => {
                 let lim = 64 + lc;
-                if plane_idx == 0 {
-                    filter_indices(levels.len(), |i| caps[i] as u64 > capacity || levels[i] > lim)
-                } else {
-                    splits.par_iter().copied().filter(|&i| caps[i as usize] as u64 > capacity || levels[i as usize] > lim).collect()
-                }
+                select_splits(all, &splits, |i| caps[i] as u64 > capacity || levels[i] > lim)
             }
             None => count_splits,
         };
@@ -208,6 +201,15 @@ pub(crate) fn build<T: Real, const D: usize>(
     }
     push_super_plane(&mut tree, params.super_group);
     tree
+}
+
+/// The gaps kept as splits of a plane: chosen among all `n` gaps (`all`: the leaves'
+/// plane) or among the plane below's `splits` (planes nest).
+fn select_splits(all: Option<usize>, splits: &[u32], keep: impl Fn(usize) -> bool + Sync) -> Vec<u32> {
+    match all {
+        Some(n) => filter_indices(n, keep),
+        None => splits.par_iter().copied().filter(|&i| keep(i as usize)).collect(),
+    }
 }
 
 /// The regularisation level cap for a plane whose count-based splits are `splits`:
