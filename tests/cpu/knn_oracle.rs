@@ -85,7 +85,7 @@ fn knn_large_k_and_default_tree() {
     let mut rng = Rng::new(7);
     for &shape in &[Shape::Uniform, Shape::Clustered, Shape::Lattice] {
         let pts: Vec<[f64; 3]> = points(shape, 4000, [1.0; 3], &mut rng);
-        for &k in &[64usize, 200] {
+        for &k in &[29usize, 64, 200, 600] {
             check(&c, &pts, None, k, Some([1.0; 3]), &format!("{shape:?} k={k} periodic"));
             check(&c, &pts[..1000], Some(&pts[1000..]), k, None, &format!("{shape:?} k={k} open queries"));
         }

@@ -12,6 +12,7 @@ mod knn_tests;
 pub(crate) mod par;
 mod simd;
 mod sort;
+mod cand;
 mod topk;
 pub(crate) mod tree;
 mod walk;
