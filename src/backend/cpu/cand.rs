@@ -98,9 +98,9 @@ impl<T: Real> CandBuf<T> {
 
     /// The best min(k, n) held entries, in order, into `out_d`/`out_z`: the entries are
     /// sorted as integers — a distance²'s bits (ordered as the distances, all >= 0) with
-    /// the lowest `ib` replaced by the entry's index — and then each run of equal
-    /// truncated distances (rare: ties, or distances equal to ~2^-40 relative) by
-    /// (distance², rank).
+    /// the lowest `ib` replaced by the entry's index; the k-th selected first when there
+    /// are more — and then each run of equal truncated distances (rare: ties, or
+    /// distances equal to ~2^-40 relative) by (distance², rank).
     #[inline(always)]
     fn select(&mut self, rank: &impl Fn(u32) -> u32) {
         let (n, k, ib) = (self.n, self.k, self.ib);
@@ -108,9 +108,25 @@ impl<T: Real> CandBuf<T> {
         let low = (1u64 << ib) - 1;
         self.keys.clear();
         self.keys.extend(self.d[..n].iter().enumerate().map(|(i, x)| (x.to_f64().to_bits() & !low) | i as u64));
-        self.keys.sort_unstable();
+        // Only the best k need sorting: those below the k-th key's truncated distance,
+        // and all those equal to it (on either side of the k-th: their order is decided
+        // below).
+        let mut n = n;
+        if n > k {
+            self.keys.select_nth_unstable(k - 1);
+            let v = self.keys[k - 1] >> ib;
+            let mut e = k;
+            for j in k..n {
+                if self.keys[j] >> ib == v {
+                    self.keys.swap(e, j);
+                    e += 1;
+                }
+            }
+            n = e;
+        }
+        let keys = &mut self.keys[..n];
+        keys.sort_unstable();
         let (d, z) = (&self.d, &self.z);
-        let keys = &mut self.keys[..];
         let mut a = 0;
         for j in 1..=n {
             if j == n || keys[j] >> ib != keys[a] >> ib {
