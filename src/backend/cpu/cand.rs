@@ -14,7 +14,7 @@ use crate::geom::Real;
 
 pub(crate) struct CandBuf<T> {
     /// Held distances² and z-indices (the first `n`), sized for `cap` plus one block
-    /// written past the end plus the padding of the rank counts (+inf).
+    /// written past the end.
     d: Vec<T>,
     z: Vec<u32>,
     n: usize,
@@ -32,7 +32,6 @@ pub(crate) struct CandBuf<T> {
     /// The sort keys of `select`.
     keys: Vec<u64>,
 }
-
 
 impl<T: Real> CandBuf<T> {
     pub(crate) fn new() -> Self {
@@ -99,8 +98,9 @@ impl<T: Real> CandBuf<T> {
     /// The best min(k, n) held entries, in order, into `out_d`/`out_z`: the entries are
     /// sorted as integers — a distance²'s bits (ordered as the distances, all >= 0) with
     /// the lowest `ib` replaced by the entry's index; the k-th selected first when there
-    /// are more — and then each run of equal truncated distances (rare: ties, or
-    /// distances equal to ~2^-40 relative) by (distance², rank).
+    /// are more — and then each run of equal truncated distances (rare: ties, or f64
+    /// distances within 2^(ib - 52) relative; f32 distances lose nothing up to ib = 29)
+    /// by (distance², rank).
     #[inline(always)]
     fn select(&mut self, rank: &impl Fn(u32) -> u32) {
         let (n, k, ib) = (self.n, self.k, self.ib);
