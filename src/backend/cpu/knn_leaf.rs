@@ -204,9 +204,8 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             // sources within it, so it is always enough, and usually just above the true
             // k-th distance; r2 when it is larger (or there is no previous query).
             let mut thr = r2;
-            let held = if buffered { s.cand.zs().len() } else { s.best.len() };
-            if held == self.kk {
-                let prev = if buffered { s.cand.zs() } else { s.best.zs() };
+            let prev = if buffered { s.cand.zs() } else { s.best.zs() };
+            if prev.len() == self.kk {
                 let mut far = T::ZERO;
                 for &z in prev {
                     let z = z as usize;

@@ -1,6 +1,7 @@
 //! The CPU back end: every stage data-parallel with rayon on the calling context's thread
 //! pool (the caller runs the pipeline inside `pool.install`). Buffers are host vectors.
 
+mod cand;
 pub(crate) mod catalogue;
 mod fof;
 mod fof_leaf;
@@ -12,7 +13,6 @@ mod knn_tests;
 pub(crate) mod par;
 mod simd;
 mod sort;
-mod cand;
 mod topk;
 pub(crate) mod tree;
 mod walk;

@@ -214,7 +214,8 @@ impl<T: Real> TopK<T> {
     /// The held sources' z-indices, matching `d2s`.
     #[inline(always)]
     pub(crate) fn zs(&self) -> &[u32] {
-        &self.z[1..1 + self.n]
+        // Empty (not a panic) before the first `reset`.
+        self.z.get(1..1 + self.n).unwrap_or(&[])
     }
 }
 
