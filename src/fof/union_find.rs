@@ -54,6 +54,14 @@ impl UnionFind {
         }
     }
 
+    /// Hooks `x` under `root` (< x) with a plain store: for a point no other thread can
+    /// reach yet (a singleton, its set being built by this thread alone).
+    #[inline(always)]
+    pub fn hook_fresh(&self, x: u32, root: u32) {
+        debug_assert!(root < x && self.parent[x as usize].load(Relaxed) == x);
+        self.parent[x as usize].store(root, Relaxed);
+    }
+
     #[inline]
     pub fn union(&self, a: u32, b: u32) -> u32 {
         let (ra, rb) = (self.find(a), self.find(b));

@@ -57,8 +57,8 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
 
     #[inline(always)]
     fn size(s: &mut Scratch<D>, n: usize) {
-        if s.d2.len() < n {
-            s.d2.resize(n, 0.0);
+        if s.perm.len() < n {
+            s.d2.resize(s.d2.len().max(n), 0.0);
             s.hits.resize(n, 0);
             s.sel.resize(n, 0);
             s.perm.resize(n, 0);
@@ -90,6 +90,10 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         // No pair needs the minimum image at all (the usual case): open-space differences,
         // the same values.
         let plain = metric.no_wrap(&lo, &hi, &lo, &hi);
+        if !sweep && an <= 64 {
+            self.leaf_self_bits(metric, plain, a, a0, an, s);
+            return;
+        }
         for k in 0..an {
             s.perm[k] = k as u32;
         }
@@ -137,6 +141,70 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
             let r = self.uf.find(a0 as u32);
             if (a0 + 1..a0 + an).all(|z| self.uf.find(z as u32) == r) {
                 self.flags[a].store(true, Relaxed);
+            }
+        }
+    }
+
+    /// The pairs of a leaf of at most 64 points, all within reach of each other (no sweep),
+    /// as 64-bit adjacency rows; the groups are then read off the rows (a search over
+    /// bit sets) and written into the union–find directly. In the leaf pass nothing else
+    /// touches this leaf's points, so each is still a singleton: no find per link, no
+    /// compare-and-swap per union (most of the pass's time in dense leaves).
+    fn leaf_self_bits<M: Metric<f64, D>>(&self, metric: &M, plain: bool, a: usize, a0: usize, an: usize, s: &mut Scratch<D>) {
+        const W: usize = 8;
+        let mut adj = [0u64; 64];
+        if s.d2.len() < 64 + W {
+            s.d2.resize(64 + W, 0.0);
+        }
+        for k in 0..an - 1 {
+            // Distances to the points after k, padded to whole blocks with +inf.
+            let m = an - (k + 1);
+            let mb = m.div_ceil(W) * W;
+            let p: [f64; D] = std::array::from_fn(|d| s.xp[d][k]);
+            if plain {
+                distances(&Open, &p, &s.xp, k + 1, &mut s.d2[..m]);
+            } else {
+                distances(metric, &p, &s.xp, k + 1, &mut s.d2[..m]);
+            }
+            s.d2[m..mb].fill(f64::INFINITY);
+            let mut row = 0u64;
+            for c in 0..mb / W {
+                let blk: &[f64; W] = s.d2[c * W..c * W + W].try_into().unwrap();
+                row |= (f64::le_mask(blk, self.l2) as u64) << (c * W);
+            }
+            // Row k gets its later partners; each of them gets k.
+            let mut up = row << (k + 1);
+            adj[k] |= up;
+            while up != 0 {
+                let j = up.trailing_zeros() as usize;
+                up &= up - 1;
+                adj[j] |= 1u64 << k;
+            }
+        }
+        let all = if an == 64 { u64::MAX } else { (1u64 << an) - 1 };
+        let mut left = all;
+        while left != 0 {
+            // A group: from its smallest point (its root), add partners until none is new.
+            let r = left.trailing_zeros();
+            let mut group = 1u64 << r;
+            let mut todo = group;
+            while todo != 0 {
+                let j = todo.trailing_zeros() as usize;
+                todo &= todo - 1;
+                let new = adj[j] & !group;
+                group |= new;
+                todo |= new;
+            }
+            left &= !group;
+            if group == all {
+                self.flags[a].store(true, Relaxed);
+            }
+            let root = (a0 as u32) + r;
+            let mut rest = group & (group - 1);
+            while rest != 0 {
+                let j = rest.trailing_zeros();
+                rest &= rest - 1;
+                self.uf.hook_fresh(root + (j - r), root);
             }
         }
     }

@@ -57,11 +57,6 @@ impl<T: Real> TopK<T> {
         self.cap = cap;
     }
 
-    #[inline(always)]
-    pub(crate) fn len(&self) -> usize {
-        self.n
-    }
-
     /// The k-th distance² (only when full).
     #[inline(always)]
     pub(crate) fn kth(&self) -> T {
@@ -254,7 +249,7 @@ mod tests {
                         continue;
                     }
                     if t.push(d, r, &rank) {
-                        assert_eq!(t.len(), k);
+                        assert_eq!(t.zs().len(), k);
                         // The threshold is the k-th distance of all candidates so far.
                         let mut seen: Vec<f64> = cands[..=i].iter().map(|c| c.0).collect();
                         seen.sort_by(|a, b| a.partial_cmp(b).unwrap());
