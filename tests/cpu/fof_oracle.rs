@@ -309,6 +309,35 @@ fn fof_degenerate_inputs() {
     }
 }
 
+/// Leaves on both sides of the 64 points the leaf passes hold as bit masks (up to 64:
+/// adjacency rows and hit masks; above: the per-pair path), 64 exactly included: every
+/// shape, open and periodic, f64 and f32, at linking lengths that link a few, most and
+/// all pairs of a leaf.
+#[test]
+fn fof_exact_around_the_64_point_leaf_masks() {
+    for (i, &leaf) in [48usize, 64, 65, 96].iter().enumerate() {
+        let c = small_tree(2, leaf);
+        for (k, &shape) in SHAPES.iter().enumerate() {
+            for periodic in [false, true] {
+                if periodic && shape == Shape::GaussianOutliers {
+                    continue;
+                }
+                let mut rng = Rng::new(4000 + 100 * i as u64 + 2 * k as u64 + periodic as u64);
+                let bl = [1.0, 1.25, 0.75];
+                let pts: Vec<[f64; 3]> = points(shape, 2000, bl, &mut rng);
+                let sep = (bl.iter().product::<f64>() / 2000.0).cbrt();
+                for b in [0.1, 0.35, 1.5] {
+                    let l = if shape == Shape::GaussianOutliers { b * 2e-3 } else { b * sep };
+                    let label = format!("leaf {leaf} {shape:?} periodic={periodic} b={b}");
+                    check(&c, &pts, periodic.then_some(bl), l, &label);
+                    let p32: Vec<[f32; 3]> = pts.iter().map(|p| std::array::from_fn(|d| if p[d] as f32 >= bl[d] as f32 { 0.0 } else { p[d] as f32 })).collect();
+                    check(&c, &p32, periodic.then_some(bl), l, &format!("{label} f32"));
+                }
+            }
+        }
+    }
+}
+
 /// Larger sets (cell-grid oracle) with the default tree, identical labels for 1, 2, 4 threads.
 #[test]
 fn fof_bigger_sets_and_thread_independence() {

@@ -1,7 +1,7 @@
-//! The FoF point-pair passes on the CPU: pairs inside one leaf (all pairs, or a sweep
-//! along the longest side of a leaf many linking lengths long) and pairs between two
-//! leaves (a vectorised point–box filter, then point distances, with shortcuts when a
-//! leaf is internally connected).
+//! The FoF point-pair passes on the CPU: pairs inside one leaf (all pairs, as bit-mask
+//! rows up to 64 points, or a sweep along the longest side of a leaf many linking lengths
+//! long) and pairs between two leaves (a vectorised point–box filter, then point
+//! distances, with shortcuts when a leaf is internally connected).
 //!
 //! Points are linked when `d² <= l²`, evaluated in f64 from the input coordinates with the
 //! periodic minimum image per dimension, summed as `(dx² + dy²) + dz²`.
@@ -10,11 +10,14 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::fof::{Job, Scratch};
 use crate::geom::Real;
-use crate::geom::metric::{Metric, Open, distances};
+use crate::geom::metric::{Metric, Open, distances, distances_block_at};
 
 /// The extent (in linking lengths) along its longest side above which a leaf's own pairs
 /// are found by a sweep along that side.
 const SWEEP_MIN: f64 = 12.0;
+
+/// Points per distance block of the bit-mask paths (leaves of at most 64 points).
+const W: usize = 8;
 
 impl<T: Real, const D: usize> Job<'_, T, D> {
     /// Squared distances (f64, minimum image) from `p` to the points in `xs` (f64
@@ -38,6 +41,22 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         w
     }
 
+    /// The points among the first `n <= 64` of the columns `cols` (padded to `n + W`
+    /// points) within l of `p`, as a bit mask: distances by whole blocks, as in `within`.
+    #[inline(always)]
+    fn within_mask<M: Metric<f64, D>>(&self, metric: &M, plain: bool, p: &[f64; D], cols: &[*const f64; D], from: usize, n: usize) -> u64 {
+        let mut row = 0u64;
+        for (c, base) in (from..n).step_by(W).enumerate() {
+            // SAFETY: the columns hold n + W points (the caller), base < n.
+            let d2b: [f64; W] = unsafe {
+                if plain { distances_block_at::<f64, D, W, Open>(&Open, p, cols, base) } else { distances_block_at::<f64, D, W, M>(metric, p, cols, base) }
+            };
+            row |= (f64::le_mask(&d2b, self.l2) as u64) << (c * W);
+        }
+        // Bits past the n points (block padding) off.
+        if n - from == 64 { row } else { row & ((1u64 << (n - from)) - 1) }
+    }
+
     /// Copies the points of leaf `n` into `x` as f64; returns (first, count).
     #[inline(always)]
     fn load(&self, n: usize, x: &mut [Vec<f64>; D], held: &mut usize) -> (usize, usize) {
@@ -57,8 +76,8 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
 
     #[inline(always)]
     fn size(s: &mut Scratch<D>, n: usize) {
-        if s.perm.len() < n {
-            s.d2.resize(s.d2.len().max(n), 0.0);
+        if s.d2.len() < n {
+            s.d2.resize(n, 0.0);
             s.hits.resize(n, 0);
             s.sel.resize(n, 0);
             s.perm.resize(n, 0);
@@ -145,66 +164,66 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         }
     }
 
-    /// The pairs of a leaf of at most 64 points, all within reach of each other (no sweep),
-    /// as 64-bit adjacency rows; the groups are then read off the rows (a search over
-    /// bit sets) and written into the union–find directly. In the leaf pass nothing else
-    /// touches this leaf's points, so each is still a singleton: no find per link, no
-    /// compare-and-swap per union (most of the pass's time in dense leaves).
+    /// The pairs of a leaf of at most 64 points, all within reach of each other (no sweep):
+    /// each point's partners after it as one 64-bit row, merged into groups held as bit
+    /// sets (a union–find over the leaf with each root's members as a mask). Only
+    /// partners outside the point's group so far are merged, one merge per group joined,
+    /// and a point whose group already holds every later point needs no distances at all
+    /// (in a dense leaf, most of them). The groups are then written into the union–find
+    /// directly: in the leaf pass nothing else touches this leaf's points, so each is
+    /// still a singleton — no find per link, no compare-and-swap per union.
     fn leaf_self_bits<M: Metric<f64, D>>(&self, metric: &M, plain: bool, a: usize, a0: usize, an: usize, s: &mut Scratch<D>) {
-        const W: usize = 8;
-        let mut adj = [0u64; 64];
-        if s.d2.len() < 64 + W {
-            s.d2.resize(64 + W, 0.0);
+        fn root(up: &mut [u8; 64], mut x: usize) -> usize {
+            while up[x] as usize != x {
+                let p = up[x] as usize;
+                up[x] = up[p];
+                x = p;
+            }
+            x
         }
-        for k in 0..an - 1 {
-            // Distances to the points after k, padded to whole blocks with +inf.
-            let m = an - (k + 1);
-            let mb = m.div_ceil(W) * W;
-            let p: [f64; D] = std::array::from_fn(|d| s.xp[d][k]);
-            if plain {
-                distances(&Open, &p, &s.xp, k + 1, &mut s.d2[..m]);
-            } else {
-                distances(metric, &p, &s.xp, k + 1, &mut s.d2[..m]);
-            }
-            s.d2[m..mb].fill(f64::INFINITY);
-            let mut row = 0u64;
-            for c in 0..mb / W {
-                let blk: &[f64; W] = s.d2[c * W..c * W + W].try_into().unwrap();
-                row |= (f64::le_mask(blk, self.l2) as u64) << (c * W);
-            }
-            // Row k gets its later partners; each of them gets k.
-            let mut up = row << (k + 1);
-            adj[k] |= up;
-            while up != 0 {
-                let j = up.trailing_zeros() as usize;
-                up &= up - 1;
-                adj[j] |= 1u64 << k;
-            }
+        // up[j]: j's parent within the leaf (a smaller point, or j for a root);
+        // members[r]: the points of root r's group.
+        let mut up = [0u8; 64];
+        let mut members = [0u64; 64];
+        for j in 0..an {
+            up[j] = j as u8;
+            members[j] = 1u64 << j;
         }
         let all = if an == 64 { u64::MAX } else { (1u64 << an) - 1 };
-        let mut left = all;
-        while left != 0 {
-            // A group: from its smallest point (its root), add partners until none is new.
-            let r = left.trailing_zeros();
-            let mut group = 1u64 << r;
-            let mut todo = group;
-            while todo != 0 {
-                let j = todo.trailing_zeros() as usize;
-                todo &= todo - 1;
-                let new = adj[j] & !group;
-                group |= new;
-                todo |= new;
+        let mut groups = an;
+        for x in s.xp.iter_mut() {
+            x.resize(an + W, 0.0);
+        }
+        let cols: [*const f64; D] = std::array::from_fn(|d| s.xp[d].as_ptr());
+        for k in 0..an - 1 {
+            if groups == 1 {
+                break;
             }
-            left &= !group;
-            if group == all {
-                self.flags[a].store(true, Relaxed);
+            let mut rk = root(&mut up, k);
+            let later = all & !((2u64 << k) - 1);
+            if later & !members[rk] == 0 {
+                continue;
             }
-            let root = (a0 as u32) + r;
-            let mut rest = group & (group - 1);
-            while rest != 0 {
-                let j = rest.trailing_zeros();
-                rest &= rest - 1;
-                self.uf.hook_fresh(root + (j - r), root);
+            let p: [f64; D] = std::array::from_fn(|d| s.xp[d][k]);
+            let row = self.within_mask(metric, plain, &p, &cols, k + 1, an);
+            let mut new = (row << (k + 1)) & !members[rk];
+            while new != 0 {
+                let rj = root(&mut up, new.trailing_zeros() as usize);
+                let (lo, hi) = if rj < rk { (rj, rk) } else { (rk, rj) };
+                up[hi] = lo as u8;
+                members[lo] |= members[hi];
+                new &= !members[lo];
+                rk = lo;
+                groups -= 1;
+            }
+        }
+        if groups == 1 {
+            self.flags[a].store(true, Relaxed);
+        }
+        for j in 1..an {
+            let r = root(&mut up, j);
+            if r != j {
+                self.uf.hook_fresh((a0 + j) as u32, (a0 + r) as u32);
             }
         }
     }
@@ -222,6 +241,14 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         let (p0, pn) = self.load(p, &mut s.xp, &mut s.xp_node);
         let (q0, qn) = self.load(q, &mut s.xq, &mut s.xq_node);
         Self::size(s, pn.max(qn));
+        // Up to 64 target points: their hits as a bit mask (distances by whole blocks).
+        let masks = qn <= 64;
+        if masks {
+            for x in s.xq.iter_mut() {
+                x.resize(qn + W, 0.0);
+            }
+        }
+        let cols: [*const f64; D] = std::array::from_fn(|d| s.xq[d].as_ptr());
         let (qlo, qhi) = self.bx(q);
         let (plo, phi) = self.bx(p);
         let plain = metric.no_wrap(&plo, &phi, &qlo, &qhi);
@@ -254,6 +281,28 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
                 self.connect(q, i);
                 if both {
                     return;
+                }
+                continue;
+            }
+            if masks {
+                let mut hit = self.within_mask(metric, plain, &pt, &cols, 0, qn);
+                if hit == 0 {
+                    continue;
+                }
+                if q_conn {
+                    self.uf.union(i, q0u);
+                    if both {
+                        return;
+                    }
+                    continue;
+                }
+                let mut r = self.uf.find(i);
+                while hit != 0 {
+                    let rj = self.uf.find(q0u + hit.trailing_zeros());
+                    hit &= hit - 1;
+                    if rj != r {
+                        r = self.uf.union_roots(rj, r);
+                    }
                 }
                 continue;
             }
