@@ -241,11 +241,11 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         }
     }
 
-    /// Links point `i` with the points `b0 + hits[..]` (all within l of it).
+    /// Links point `i` with the points `b0 + j` for every `j` of `hits` (all within l of it).
     #[inline]
-    pub(super) fn link_hits(&self, i: u32, b0: u32, hits: &[u32]) {
+    pub(super) fn link_hits(&self, i: u32, b0: u32, hits: impl Iterator<Item = u32>) {
         let mut r = self.uf.find(i);
-        for &j in hits {
+        for j in hits {
             let rj = self.uf.find(b0 + j);
             if rj != r {
                 r = self.uf.union_roots(rj, r);

@@ -296,14 +296,15 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
                     }
                     continue;
                 }
-                let mut r = self.uf.find(i);
-                while hit != 0 {
-                    let rj = self.uf.find(q0u + hit.trailing_zeros());
-                    hit &= hit - 1;
-                    if rj != r {
-                        r = self.uf.union_roots(rj, r);
-                    }
-                }
+                self.link_hits(
+                    i,
+                    q0u,
+                    std::iter::from_fn(|| {
+                        let j = (hit != 0).then(|| hit.trailing_zeros());
+                        hit &= hit.wrapping_sub(1);
+                        j
+                    }),
+                );
                 continue;
             }
             let w = self.within(metric, plain, &pt, &s.xq, 0, &mut s.d2[..qn], &mut s.hits[..qn]);
@@ -314,7 +315,7 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
                         return;
                     }
                 } else {
-                    self.link_hits(i, q0u, &s.hits[..w]);
+                    self.link_hits(i, q0u, s.hits[..w].iter().copied());
                 }
             }
         }
