@@ -144,13 +144,8 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
                 self.within(metric, plain, &p, &s.xq, k + 1, &mut s.d2[..m], &mut s.hits[..m])
             };
             if w > 0 {
-                let mut r = self.uf.find(a0 as u32 + s.perm[k]);
-                for &h in &s.hits[..w] {
-                    let rj = self.uf.find(a0 as u32 + s.perm[k + 1 + h as usize]);
-                    if rj != r {
-                        r = self.uf.union_roots(rj, r);
-                    }
-                }
+                let perm = &s.perm[k + 1..];
+                self.link_hits(a0 as u32 + s.perm[k], a0 as u32, s.hits[..w].iter().map(|&h| perm[h as usize]));
             } else {
                 // The first point linked to no later point is linked to none.
                 one &= k > 0;
