@@ -43,6 +43,9 @@ pub(crate) struct Tree<B: Backend, T: Real, const D: usize> {
     pub start: B::Buf<u32>,
     pub src_start: B::Buf<u32>,
     pub src_count: B::Buf<u32>,
+    /// The query columns (`qry_*`) may be empty when the queries are the sources
+    /// (self-query, FoF): the CPU builds them so (they would copy the source columns, ~100
+    /// bytes per node); read them through `Tree::qry_range` / `Tree::qry_box`.
     pub qry_start: B::Buf<u32>,
     pub qry_count: B::Buf<u32>,
     /// Tight bounds of the node's sources (empty box, lo > hi, when it has none).

@@ -19,6 +19,8 @@ fn check<T: Real, const D: usize>(pts: &[[T; D]], queries: Option<&[[T; D]]>, do
     let zs = prepare(&Cpu, &domain, &src, qry.as_ref(), params, &mut t).unwrap();
     let tree = &zs.tree;
     let (qpos, _) = zs.queries();
+    // A self-query tree keeps no query columns of its own.
+    assert_eq!(tree.shares_queries(), queries.is_none() && !pts.is_empty(), "{label}: query columns");
     let ns = pts.len();
     let nq = queries.map_or(ns, |q| q.len());
     // The z-ordered permutation is a permutation.
@@ -33,10 +35,11 @@ fn check<T: Real, const D: usize>(pts: &[[T; D]], queries: Option<&[[T; D]]>, do
         for node in plane.first..plane.first + plane.len {
             // Every point in exactly one node per plane: ranges tile the arrays in order.
             assert_eq!(tree.src_start[node], s_next, "{label}: plane {p} node {node} source range not contiguous");
-            assert_eq!(tree.qry_start[node], q_next, "{label}: plane {p} node {node} query range not contiguous");
+            let (qs, qc) = tree.qry_range(node);
+            assert_eq!(qs, q_next, "{label}: plane {p} node {node} query range not contiguous");
             s_next += tree.src_count[node];
-            q_next += tree.qry_count[node];
-            let count = tree.src_count[node].max(tree.qry_count[node]) as u64;
+            q_next += qc;
+            let count = tree.src_count[node].max(qc) as u64;
             // Runs of identical points are cut into chunks of the capacity too.
             if !is_super && count > plane.capacity {
                 panic!("{label}: plane {p} node {node} holds {count} > capacity {}", plane.capacity);
@@ -44,7 +47,7 @@ fn check<T: Real, const D: usize>(pts: &[[T; D]], queries: Option<&[[T; D]]>, do
             // Boxes contain their points.
             for (start, cnt, lo, hi, pos) in [
                 (tree.src_start[node], tree.src_count[node], &tree.src_lo[node], &tree.src_hi[node], &zs.src_pos),
-                (tree.qry_start[node], tree.qry_count[node], &tree.qry_lo[node], &tree.qry_hi[node], qpos),
+                (qs, qc, tree.qry_box(node).0, tree.qry_box(node).1, qpos),
             ] {
                 for i in start as usize..(start + cnt) as usize {
                     for d in 0..D {
@@ -60,10 +63,10 @@ fn check<T: Real, const D: usize>(pts: &[[T; D]], queries: Option<&[[T; D]]>, do
                 assert!(!kids.is_empty(), "{label}: plane {p} node {node} has no children");
                 assert!(kids.start >= below.first && kids.end <= below.first + below.len);
                 assert_eq!(tree.src_start[kids.start], tree.src_start[node]);
-                assert_eq!(tree.qry_start[kids.start], tree.qry_start[node]);
+                assert_eq!(tree.qry_range(kids.start).0, qs);
                 let sc: u32 = kids.clone().map(|c| tree.src_count[c]).sum();
-                let qc: u32 = kids.clone().map(|c| tree.qry_count[c]).sum();
-                assert_eq!((sc, qc), (tree.src_count[node], tree.qry_count[node]), "{label}: children do not cover node");
+                let kqc: u32 = kids.clone().map(|c| tree.qry_range(c).1).sum();
+                assert_eq!((sc, kqc), (tree.src_count[node], qc), "{label}: children do not cover node");
             } else {
                 assert!(tree.children(node).is_empty());
             }

@@ -58,7 +58,7 @@ impl KnnNodeTest {
     /// for every query of A (+inf when none is); r_A² is at most it.
     #[inline]
     pub(super) fn select<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, a: usize, c: &Candidates<'_>, s: &mut Scratch<T, D>, cap: T) -> T {
-        let (alo, ahi) = (&tree.qry_lo[a], &tree.qry_hi[a]);
+        let (alo, ahi) = tree.qry_box(a);
         s.gmin.clear();
         for &b in c.sources {
             let b = b as usize;

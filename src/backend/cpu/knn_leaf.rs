@@ -100,7 +100,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         if k == 0 || k > OWN_MAX_K || sn < k || zs.qry.is_some() {
             return T::INFINITY;
         }
-        debug_assert!(tree.qry_start[a] as usize == s0 && tree.qry_count[a] as usize == sn);
+        debug_assert!(tree.qry_range(a) == (s0 as u32, sn as u32));
         let pos = &zs.src_pos;
         let p = |z: usize| -> [T; D] { std::array::from_fn(|d| pos[d][z]) };
         let run = |q: &[T; D], from: usize| {
@@ -130,7 +130,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
     /// sorted by one integer: d_min² rounded down to f32, then the node. The rounded
     /// values, still lower bounds and now ascending, are what the leaf pass compares.
     pub(super) fn keep_leaves<M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, a: usize, r2: T, s: &mut Scratch<T, D>) {
-        let (alo, ahi) = (&tree.qry_lo[a], &tree.qry_hi[a]);
+        let (alo, ahi) = tree.qry_box(a);
         s.order.clear();
         for &(dm, b) in &s.eval {
             if dm <= r2 {
@@ -186,8 +186,8 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         let (qpos, qorig) = zs.queries();
         let (spos, sorig) = (&zs.src_pos, &zs.src_orig);
         let self_query = zs.qry.is_none();
-        let q0 = tree.qry_start[a] as usize;
-        let qn = tree.qry_count[a] as usize;
+        let (q0, qn) = tree.qry_range(a);
+        let (q0, qn) = (q0 as usize, qn as usize);
         let nsrc = spos[0].len();
         let sp: [*const T; D] = std::array::from_fn(|d| spos[d].as_ptr());
         let buffered = self.kk > SORTED_MAX_K;

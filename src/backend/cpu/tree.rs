@@ -16,6 +16,25 @@ impl<T: Real, const D: usize> Tree<Cpu, T, D> {
         let s = self.child_start[node] as usize;
         s..s + self.child_count[node] as usize
     }
+
+    /// Whether the query columns are the source columns (a self-query tree built without
+    /// its own query columns).
+    #[inline(always)]
+    pub fn shares_queries(&self) -> bool {
+        self.qry_count.len() < self.src_count.len()
+    }
+
+    /// The queries of `node`: (first, count) in the query arrays.
+    #[inline(always)]
+    pub fn qry_range(&self, node: usize) -> (u32, u32) {
+        if self.shares_queries() { (self.src_start[node], self.src_count[node]) } else { (self.qry_start[node], self.qry_count[node]) }
+    }
+
+    /// The tight bounds of the queries of `node`.
+    #[inline(always)]
+    pub fn qry_box(&self, node: usize) -> (&[T; D], &[T; D]) {
+        if self.shares_queries() { (&self.src_lo[node], &self.src_hi[node]) } else { (&self.qry_lo[node], &self.qry_hi[node]) }
+    }
 }
 
 /// Per-type counts and starts of merged point ranges.
@@ -281,7 +300,7 @@ fn push_plane<T: Real, const D: usize>(
             (ss, sc, qs, qc)
         })
         .collect();
-    // In a self-query the query boxes are the source boxes: computed once.
+    // In a self-query the queries are the sources: no query columns (`Tree::qry_range`).
     let same = matches!(types, PointTypes::Same);
     type Boxes<T, const D: usize> = ([T; D], [T; D], [T; D], [T; D], u32, u32);
     let boxes: Vec<Boxes<T, D>> = (0..len)
@@ -317,35 +336,44 @@ fn push_plane<T: Real, const D: usize>(
         // Room for the planes above too (together usually under the leaves' count): the
         // node arrays then grow without a copy and fresh page faults per doubling (~40 ms
         // of the tree stage for 4e6 clustered points).
-        reserve_nodes(tree, 2 * len + 64);
+        reserve_nodes(tree, 2 * len + 64, !same);
     }
     // Column by column, each in parallel (one loop of eleven pushes per node was ~15 ms
     // of the leaves' plane at 4e6 points).
     tree.start.extend_from_slice(starts);
     tree.src_start.par_extend(info.par_iter().map(|x| x.0));
     tree.src_count.par_extend(info.par_iter().map(|x| x.1));
-    tree.qry_start.par_extend(info.par_iter().map(|x| x.2));
-    tree.qry_count.par_extend(info.par_iter().map(|x| x.3));
     tree.src_lo.par_extend(boxes.par_iter().map(|b| b.0));
     tree.src_hi.par_extend(boxes.par_iter().map(|b| b.1));
-    tree.qry_lo.par_extend(boxes.par_iter().map(|b| b.2));
-    tree.qry_hi.par_extend(boxes.par_iter().map(|b| b.3));
+    if !same {
+        tree.qry_start.par_extend(info.par_iter().map(|x| x.2));
+        tree.qry_count.par_extend(info.par_iter().map(|x| x.3));
+        tree.qry_lo.par_extend(boxes.par_iter().map(|b| b.2));
+        tree.qry_hi.par_extend(boxes.par_iter().map(|b| b.3));
+    }
     tree.child_start.par_extend(boxes.par_iter().map(|b| b.4));
     tree.child_count.par_extend(boxes.par_iter().map(|b| b.5));
     tree.planes.push(Plane { first, len, capacity });
 }
 
-fn reserve_nodes<T: Real, const D: usize>(tree: &mut Tree<Cpu, T, D>, n: usize) {
-    for v in [&mut tree.start, &mut tree.src_start, &mut tree.src_count, &mut tree.qry_start, &mut tree.qry_count, &mut tree.child_start, &mut tree.child_count] {
+fn reserve_nodes<T: Real, const D: usize>(tree: &mut Tree<Cpu, T, D>, n: usize, queries: bool) {
+    for v in [&mut tree.start, &mut tree.src_start, &mut tree.src_count, &mut tree.child_start, &mut tree.child_count] {
         v.reserve_exact(n);
     }
-    for v in [&mut tree.src_lo, &mut tree.src_hi, &mut tree.qry_lo, &mut tree.qry_hi] {
+    for v in [&mut tree.src_lo, &mut tree.src_hi] {
         v.reserve_exact(n);
+    }
+    if queries {
+        tree.qry_start.reserve_exact(n);
+        tree.qry_count.reserve_exact(n);
+        tree.qry_lo.reserve_exact(n);
+        tree.qry_hi.reserve_exact(n);
     }
 }
 
 pub(crate) fn push_super_plane<T: Real, const D: usize>(tree: &mut Tree<Cpu, T, D>, group: usize) {
     let top = *tree.planes.last().unwrap();
+    let queries = !tree.shares_queries();
     let first = tree.start.len();
     let len = top.len.div_ceil(group);
     for g in 0..len {
@@ -355,19 +383,23 @@ pub(crate) fn push_super_plane<T: Real, const D: usize>(tree: &mut Tree<Cpu, T, 
         let (mut sc, mut qc) = (0, 0);
         for c in c0..c1 {
             union_box(&mut b.0, &mut b.1, &tree.src_lo[c], &tree.src_hi[c]);
-            union_box(&mut b.2, &mut b.3, &tree.qry_lo[c], &tree.qry_hi[c]);
             sc += tree.src_count[c];
-            qc += tree.qry_count[c];
+            if queries {
+                union_box(&mut b.2, &mut b.3, &tree.qry_lo[c], &tree.qry_hi[c]);
+                qc += tree.qry_count[c];
+            }
         }
         tree.start.push(tree.start[c0]);
         tree.src_start.push(tree.src_start[c0]);
         tree.src_count.push(sc);
-        tree.qry_start.push(tree.qry_start[c0]);
-        tree.qry_count.push(qc);
         tree.src_lo.push(b.0);
         tree.src_hi.push(b.1);
-        tree.qry_lo.push(b.2);
-        tree.qry_hi.push(b.3);
+        if queries {
+            tree.qry_start.push(tree.qry_start[c0]);
+            tree.qry_count.push(qc);
+            tree.qry_lo.push(b.2);
+            tree.qry_hi.push(b.3);
+        }
         tree.child_start.push(c0 as u32);
         tree.child_count.push((c1 - c0) as u32);
     }

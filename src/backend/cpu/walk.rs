@@ -44,7 +44,7 @@ pub(crate) fn walk_start<T: Real, const D: usize>(tree: &Tree<Cpu, T, D>) -> Lis
     let mut lists: Lists<Cpu> = Lists { offsets: Vec::<u32>::with_capacity(top.len + 1), items: Vec::<u32>::new() };
     lists.offsets.push(0);
     for a in top.first..top.first + top.len {
-        if tree.qry_count[a] > 0 {
+        if tree.qry_range(a).1 > 0 {
             lists.items.extend_from_slice(&sources);
         }
         lists.offsets.push(lists.items.len() as u32);
@@ -120,7 +120,7 @@ where
     let child = tree.planes[parent - 1];
     let parts: Vec<Kept> = for_children(tree, parent, lists, init, |a, cands, scratch, kept: &mut Kept| {
         let before = kept.items.len();
-        if tree.qry_count[a] > 0 && !cands.nodes.is_empty() {
+        if tree.qry_range(a).1 > 0 && !cands.nodes.is_empty() {
             node_test(a, cands, scratch, &mut kept.items);
         }
         kept.counts.push((kept.items.len() - before) as u32);
@@ -150,7 +150,7 @@ where
     FL: Fn(usize, &Candidates<'_>, &mut S) + Sync + Send,
 {
     let parts: Vec<u64> = for_children(tree, 1, lists, init, |a, cands, scratch, pairs: &mut u64| {
-        if tree.qry_count[a] > 0 && !cands.nodes.is_empty() {
+        if tree.qry_range(a).1 > 0 && !cands.nodes.is_empty() {
             leaf(a, cands, scratch);
             *pairs += cands.nodes.len() as u64;
         }

@@ -179,17 +179,21 @@ impl Cuda {
         })
     }
     fn dev_tree<T: Real, const D: usize>(&self, t: Tree<Cpu, T, D>) -> Result<Tree<Cuda, T, D>> {
+        // The kernels read query columns: a self-query tree's are its source columns.
+        let shared = t.shares_queries();
+        let q = |qry: &Vec<u32>, src: &Vec<u32>| self.dev(if shared { src } else { qry });
+        let qb = |qry: &Vec<[T; D]>, src: &Vec<[T; D]>| self.dev(if shared { src } else { qry });
         Ok(Tree {
             planes: t.planes,
             start: self.dev(&t.start)?,
             src_start: self.dev(&t.src_start)?,
             src_count: self.dev(&t.src_count)?,
-            qry_start: self.dev(&t.qry_start)?,
-            qry_count: self.dev(&t.qry_count)?,
+            qry_start: q(&t.qry_start, &t.src_start)?,
+            qry_count: q(&t.qry_count, &t.src_count)?,
             src_lo: self.dev(&t.src_lo)?,
             src_hi: self.dev(&t.src_hi)?,
-            qry_lo: self.dev(&t.qry_lo)?,
-            qry_hi: self.dev(&t.qry_hi)?,
+            qry_lo: qb(&t.qry_lo, &t.src_lo)?,
+            qry_hi: qb(&t.qry_hi, &t.src_hi)?,
             child_start: self.dev(&t.child_start)?,
             child_count: self.dev(&t.child_count)?,
             level_caps: t.level_caps,
