@@ -100,7 +100,9 @@ pub(crate) trait Backend: Sync + Sized {
         perm: Self::Buf<u32>,
         ns: usize,
     ) -> Result<([Self::Buf<T>; D], Self::Buf<u32>, [Self::Buf<T>; D], Self::Buf<u32>, Self::Buf<u32>)>;
-    /// The plane hierarchy over the z-ordered points.
+    /// The plane hierarchy over the z-ordered points. `spent_keys`: the sort keys, no
+    /// longer needed (a back end may build its per-gap scratch in them instead of in fresh
+    /// memory).
     fn build_tree<T: Real, const D: usize>(
         &self,
         levels: &Self::Buf<u8>,
@@ -108,6 +110,7 @@ pub(crate) trait Backend: Sync + Sized {
         src_pos: &[Self::Buf<T>; D],
         qry_pos: Option<&[Self::Buf<T>; D]>,
         params: &TreeParams,
+        spent_keys: Self::Buf<u64>,
     ) -> Result<Tree<Self, T, D>>;
     /// A caller scalar in the z-order of `orig` (input indices).
     fn gather_scalar(&self, f: Self::Scalar<'_>, orig: &Self::Buf<u32>) -> Result<Self::Buf<f64>>;

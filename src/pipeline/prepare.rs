@@ -136,12 +136,13 @@ where
         b.refine_runs(&keys, &mut perm, &mut levels, &mut pos, params.leaf_size)?;
         Ok(levels)
     })?;
-    drop(keys);
     if queries.is_none() {
-        let tree = timings.time("tree", || b.build_tree(&levels, PointTypes::Same, &pos, None, params))?;
+        let tree = timings.time("tree", || b.build_tree(&levels, PointTypes::Same, &pos, None, params, keys))?;
         return Ok(Prepared { src_pos: pos, src_orig: perm, qry: None, tree });
     }
+    // The keys go before the split copies the positions (the peak is there).
+    drop(keys);
     let (spos, sorig, qpos, qorig, prefix) = timings.time("types", || b.split_types(pos, perm, ns))?;
-    let tree = timings.time("tree", || b.build_tree(&levels, PointTypes::Joint { src_prefix: &prefix }, &spos, Some(&qpos), params))?;
+    let tree = timings.time("tree", || b.build_tree(&levels, PointTypes::Joint { src_prefix: &prefix }, &spos, Some(&qpos), params, b.zeros(0)?))?;
     Ok(Prepared { src_pos: spos, src_orig: sorig, qry: Some((qpos, qorig)), tree })
 }

@@ -96,8 +96,9 @@ impl Backend for Cpu {
         src_pos: &[Vec<T>; D],
         qry_pos: Option<&[Vec<T>; D]>,
         params: &TreeParams,
+        spent_keys: Vec<u64>,
     ) -> Result<Tree<Self, T, D>> {
-        Ok(tree::build(levels, types, src_pos, qry_pos.unwrap_or(src_pos), params))
+        Ok(tree::build(levels, types, src_pos, qry_pos.unwrap_or(src_pos), params, spent_keys))
     }
 
     fn gather_scalar(&self, f: &dyn ScalarField, orig: &Vec<u32>) -> Result<Vec<f64>> {

@@ -66,17 +66,24 @@ impl TypeCounts for PointTypes<'_, Cpu> {
 }
 
 /// For each gap, the smallest plane capacity that does NOT split it by counts: gap `i`
-/// is split on plane `p` iff `n_p < split_cap[i]`.
+/// is split on plane `p` iff `n_p < split_cap[i]`. Built in `scratch` (the spent sort
+/// keys: memory already mapped in, where fresh memory costs a page fault per 4 KiB).
 ///
 /// The gap's Morton cell is the run of points between the nearest gaps with a strictly
 /// higher level on either side (found with two monotone-stack passes); a gap is split when
 /// its cell holds more than `n_p` points of one type. Gaps between identical keys (level 0)
 /// lie in a cell that cannot be split further; such runs are cut into chunks of `n_p`
 /// points, aligned at the run's start so that chunks nest across planes.
-pub(crate) fn split_caps(levels: &[u8], types: PointTypes<'_, Cpu>, params: &TreeParams) -> Vec<u32> {
+pub(crate) fn split_caps<'s>(levels: &[u8], types: PointTypes<'_, Cpu>, params: &TreeParams, scratch: &'s mut Vec<u64>) -> &'s [u32] {
     let m = levels.len();
-    let mut first = vec![0u32; m];
-    let mut last = vec![0u32; m];
+    if scratch.len() < m {
+        *scratch = vec![0; m];
+    }
+    // SAFETY: m u64 are 2m u32 (alignment 8 >= 4; every bit pattern is a u32), borrowed
+    // from `scratch` for the returned lifetime.
+    let words = unsafe { std::slice::from_raw_parts_mut(scratch.as_mut_ptr().cast::<u32>(), 2 * m) };
+    // Both halves are written in full by the stack passes before they are read.
+    let (first, last) = words.split_at_mut(m);
     // The two monotone-stack passes are independent: run them side by side.
     rayon::join(
         || {
@@ -119,7 +126,7 @@ pub(crate) fn split_caps(levels: &[u8], types: PointTypes<'_, Cpu>, params: &Tre
                 best as u32
             };
         });
-    first
+    &*first
 }
 
 /// A monotone stack of (level, gap): pushing a gap returns the nearest gap pushed before
@@ -158,10 +165,12 @@ pub(crate) fn build<T: Real, const D: usize>(
     src_pos: &[Vec<T>; D],
     qry_pos: &[Vec<T>; D],
     params: &TreeParams,
+    spent_keys: Vec<u64>,
 ) -> Tree<Cpu, T, D> {
     let has_points = !src_pos[0].is_empty() || !qry_pos[0].is_empty();
     let n = if has_points { levels.len() + 1 } else { 0 };
-    let caps = split_caps(levels, types, params);
+    let mut scratch = spent_keys;
+    let caps = split_caps(levels, types, params, &mut scratch);
     let mut tree = Tree {
         planes: Vec::new(),
         start: Vec::new(),

@@ -258,7 +258,9 @@ impl Backend for Cuda {
         src_pos: &[DevBuf<T>; D],
         qry_pos: Option<&[DevBuf<T>; D]>,
         params: &TreeParams,
+        spent_keys: DevBuf<u64>,
     ) -> Result<Tree<Self, T, D>> {
+        drop(spent_keys);
         let points = src_pos[0].len() + qry_pos.map_or(0, |q| q[0].len());
         if points > 0 {
             return tree::build(self, levels, types, src_pos, qry_pos, params);
@@ -273,7 +275,7 @@ impl Backend for Cuda {
             Some(p) => PointTypes::Joint { src_prefix: p },
         };
         let qp = qry_pos.map(|q| self.host_arr(q)).transpose()?;
-        let t = Cpu.build_tree(&self.host(levels)?, htypes, &self.host_arr(src_pos)?, qp.as_ref(), params)?;
+        let t = Cpu.build_tree(&self.host(levels)?, htypes, &self.host_arr(src_pos)?, qp.as_ref(), params, Vec::new())?;
         self.dev_tree(t)
     }
     fn gather_scalar(&self, f: DevField<'_>, orig: &DevBuf<u32>) -> Result<DevBuf<f64>> {
