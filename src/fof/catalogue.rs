@@ -151,39 +151,46 @@ pub(crate) fn reduce_group<const D: usize>(n: usize, member: impl Fn(usize) -> M
             }
         })
     };
+    // One read of each member (`member` may gather from scattered arrays): its offset
+    // from the first member, mass and velocity are kept for the two sums below.
     let mut m_max = 0.0f64;
     let mut tag = i64::MAX;
+    let mut held: Vec<([f64; D], f64)> = Vec::with_capacity(n);
+    let mut vels: Vec<[f64; D]> = Vec::with_capacity(if has_vel { n } else { 0 });
     for i in 0..n {
-        let m = member(i);
+        let m = if i == 0 { first } else { member(i) };
         m_max = m_max.max(m.mass);
         tag = tag.min(m.tag);
+        held.push((offset(&m.pos), m.mass));
+        if has_vel {
+            vels.push(m.vel);
+        }
     }
+    let vel = |i: usize| if has_vel { vels[i] } else { [0.0; D] };
     let (mut m_tot, mut w_tot) = (0.0f64, 0.0f64);
     let mut s = [0.0f64; D];
     let mut sv = [0.0f64; D];
-    for i in 0..n {
-        let m = member(i);
-        let w = m.mass / m_max;
-        let o = offset(&m.pos);
-        m_tot += m.mass;
+    for (i, &(o, mass)) in held.iter().enumerate() {
+        let w = mass / m_max;
+        let v = vel(i);
+        m_tot += mass;
         w_tot += w;
         for d in 0..D {
             s[d] += w * o[d];
-            sv[d] += w * m.vel[d];
+            sv[d] += w * v[d];
         }
     }
     let c_off: [f64; D] = std::array::from_fn(|d| s[d] / w_tot);
     let vm: [f64; D] = std::array::from_fn(|d| sv[d] / w_tot);
     let (mut r2, mut v2) = (0.0f64, 0.0f64);
-    for i in 0..n {
-        let m = member(i);
-        let w = m.mass / m_max;
-        let o = offset(&m.pos);
+    for (i, &(o, mass)) in held.iter().enumerate() {
+        let w = mass / m_max;
+        let v = vel(i);
         let (mut qx, mut qv) = (0.0, 0.0);
         for d in 0..D {
             let e = o[d] - c_off[d];
             qx += e * e;
-            let e = m.vel[d] - vm[d];
+            let e = v[d] - vm[d];
             qv += e * e;
         }
         r2 += w * qx;

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use rayon::prelude::*;
 
 use super::par::{DisjointSlice, chunk_ranges, filter_indices};
+use super::sort::local_sort;
 use crate::api::Timings;
 use crate::fof::catalogue::{self, Catalogue, CatalogueOrder, Member, ReduceStats, Row};
 use crate::geom::Real;
@@ -34,6 +35,24 @@ pub(crate) struct Reduce<'a, T: Real, const D: usize> {
 
 
 const NONE: u32 = u32::MAX;
+
+/// Groups above this many members are put in canonical order by a radix sort (over the
+/// input indices' varying digits); smaller ones by a comparison sort of packed integers.
+const RADIX_MIN: usize = 256;
+
+/// Per-task scratch of the group reductions.
+#[derive(Default)]
+struct GroupScratch<const D: usize> {
+    /// (input index << 32 | place in the group's z-ordered members), ascending.
+    by_orig: Vec<u64>,
+    /// The members' positions, in z-order.
+    pos: Vec<[f64; D]>,
+    /// Radix sort: input indices and places, and their scratch.
+    keys: Vec<u64>,
+    places: Vec<u32>,
+    tk: Vec<u64>,
+    tv: Vec<u32>,
+}
 
 
 /// Builds the catalogue and writes every particle's label (input order) into `labels`.
@@ -130,7 +149,7 @@ pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &Dis
         (0..ng)
             .into_par_iter()
             .with_min_len(8)
-            .map_init(|| (Vec::new(), Vec::new()), |(by_orig, pos), g| reduce_group(r, &members[offsets[g] as usize..offsets[g + 1] as usize], by_orig, pos))
+            .map_init(GroupScratch::default, |s, g| reduce_group(r, &members[offsets[g] as usize..offsets[g + 1] as usize], s))
             .collect()
     });
     // 4. Labels in input order.
@@ -160,9 +179,12 @@ pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &Dis
         };
         catalogue::assemble(rows, r.order, r.velocities.is_some(), r.members.then_some((&offsets[..], &fill as &(dyn Fn(usize, &mut [i64]) + Sync))))
     });
-    // Per thread at most: the largest group's packed keys and positions.
+    // Per thread at most, for the largest group: packed keys 8, positions 8D, the radix
+    // sort's keys, places and their scratch 24, the reduction's offsets and masses 8D + 8
+    // (and velocities 8D).
     let largest = offsets.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0);
-    let per_thread = largest * (8 + 8 * D) * rayon::current_num_threads().min(ng.max(1));
+    let vel = if r.velocities.is_some() { 8 * D } else { 0 };
+    let per_thread = largest * (40 + 16 * D + vel) * rayon::current_num_threads().min(ng.max(1));
     let scratch_bytes = 4 * n + sort_bytes + 4 * particles_in_groups + ng * std::mem::size_of::<Row<D>>() + per_thread;
     (cat, ReduceStats { groups_total, particles_in_groups, scratch_bytes })
 }
@@ -171,13 +193,23 @@ pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &Dis
 /// in canonical order (ascending input index) first. Their positions are copied once, in
 /// z-order (near-sequential reads), into `pos`: the reduction reads each member three
 /// times, in input order, which would be random reads of the z-ordered arrays.
-fn reduce_group<T: Real, const D: usize>(r: &Reduce<'_, T, D>, zs: &[u32], by_orig: &mut Vec<u64>, pos: &mut Vec<[f64; D]>) -> Row<D> {
+fn reduce_group<T: Real, const D: usize>(r: &Reduce<'_, T, D>, zs: &[u32], s: &mut GroupScratch<D>) -> Row<D> {
+    let (by_orig, pos) = (&mut s.by_orig, &mut s.pos);
     pos.clear();
     pos.extend(zs.iter().map(|&z| std::array::from_fn(|d| r.pos[d][z as usize].to_f64())));
-    // (input index, place in `zs`) packed in one integer: a plain integer sort.
+    // (input index, place in `zs`) packed in one integer, in ascending order.
     by_orig.clear();
-    by_orig.extend(zs.iter().enumerate().map(|(j, &z)| ((r.orig[z as usize] as u64) << 32) | j as u64));
-    by_orig.sort_unstable();
+    if zs.len() > RADIX_MIN {
+        s.keys.clear();
+        s.keys.extend(zs.iter().map(|&z| r.orig[z as usize] as u64));
+        s.places.clear();
+        s.places.extend(0..zs.len() as u32);
+        local_sort(&mut s.keys, &mut s.places, &mut s.tk, &mut s.tv);
+        by_orig.extend(s.keys.iter().zip(&s.places).map(|(&o, &j)| (o << 32) | j as u64));
+    } else {
+        by_orig.extend(zs.iter().enumerate().map(|(j, &z)| ((r.orig[z as usize] as u64) << 32) | j as u64));
+        by_orig.sort_unstable();
+    }
     let member = |i: usize| {
         let key = by_orig[i];
         let (o, j) = ((key >> 32) as usize, key as u32 as usize);

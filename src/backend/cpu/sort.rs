@@ -105,7 +105,7 @@ pub(crate) fn radix_sort(keys: &mut Vec<u64>, vals: &mut Vec<u32>, keep: u32) {
 }
 
 /// Stable serial LSD radix sort (8-bit digits) of one bucket, with scratch buffers.
-fn local_sort(keys: &mut [u64], vals: &mut [u32], tk: &mut Vec<u64>, tv: &mut Vec<u32>) {
+pub(super) fn local_sort(keys: &mut [u64], vals: &mut [u32], tk: &mut Vec<u64>, tv: &mut Vec<u32>) {
     let n = keys.len();
     if n < 2 {
         return;
