@@ -191,8 +191,8 @@ pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &Dis
 
 /// Reduces one group; `zs` are its members' z-indices (ascending). The members are put
 /// in canonical order (ascending input index) first. Their positions are copied once, in
-/// z-order (near-sequential reads), into `pos`: the reduction reads each member three
-/// times, in input order, which would be random reads of the z-ordered arrays.
+/// z-order (near-sequential reads), into `pos`: the reduction reads the members in input
+/// order, which would be random reads of the z-ordered arrays.
 fn reduce_group<T: Real, const D: usize>(r: &Reduce<'_, T, D>, zs: &[u32], s: &mut GroupScratch<D>) -> Row<D> {
     let (by_orig, pos) = (&mut s.by_orig, &mut s.pos);
     pos.clear();
