@@ -130,29 +130,36 @@ pub(crate) fn split_caps<'s>(levels: &[u8], types: PointTypes<'_, Cpu>, params: 
 }
 
 /// A monotone stack of (level, gap): pushing a gap returns the nearest gap pushed before
-/// it with a strictly higher level. The levels on the stack strictly decrease, so a u8
-/// level keeps at most 256 entries: fixed arrays, levels beside the indices.
+/// it with a strictly higher level. The levels on the stack strictly decrease, so each
+/// level is on it at most once: the stack is a bit set of levels (with the latest gap of
+/// each), and a push clears the levels up to its own and takes the lowest level left —
+/// no loop, so no mispredicted loop exit per gap (~2x faster than popping one by one).
+/// Levels are at most 128 (`ingest::levels`): 0..=127 in the bit set, 128 (above every
+/// other, so never popped by a lower one) on its own.
 struct NearestHigher {
-    level: [u8; 256],
-    gap: [u32; 256],
-    len: usize,
+    levels: u128,
+    gap: [u32; 128],
+    /// The latest gap of level 128, if any: below every entry of the bit set.
+    top: Option<u32>,
 }
 
 impl NearestHigher {
     fn new() -> Self {
-        Self { level: [0; 256], gap: [0; 256], len: 0 }
+        Self { levels: 0, gap: [0; 128], top: None }
     }
     #[inline(always)]
     fn push(&mut self, level: u8, gap: u32) -> Option<u32> {
-        let mut t = self.len;
-        while t > 0 && self.level[t - 1] <= level {
-            t -= 1;
+        if level >= 128 {
+            debug_assert!(level == 128);
+            self.levels = 0;
+            self.top = Some(gap);
+            return None;
         }
-        let nearest = if t > 0 { Some(self.gap[t - 1]) } else { None };
-        // t < 256: the entries below it all have levels above `level`.
-        self.level[t] = level;
-        self.gap[t] = gap;
-        self.len = t + 1;
+        // Levels 0..=level off (2 << 127 is 0: all off).
+        self.levels &= !(2u128 << level).wrapping_sub(1);
+        let nearest = if self.levels != 0 { Some(self.gap[self.levels.trailing_zeros() as usize]) } else { self.top };
+        self.levels |= 1u128 << level;
+        self.gap[level as usize] = gap;
         nearest
     }
 }
@@ -434,4 +441,41 @@ fn points_box<T: Real, const D: usize>(pos: &[Vec<T>; D], start: usize, count: u
         }
     }
     (lo, hi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NearestHigher;
+
+    /// Every push returns the nearest earlier gap with a strictly higher level (a scan
+    /// back), on levels from every range `ingest::levels` gives: 0, secondary 1..=63,
+    /// primary 65..=128, long runs of one level, and 127 / 128 at the top of the bit set.
+    #[test]
+    fn nearest_higher_equals_a_scan_back() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for case in 0..6 {
+            let n = 3000;
+            let levels: Vec<u8> = (0..n)
+                .map(|i| match case {
+                    0 => (next() % 129) as u8,
+                    1 => [0u8, 65, 66, 127, 128][(next() % 5) as usize],
+                    2 => if i % 50 < 40 { 0 } else { 64 + (next() % 5) as u8 },
+                    3 => (next() % 64) as u8,
+                    4 => 128 - (next() % 3) as u8,
+                    _ => (64 + (i % 17) as u8).min(128),
+                })
+                .collect();
+            let mut stack = NearestHigher::new();
+            for (i, &l) in levels.iter().enumerate() {
+                let want = (0..i).rev().find(|&j| levels[j] > l).map(|j| j as u32);
+                assert_eq!(stack.push(l, i as u32), want, "case {case}, gap {i}, level {l}");
+            }
+        }
+    }
 }
