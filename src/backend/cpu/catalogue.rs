@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use rayon::prelude::*;
 
-use super::par::{DisjointSlice, chunk_ranges, filter_indices};
+use super::par::{DisjointSlice, chunk_ranges};
 use super::sort::local_sort;
 use crate::api::Timings;
 use crate::fof::catalogue::{self, Catalogue, CatalogueOrder, Member, ReduceStats, Row};
@@ -76,19 +76,39 @@ pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &Dis
             }
             cnt[cur as usize].fetch_add(c, Relaxed);
         });
-        let groups_total = (0..n).into_par_iter().filter(|&z| roots[z] as usize == z).count();
+        // Groups (roots) and kept groups per part, then each part numbers its kept
+        // groups in z-order of their roots from its offset: the counts become the root ->
+        // group index map (NONE: not kept; only roots are read), the kept sizes go to
+        // `counts`. Two passes over the roots.
         let min = r.min_members.min(u32::MAX as usize) as u32;
-        let kept: Vec<u32> = filter_indices(n, |z| roots[z] as usize == z && cnt[z].load(Relaxed) >= min);
-        // Reuse the counts as the root -> group index map (NONE: not kept). Only roots are read.
-        let counts: Vec<u32> = kept.par_iter().map(|&z| cnt[z as usize].load(Relaxed)).collect();
-        (0..n).into_par_iter().filter(|&z| roots[z] as usize == z).for_each(|z| cnt[z].store(NONE, Relaxed));
-        kept.par_iter().enumerate().for_each(|(g, &z)| cnt[z as usize].store(g as u32, Relaxed));
+        let tallies: Vec<(usize, usize)> = parts
+            .par_iter()
+            .map(|rg| rg.clone().filter(|&z| roots[z] as usize == z).fold((0, 0), |(g, k), z| (g + 1, k + usize::from(cnt[z].load(Relaxed) >= min))))
+            .collect();
+        let groups_total = tallies.iter().map(|t| t.0).sum::<usize>();
+        let first: Vec<usize> = tallies.iter().scan(0, |acc, t| Some(std::mem::replace(acc, *acc + t.1))).collect();
+        let ng = tallies.iter().map(|t| t.1).sum::<usize>();
+        let mut counts = vec![0u32; ng];
+        let out = DisjointSlice::new(&mut counts);
+        parts.par_iter().zip(&first).for_each(|(rg, &g0)| {
+            let mut g = g0;
+            for z in rg.clone().filter(|&z| roots[z] as usize == z) {
+                let c = cnt[z].load(Relaxed);
+                if c >= min {
+                    // SAFETY: part p numbers groups first[p] .. first[p] + its kept count.
+                    unsafe { out.write(g, c) };
+                    cnt[z].store(g as u32, Relaxed);
+                    g += 1;
+                } else {
+                    cnt[z].store(NONE, Relaxed);
+                }
+            }
+        });
         let slot: Vec<u32> = cnt.into_iter().map(AtomicU32::into_inner).collect();
-        (slot, groups_total, (kept, counts))
+        (slot, groups_total, counts)
     });
-    let (kept_roots, counts) = kept;
-    let ng = kept_roots.len();
-    drop(kept_roots);
+    let counts = kept;
+    let ng = counts.len();
     let gid = |z: usize| slot[roots[z] as usize];
     // 2. Group offsets, then a stable parallel counting sort of the kept members.
     let (offsets, members, sort_bytes) = timings.time("group order", || {
