@@ -49,7 +49,6 @@ impl<const D: usize> Quantizer<D> {
         (self.lo, self.scale)
     }
 
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     /// Position of `x` on dimension `d`'s cell axis, before flooring and clamping.
     #[inline(always)]
     pub fn cell_coord(&self, d: usize, x: f64) -> f64 {
@@ -66,7 +65,7 @@ impl<const D: usize> Quantizer<D> {
     #[inline(always)]
     pub fn key(&self, p: &[f64; D]) -> u64 {
         let cell: [u64; D] = std::array::from_fn(|d| {
-            let c = (p[d] - self.lo[d]) * self.scale[d];
+            let c = self.cell_coord(d, p[d]);
             // `as` saturates (NaN -> 0), and the clamp keeps rounding at the top face inside.
             (c as u64).min(Self::MAX_CELL)
         });
@@ -82,7 +81,7 @@ impl<const D: usize> Quantizer<D> {
     pub fn key_vectorisable(&self, p: &[f64; D]) -> u64 {
         const TWO52: f64 = 4_503_599_627_370_496.0;
         let cell: [u64; D] = std::array::from_fn(|d| {
-            let c = (p[d] - self.lo[d]) * self.scale[d];
+            let c = self.cell_coord(d, p[d]);
             let c = if c > 0.0 { c } else { 0.0 };
             let c = if c < Self::MAX_CELL as f64 { c } else { Self::MAX_CELL as f64 };
             (c.floor() + TWO52).to_bits() & ((1u64 << 52) - 1)

@@ -61,7 +61,7 @@ pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &Dis
     let roots = r.roots;
     let parts = chunk_ranges(n, rayon::current_num_threads().max(1) * 4);
     // 1. Members per root; runs of equal roots (common in z-order) cost one atomic add.
-    let (slot, groups_total, kept) = timings.time("count", || {
+    let (slot, groups_total, counts) = timings.time("count", || {
         let cnt: Vec<AtomicU32> = (0..n).into_par_iter().map(|_| AtomicU32::new(0)).collect();
         parts.par_iter().for_each(|rg| {
             let mut cur = roots[rg.start];
@@ -107,7 +107,6 @@ pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &Dis
         let slot: Vec<u32> = cnt.into_iter().map(AtomicU32::into_inner).collect();
         (slot, groups_total, counts)
     });
-    let counts = kept;
     let ng = counts.len();
     let gid = |z: usize| slot[roots[z] as usize];
     // 2. Group offsets, then a stable parallel counting sort of the kept members.
