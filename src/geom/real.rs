@@ -50,6 +50,16 @@ pub trait Real:
     /// The CPU must have AVX (call it from code compiled for AVX2 or above: it inlines
     /// there).
     unsafe fn le_mask_avx<const W: usize>(x: &[Self; W], thr: Self) -> u32;
+    /// Open-space squared distances from `q` to the `W` points `s0 .. s0 + W` of the
+    /// columns `pos` into `out` (the same operations as `metric::distances_block_at` with
+    /// `Open`), and `le_mask` of them: 256-bit vectors written whole, so the later reads
+    /// of `out` forward from the stores (the vectoriser split a block into 4 + 2 + 1 + 1
+    /// lanes and read it back across the pieces: a store-forwarding stall per block).
+    ///
+    /// # Safety
+    /// The CPU must have AVX (as `le_mask_avx`); each `pos[d]` must point to at least
+    /// `s0 + W` readable elements.
+    unsafe fn open_block_avx<const D: usize, const W: usize>(q: &[Self; D], pos: &[*const Self; D], s0: usize, thr: Self, out: &mut [Self; W]) -> u32;
 }
 
 mod sealed {
@@ -59,7 +69,7 @@ mod sealed {
 }
 
 macro_rules! impl_real {
-    ($t:ty, $name:expr, $max_coord:expr, $le_mask:ident, $le_mask_avx:ident) => {
+    ($t:ty, $name:expr, $max_coord:expr, $le_mask:ident, $le_mask_avx:ident, $open_block_avx:ident) => {
         impl Real for $t {
             const ZERO: Self = 0.0;
             const MAX_COORD: f64 = $max_coord;
@@ -110,6 +120,19 @@ macro_rules! impl_real {
                 return unsafe { $le_mask_avx(x, thr) };
                 #[cfg(not(target_arch = "x86_64"))]
                 return $le_mask(x, thr);
+            }
+            #[inline(always)]
+            unsafe fn open_block_avx<const D: usize, const W: usize>(q: &[Self; D], pos: &[*const Self; D], s0: usize, thr: Self, out: &mut [Self; W]) -> u32 {
+                // SAFETY: the caller's guarantees.
+                unsafe {
+                    #[cfg(target_arch = "x86_64")]
+                    return $open_block_avx(q, pos, s0, thr, out);
+                    #[cfg(not(target_arch = "x86_64"))]
+                    {
+                        *out = crate::geom::metric::distances_block_at::<Self, D, W, crate::geom::metric::Open>(&crate::geom::metric::Open, q, pos, s0);
+                        return $le_mask(out, thr);
+                    }
+                }
             }
         }
     };
@@ -200,9 +223,47 @@ unsafe fn le_mask_f32_avx<const W: usize>(x: &[f32; W], thr: f32) -> u32 {
     m
 }
 
+/// `Real::open_block_avx` for one type: `$lanes` per vector, `$v` the vector type.
+macro_rules! open_block_avx {
+    ($name:ident, $t:ty, $lanes:expr, $v:ty, $set1:ident, $loadu:ident, $storeu:ident, $sub:ident, $mul:ident, $add:ident, $cmp:ident, $movemask:ident, $fallback:ident) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx")]
+        #[inline]
+        unsafe fn $name<const D: usize, const W: usize>(q: &[$t; D], pos: &[*const $t; D], s0: usize, thr: $t, out: &mut [$t; W]) -> u32 {
+            use std::arch::x86_64::*;
+            if W % $lanes != 0 || D == 0 {
+                // SAFETY: the caller's guarantees.
+                *out = unsafe { crate::geom::metric::distances_block_at::<$t, D, W, crate::geom::metric::Open>(&crate::geom::metric::Open, q, pos, s0) };
+                return $fallback(out, thr);
+            }
+            let t = $set1(thr);
+            let mut m = 0u32;
+            for c in 0..W / $lanes {
+                let at = s0 + c * $lanes;
+                // SAFETY: each load reads `$lanes` points inside the columns (the caller);
+                // the store writes `$lanes` elements inside `out`.
+                unsafe {
+                    let dx = $sub($set1(q[0]), $loadu(pos[0].add(at)));
+                    let mut acc: $v = $mul(dx, dx);
+                    for d in 1..D {
+                        let dx = $sub($set1(q[d]), $loadu(pos[d].add(at)));
+                        acc = $add(acc, $mul(dx, dx));
+                    }
+                    $storeu(out.as_mut_ptr().add(c * $lanes), acc);
+                    m |= ($movemask($cmp::<_CMP_LE_OQ>(acc, t)) as u32) << (c * $lanes);
+                }
+            }
+            m
+        }
+    };
+}
+
+open_block_avx!(open_block_f64_avx, f64, 4, __m256d, _mm256_set1_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_sub_pd, _mm256_mul_pd, _mm256_add_pd, _mm256_cmp_pd, _mm256_movemask_pd, le_mask_f64);
+open_block_avx!(open_block_f32_avx, f32, 8, __m256, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_add_ps, _mm256_cmp_ps, _mm256_movemask_ps, le_mask_f32);
+
 // (2 * MAX_COORD)^2 * 3 < MAX: 1.2e37 < 3.4e38 (f32), 1.2e301 < 1.8e308 (f64).
-impl_real!(f32, "f32", 1e18, le_mask_f32, le_mask_f32_avx);
-impl_real!(f64, "f64", 1e150, le_mask_f64, le_mask_f64_avx);
+impl_real!(f32, "f32", 1e18, le_mask_f32, le_mask_f32_avx, open_block_f32_avx);
+impl_real!(f64, "f64", 1e150, le_mask_f64, le_mask_f64_avx, open_block_f64_avx);
 
 /// `max` that is cheap and branch-free for non-NaN values (ztree rejects NaN at ingest).
 #[inline(always)]
@@ -213,4 +274,47 @@ pub(crate) fn fmax<T: Real>(a: T, b: T) -> T {
 #[inline(always)]
 pub(crate) fn fmin<T: Real>(a: T, b: T) -> T {
     if a < b { a } else { b }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geom::metric::{Open, distances_block_at};
+
+    /// The explicit AVX block gives the bits and mask of the generic block, in 2D and 3D.
+    fn open_block_matches<T: Real, const D: usize>() {
+        #[cfg(target_arch = "x86_64")]
+        if !std::arch::is_x86_feature_detected!("avx") {
+            return;
+        }
+        let mut s = 0x2545_F491_4F6C_DD1Du64;
+        let mut r = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let cols: [Vec<T>; D] = std::array::from_fn(|_| (0..40).map(|i| T::from_f64(if i % 7 == 0 { 0.5 } else { r() })).collect());
+        let ptrs: [*const T; D] = std::array::from_fn(|d| cols[d].as_ptr());
+        for s0 in 0..=32 {
+            let q: [T; D] = std::array::from_fn(|d| if s0 % 3 == 0 { cols[d][s0] } else { T::from_f64(r()) });
+            // SAFETY: every column holds 40 >= s0 + 8 points.
+            let want: [T; 8] = unsafe { distances_block_at::<T, D, 8, Open>(&Open, &q, &ptrs, s0) };
+            for thr in [T::ZERO, want[3], want[5], T::from_f64(0.2), T::INFINITY] {
+                let mut got = [T::INFINITY; 8];
+                // SAFETY: AVX checked above; the columns hold s0 + 8 points.
+                let m = unsafe { T::open_block_avx(&q, &ptrs, s0, thr, &mut got) };
+                assert!(got.iter().zip(&want).all(|(a, b)| a.to_f64().to_bits() == b.to_f64().to_bits()), "{} D {D} s0 {s0}", T::NAME);
+                assert_eq!(m, T::le_mask(&want, thr), "{} D {D} s0 {s0}", T::NAME);
+            }
+        }
+    }
+
+    #[test]
+    fn open_block_avx_equals_generic_block() {
+        open_block_matches::<f64, 3>();
+        open_block_matches::<f64, 2>();
+        open_block_matches::<f32, 3>();
+        open_block_matches::<f32, 2>();
+    }
 }
