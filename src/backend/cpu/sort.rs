@@ -104,6 +104,49 @@ pub(crate) fn radix_sort(keys: &mut Vec<u64>, vals: &mut Vec<u32>, keep: u32) {
     std::mem::swap(vals, &mut vb);
 }
 
+/// Up to this many keys a bucket is sorted from its top varying digit down (`msd_sort`):
+/// a bucket of a few hundred keys differs in four or five 8-bit digits, and the LSD
+/// passes' 256-entry histograms and prefix sums per digit then cost more than the keys
+/// themselves, while one MSD pass leaves sub-buckets of a few keys. Measured (random
+/// 43-bit keys, 2 threads, interleaved): 262k 2.40 -> 1.51 ms, 1e6 10.3 -> 9.5 ms,
+/// 2.1M 24.2 -> 22.9 ms.
+const MSD_MAX: usize = 2048;
+
+/// Stable serial MSD radix sort of a small bucket: one counting pass on the top 8 bits in
+/// which the keys differ (`diff`: the OR of every key XOR the first, nonzero), then each
+/// sub-bucket on its own (insertion sort up to 32 keys).
+fn msd_sort(keys: &mut [u64], vals: &mut [u32], diff: u64, tk: &mut Vec<u64>, tv: &mut Vec<u32>) {
+    let n = keys.len();
+    let shift = (64 - diff.leading_zeros()).saturating_sub(8);
+    let digit = |k: u64| ((k >> shift) & 0xff) as usize;
+    let mut start = [0u32; 257];
+    for &k in keys.iter() {
+        start[digit(k) + 1] += 1;
+    }
+    for d in 0..256 {
+        start[d + 1] += start[d];
+    }
+    tk.clear();
+    tk.resize(n, 0);
+    tv.clear();
+    tv.resize(n, 0);
+    let mut at = start;
+    for (&k, &v) in keys.iter().zip(vals.iter()) {
+        let d = digit(k);
+        tk[at[d] as usize] = k;
+        tv[at[d] as usize] = v;
+        at[d] += 1;
+    }
+    keys.copy_from_slice(tk);
+    vals.copy_from_slice(tv);
+    for d in 0..256 {
+        let (a, b) = (start[d] as usize, start[d + 1] as usize);
+        if b - a > 1 {
+            local_sort(&mut keys[a..b], &mut vals[a..b], tk, tv);
+        }
+    }
+}
+
 /// Stable serial LSD radix sort (8-bit digits) of one bucket, with scratch buffers.
 pub(super) fn local_sort(keys: &mut [u64], vals: &mut [u32], tk: &mut Vec<u64>, tv: &mut Vec<u32>) {
     let n = keys.len();
@@ -127,6 +170,13 @@ pub(super) fn local_sort(keys: &mut [u64], vals: &mut [u32], tk: &mut Vec<u64>, 
     }
     let k0 = keys[0];
     let diff = keys.iter().fold(0u64, |a, &k| a | (k ^ k0));
+    if diff == 0 {
+        return;
+    }
+    if n <= MSD_MAX {
+        msd_sort(keys, vals, diff, tk, tv);
+        return;
+    }
     // The digits on which the keys differ, and all their histograms in one read.
     let shifts: Vec<u32> = (0..8).map(|d| 8 * d).filter(|&sh| (diff >> sh) & 0xff != 0).collect();
     let mut counts = vec![[0u32; 256]; shifts.len()];
@@ -178,7 +228,7 @@ mod tests {
         let cases: &[(usize, u64)] = if cfg!(miri) {
             &[(0, u64::MAX), (7, 3), (300, 15), (4500, (1 << 63) | 0xff)]
         } else {
-            &[(0, u64::MAX), (1, u64::MAX), (7, 3), (1000, 15), (5000, u64::MAX >> 1), (100_000, 0xff00), (70_000, (1 << 63) | 1)]
+            &[(0, u64::MAX), (1, u64::MAX), (7, 3), (40, u64::MAX), (300, 0xffff_0000_00ff), (500, 15), (1000, 15), (5000, u64::MAX >> 1), (100_000, 0xff00), (70_000, (1 << 63) | 1), (200_000, u64::MAX)]
         };
         for &(n, mask) in cases {
             let mut s = n as u64 + 1;
