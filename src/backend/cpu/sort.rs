@@ -105,12 +105,13 @@ pub(crate) fn radix_sort(keys: &mut Vec<u64>, vals: &mut Vec<u32>, keep: u32) {
 }
 
 /// Up to this many keys a bucket is sorted from its top varying digit down (`msd_sort`):
-/// a bucket of a few hundred keys differs in four or five 8-bit digits, and the LSD
-/// passes' 256-entry histograms and prefix sums per digit then cost more than the keys
-/// themselves, while one MSD pass leaves sub-buckets of a few keys. Measured (random
-/// 43-bit keys, 2 threads, interleaved): 262k 2.40 -> 1.51 ms, 1e6 10.3 -> 9.5 ms,
-/// 2.1M 24.2 -> 22.9 ms.
-const MSD_MAX: usize = 2048;
+/// a bucket of a hundred keys differs in four or five 8-bit digits, and the LSD passes'
+/// 256-entry histograms and prefix sums per digit then cost more than the keys
+/// themselves, while one MSD pass leaves sub-buckets of a few keys. Measured (43-bit
+/// keys, 2 threads, interleaved): random keys at 262k (buckets of ~128) 35-45% faster,
+/// at 1e6 and 2.1M within noise; 2048 was slower on the clustered 4e6 set (larger buckets
+/// that one pass does not break up recurse several levels).
+const MSD_MAX: usize = 256;
 
 /// Stable serial MSD radix sort of a small bucket: one counting pass on the top 8 bits in
 /// which the keys differ (`diff`: the OR of every key XOR the first, nonzero), then each
