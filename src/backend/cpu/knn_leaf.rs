@@ -249,21 +249,22 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 let mut b0 = 0;
                 while b0 < cnt {
                     let base = s0 + b0;
-                    let mut d2b = [T::ZERO; B];
-                    let mut m = if base + B <= nsrc {
+                    let (d2b, mut m): ([T; B], u32) = if base + B <= nsrc {
                         // SAFETY: every column holds `nsrc >= base + B` points; AVX only
                         // in the AVX2 and AVX-512 versions.
                         unsafe {
                             if AVX && !wrap {
-                                T::open_block_avx(&qp, &sp, base, thr, &mut d2b)
+                                let mut d2b = [T::ZERO; B];
+                                let m = T::open_block_avx(&qp, &sp, base, thr, &mut d2b);
+                                (d2b, m)
                             } else {
-                                d2b = if wrap { distances_block_at::<T, D, B, M>(metric, &qp, &sp, base) } else { distances_block_at::<T, D, B, Open>(&Open, &qp, &sp, base) };
-                                if AVX { T::le_mask_avx(&d2b, thr) } else { T::le_mask(&d2b, thr) }
+                                let d2b = if wrap { distances_block_at::<T, D, B, M>(metric, &qp, &sp, base) } else { distances_block_at::<T, D, B, Open>(&Open, &qp, &sp, base) };
+                                (d2b, if AVX { T::le_mask_avx(&d2b, thr) } else { T::le_mask(&d2b, thr) })
                             }
                         }
                     } else {
-                        d2b = std::array::from_fn(|i| if base + i < nsrc { metric.dist2(&qp, &std::array::from_fn(|d| spos[d][base + i])) } else { T::INFINITY });
-                        T::le_mask(&d2b, thr)
+                        let d2b = std::array::from_fn(|i| if base + i < nsrc { metric.dist2(&qp, &std::array::from_fn(|d| spos[d][base + i])) } else { T::INFINITY });
+                        (d2b, T::le_mask(&d2b, thr))
                     };
                     if cnt - b0 < B {
                         m &= (1u32 << (cnt - b0)) - 1;
