@@ -18,6 +18,9 @@ use crate::pipeline::{KnnSinks, Tree};
 /// Sources per distance block of the leaf scan.
 const B: usize = 8;
 
+/// Blocks per mask run of the sorted (small k) leaf scan (`RUN * B` bits in a u32).
+const RUN: usize = 4;
+
 /// Output rows are prefetched this many queries ahead (rows in input order lie at
 /// scattered addresses: a TLB walk and a line fill each).
 const PF: usize = 2;
@@ -191,6 +194,11 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         let nsrc = spos[0].len();
         let sp: [*const T; D] = std::array::from_fn(|d| spos[d].as_ptr());
         let buffered = self.kk > SORTED_MAX_K;
+        // The first line of every output row of the leaf: their pages' TLB walks run
+        // side by side here rather than one per query in the loop.
+        for q in q0..q0 + qn {
+            self.prefetch_first(if sinks.zorder { q } else { qorig[q] as usize }, sinks);
+        }
         for q in q0..(q0 + PF).min(q0 + qn) {
             self.prefetch_rows(if sinks.zorder { q } else { qorig[q] as usize }, sinks);
         }
@@ -237,54 +245,77 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                     continue;
                 }
                 // Blocks of B sources: distances and the mask of those within the threshold
-                // by vector code. Up to `SORTED_MAX_K`, those in the mask are then offered
-                // one by one, re-tested as the threshold shrinks (a branch per source
-                // mispredicted about once per taken one); above, the block goes into the
-                // buffer without a branch. A block may run past the leaf into the next
-                // sources (masked off); the last block of the array is computed one
-                // source at a time.
+                // by vector code. A block may run past the leaf into the next sources
+                // (masked off); the last block of the array is computed one source at a
+                // time.
                 let s0 = kl.start as usize;
                 let cnt = kl.count as usize;
                 let wrap = kl.wrap;
-                let mut b0 = 0;
-                while b0 < cnt {
-                    let base = s0 + b0;
-                    let (d2b, mut m): ([T; B], u32) = if base + B <= nsrc {
-                        // SAFETY: every column holds `nsrc >= base + B` points; AVX only
-                        // in the AVX2 and AVX-512 versions.
-                        unsafe {
-                            if AVX && !wrap {
-                                let mut d2b = [T::ZERO; B];
-                                let m = T::open_block_avx(&qp, &sp, base, thr, &mut d2b);
-                                (d2b, m)
-                            } else {
-                                let d2b = if wrap { distances_block_at::<T, D, B, M>(metric, &qp, &sp, base) } else { distances_block_at::<T, D, B, Open>(&Open, &qp, &sp, base) };
-                                (d2b, if AVX { T::le_mask_avx(&d2b, thr) } else { T::le_mask(&d2b, thr) })
+                // (A macro, not a closure: a closure would be compiled without the AVX2
+                // features of the enclosing function and keep the vector block out of line.)
+                macro_rules! block {
+                    ($base:expr, $thr:expr, $d2b:expr) => {{
+                        let (base, thr, d2b): (usize, T, &mut [T; B]) = ($base, $thr, $d2b);
+                        if base + B <= nsrc {
+                            // SAFETY: every column holds `nsrc >= base + B` points; AVX only
+                            // in the AVX2 and AVX-512 versions.
+                            unsafe {
+                                if AVX && !wrap {
+                                    T::open_block_avx(&qp, &sp, base, thr, d2b)
+                                } else {
+                                    *d2b = if wrap { distances_block_at::<T, D, B, M>(metric, &qp, &sp, base) } else { distances_block_at::<T, D, B, Open>(&Open, &qp, &sp, base) };
+                                    if AVX { T::le_mask_avx(d2b, thr) } else { T::le_mask(d2b, thr) }
+                                }
                             }
+                        } else {
+                            *d2b = std::array::from_fn(|i| if base + i < nsrc { metric.dist2(&qp, &std::array::from_fn(|d| spos[d][base + i])) } else { T::INFINITY });
+                            T::le_mask(d2b, thr)
                         }
-                    } else {
-                        let d2b = std::array::from_fn(|i| if base + i < nsrc { metric.dist2(&qp, &std::array::from_fn(|d| spos[d][base + i])) } else { T::INFINITY });
-                        (d2b, T::le_mask(&d2b, thr))
-                    };
-                    if cnt - b0 < B {
-                        m &= (1u32 << (cnt - b0)) - 1;
-                    }
-                    if buffered {
+                    }};
+                }
+                if buffered {
+                    // Above `SORTED_MAX_K` each block goes into the buffer without a branch.
+                    let mut b0 = 0;
+                    while b0 < cnt {
+                        let base = s0 + b0;
+                        let mut d2b = [T::ZERO; B];
+                        let mut m = block!(base, thr, &mut d2b);
+                        if cnt - b0 < B {
+                            m &= (1u32 << (cnt - b0)) - 1;
+                        }
                         if s.cand.offer(&d2b, base as u32, m, &rank) {
                             thr = s.cand.kth();
                         }
                         b0 += B;
-                        continue;
                     }
+                    continue;
+                }
+                // Up to `SORTED_MAX_K`: runs of up to `RUN` blocks, then the sources in the
+                // run's mask offered one by one, re-tested as the threshold shrinks. One
+                // mask per run rather than per block: the loop over its bits ends (a
+                // mispredicted branch) once per run.
+                let mut b0 = 0;
+                while b0 < cnt {
+                    let left = cnt - b0;
+                    let nb = left.div_ceil(B).min(RUN);
+                    let mut d2r = [[T::ZERO; B]; RUN];
+                    let mut m = 0u32;
+                    for (j, d2b) in d2r.iter_mut().enumerate().take(nb) {
+                        m |= block!(s0 + b0 + j * B, thr, d2b) << (j * B);
+                    }
+                    if left < RUN * B {
+                        m &= (1u32 << left) - 1;
+                    }
+                    let d2r = d2r.as_flattened();
                     while m != 0 {
                         let i = m.trailing_zeros() as usize;
                         m &= m - 1;
-                        let d2 = d2b[i];
-                        if d2 <= thr && s.best.push(d2, (base + i) as u32, &rank) {
+                        let d2 = d2r[i];
+                        if d2 <= thr && s.best.push(d2, (s0 + b0 + i) as u32, &rank) {
                             thr = s.best.kth();
                         }
                     }
-                    b0 += B;
+                    b0 += RUN * B;
                 }
             }
             let row = if sinks.zorder { q } else { qorig[q] as usize };
@@ -316,6 +347,18 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         }
         for p in [&sinks.density, &sinks.scalar_mean].into_iter().flatten() {
             p.prefetch(row, 1);
+        }
+    }
+
+    /// Fetches the first line of the index and distance rows of row `row`.
+    #[inline(always)]
+    fn prefetch_first(&self, row: usize, sinks: &KnnSinks<'_, Cpu, T>) {
+        let k = self.k;
+        if let Some(p) = &sinks.indices {
+            p.prefetch(row * k, 1);
+        }
+        if let Some(p) = &sinks.distances {
+            p.prefetch(row * k, 1);
         }
     }
 
