@@ -11,6 +11,7 @@ use super::simd::{self, Simd};
 use super::cand::CandBuf;
 use super::topk::TopK;
 use crate::geom::Real;
+use crate::geom::real::fmax;
 use crate::geom::metric::{Metric, Open, distances_block_at};
 use crate::knn::reduce;
 use crate::pipeline::{KnnSinks, Tree};
@@ -44,6 +45,8 @@ pub(crate) struct Scratch<T, const D: usize> {
     pub(crate) near: Vec<(T, u32)>,
     /// The kept leaves of the current leaf, nearest first.
     kept: Vec<Kept<T, D>>,
+    /// The boxes of the kept leaves, `B` to a record (see `LeafBoxes`).
+    boxes: Vec<LeafBoxes<T, D>>,
     /// Sort keys of the kept leaves.
     order: Vec<u64>,
     /// The best candidates of the current query, k <= `SORTED_MAX_K`...
@@ -59,6 +62,7 @@ impl<T: Real, const D: usize> Scratch<T, D> {
             eval: Vec::new(),
             near: Vec::new(),
             kept: Vec::new(),
+            boxes: Vec::new(),
             order: Vec::new(),
             best: TopK::new(),
             cand: CandBuf::new(),
@@ -79,6 +83,33 @@ struct Kept<T, const D: usize> {
     /// Whether it needs the minimum image against the receiving leaf (else its distances
     /// take the open space's plain differences: the same values, fewer operations).
     wrap: bool,
+}
+
+/// The boxes of `B` consecutive kept leaves by dimension, for vector code: a query's
+/// lower bounds to all of them at once. Leaves that need the minimum image have an
+/// unbounded box (bound 0: their own test decides), the pads past the last leaf an empty
+/// one at +inf (bound +inf).
+#[derive(Clone, Copy)]
+struct LeafBoxes<T, const D: usize> {
+    lo: [[T; B]; D],
+    hi: [[T; B]; D],
+}
+
+impl<T: Real, const D: usize> LeafBoxes<T, D> {
+    /// Squared distances from `q` to the boxes: lower bounds of `q`'s computed distances
+    /// to the points inside (the same differences, rounded the same way, and never more
+    /// than a point's).
+    #[inline(always)]
+    fn min2(&self, q: &[T; D]) -> [T; B] {
+        let mut s = [T::ZERO; B];
+        for d in 0..D {
+            for i in 0..B {
+                let g = fmax(fmax(self.lo[d][i] - q[d], q[d] - self.hi[d][i]), T::ZERO);
+                s[i] = s[i] + g * g;
+            }
+        }
+        s
+    }
 }
 
 /// The largest f32 at most `x` (x >= 0, not NaN).
@@ -142,16 +173,27 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         }
         s.order.sort_unstable();
         s.kept.clear();
-        for &key in &s.order {
+        s.boxes.clear();
+        let pad = LeafBoxes { lo: [[T::INFINITY; B]; D], hi: [[T::INFINITY; B]; D] };
+        for (j, &key) in s.order.iter().enumerate() {
             let b = key as u32 as usize;
+            let (lo, hi) = (tree.src_lo[b], tree.src_hi[b]);
+            let wrap = !metric.no_wrap(alo, ahi, &lo, &hi);
             s.kept.push(Kept {
-                lo: tree.src_lo[b],
-                hi: tree.src_hi[b],
+                lo,
+                hi,
                 min: T::from_f64(f32::from_bits((key >> 32) as u32) as f64),
                 start: tree.src_start[b],
                 count: tree.src_count[b],
-                wrap: !metric.no_wrap(alo, ahi, &tree.src_lo[b], &tree.src_hi[b]),
+                wrap,
             });
+            if j % B == 0 {
+                s.boxes.push(pad);
+            }
+            let r = s.boxes.last_mut().unwrap();
+            for d in 0..D {
+                (r.lo[d][j % B], r.hi[d][j % B]) = if wrap { (T::NEG_INFINITY, T::INFINITY) } else { (lo[d], hi[d]) };
+            }
         }
     }
 
@@ -234,88 +276,107 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             } else {
                 s.best.reset(self.kk);
             }
-            for kl in &s.kept {
+            // The kept leaves, `B` at a time: the query's bounds to their boxes by vector
+            // code, then the leaves within the threshold in order (fewer, less random
+            // branches than a box test per leaf).
+            let nk = s.kept.len();
+            'leaves: for (c, boxes) in s.boxes.iter().enumerate() {
+                let j0 = c * B;
                 // Kept leaves come by ascending d_min to this leaf, a lower bound of the
                 // query's distance to them: past the threshold, no later leaf can hold a
                 // candidate.
-                if kl.min > thr {
+                if s.kept[j0].min > thr {
                     break;
                 }
-                if metric.box_min2(&qp, &qp, &kl.lo, &kl.hi) > thr {
-                    continue;
+                let bound = boxes.min2(&qp);
+                // SAFETY: AVX only in the AVX2 and AVX-512 versions.
+                let mut lm = if AVX { unsafe { T::le_mask_avx(&bound, thr) } } else { T::le_mask(&bound, thr) };
+                if nk - j0 < B {
+                    lm &= (1u32 << (nk - j0)) - 1;
                 }
-                // Blocks of B sources: distances and the mask of those within the threshold
-                // by vector code. A block may run past the leaf into the next sources
-                // (masked off); the last block of the array is computed one source at a
-                // time.
-                let s0 = kl.start as usize;
-                let cnt = kl.count as usize;
-                let wrap = kl.wrap;
-                // (A macro, not a closure: a closure would be compiled without the AVX2
-                // features of the enclosing function and keep the vector block out of line.)
-                macro_rules! block {
-                    ($base:expr, $thr:expr, $d2b:expr) => {{
-                        let (base, thr, d2b): (usize, T, &mut [T; B]) = ($base, $thr, $d2b);
-                        if base + B <= nsrc {
-                            // SAFETY: every column holds `nsrc >= base + B` points; AVX only
-                            // in the AVX2 and AVX-512 versions.
-                            unsafe {
-                                if AVX && !wrap {
-                                    T::open_block_avx(&qp, &sp, base, thr, d2b)
-                                } else {
-                                    *d2b = if wrap { distances_block_at::<T, D, B, M>(metric, &qp, &sp, base) } else { distances_block_at::<T, D, B, Open>(&Open, &qp, &sp, base) };
-                                    if AVX { T::le_mask_avx(d2b, thr) } else { T::le_mask(d2b, thr) }
+                while lm != 0 {
+                    let i = lm.trailing_zeros() as usize;
+                    lm &= lm - 1;
+                    let kl = &s.kept[j0 + i];
+                    if kl.min > thr {
+                        break 'leaves;
+                    }
+                    if bound[i] > thr || (kl.wrap && metric.box_min2(&qp, &qp, &kl.lo, &kl.hi) > thr) {
+                        continue;
+                    }
+                    // Blocks of B sources: distances and the mask of those within the threshold
+                    // by vector code. A block may run past the leaf into the next sources
+                    // (masked off); the last block of the array is computed one source at a
+                    // time.
+                    let s0 = kl.start as usize;
+                    let cnt = kl.count as usize;
+                    let wrap = kl.wrap;
+                    // (A macro, not a closure: a closure would be compiled without the AVX2
+                    // features of the enclosing function and keep the vector block out of line.)
+                    macro_rules! block {
+                        ($base:expr, $thr:expr, $d2b:expr) => {{
+                            let (base, thr, d2b): (usize, T, &mut [T; B]) = ($base, $thr, $d2b);
+                            if base + B <= nsrc {
+                                // SAFETY: every column holds `nsrc >= base + B` points; AVX only
+                                // in the AVX2 and AVX-512 versions.
+                                unsafe {
+                                    if AVX && !wrap {
+                                        T::open_block_avx(&qp, &sp, base, thr, d2b)
+                                    } else {
+                                        *d2b = if wrap { distances_block_at::<T, D, B, M>(metric, &qp, &sp, base) } else { distances_block_at::<T, D, B, Open>(&Open, &qp, &sp, base) };
+                                        if AVX { T::le_mask_avx(d2b, thr) } else { T::le_mask(d2b, thr) }
+                                    }
                                 }
+                            } else {
+                                *d2b = std::array::from_fn(|i| if base + i < nsrc { metric.dist2(&qp, &std::array::from_fn(|d| spos[d][base + i])) } else { T::INFINITY });
+                                T::le_mask(d2b, thr)
                             }
-                        } else {
-                            *d2b = std::array::from_fn(|i| if base + i < nsrc { metric.dist2(&qp, &std::array::from_fn(|d| spos[d][base + i])) } else { T::INFINITY });
-                            T::le_mask(d2b, thr)
+                        }};
+                    }
+                    if buffered {
+                        // Above `SORTED_MAX_K` each block goes into the buffer without a branch.
+                        let mut b0 = 0;
+                        while b0 < cnt {
+                            let base = s0 + b0;
+                            let mut d2b = [T::ZERO; B];
+                            let mut m = block!(base, thr, &mut d2b);
+                            if cnt - b0 < B {
+                                m &= (1u32 << (cnt - b0)) - 1;
+                            }
+                            if s.cand.offer(&d2b, base as u32, m, &rank) {
+                                thr = s.cand.kth();
+                            }
+                            b0 += B;
                         }
-                    }};
-                }
-                if buffered {
-                    // Above `SORTED_MAX_K` each block goes into the buffer without a branch.
+                        continue;
+                    }
+                    // Up to `SORTED_MAX_K`: runs of up to `RUN` blocks, then the sources in the
+                    // run's mask offered one by one, re-tested as the threshold shrinks. One
+                    // mask per run rather than per block: the loop over its bits ends (a
+                    // mispredicted branch) once per run.
                     let mut b0 = 0;
                     while b0 < cnt {
-                        let base = s0 + b0;
-                        let mut d2b = [T::ZERO; B];
-                        let mut m = block!(base, thr, &mut d2b);
-                        if cnt - b0 < B {
-                            m &= (1u32 << (cnt - b0)) - 1;
+                        let left = cnt - b0;
+                        let nb = left.div_ceil(B).min(RUN);
+                        let mut d2r = [[T::ZERO; B]; RUN];
+                        let mut m = 0u32;
+                        for (j, d2b) in d2r.iter_mut().enumerate().take(nb) {
+                            m |= block!(s0 + b0 + j * B, thr, d2b) << (j * B);
                         }
-                        if s.cand.offer(&d2b, base as u32, m, &rank) {
-                            thr = s.cand.kth();
+                        if left < RUN * B {
+                            m &= (1u32 << left) - 1;
                         }
-                        b0 += B;
-                    }
-                    continue;
-                }
-                // Up to `SORTED_MAX_K`: runs of up to `RUN` blocks, then the sources in the
-                // run's mask offered one by one, re-tested as the threshold shrinks. One
-                // mask per run rather than per block: the loop over its bits ends (a
-                // mispredicted branch) once per run.
-                let mut b0 = 0;
-                while b0 < cnt {
-                    let left = cnt - b0;
-                    let nb = left.div_ceil(B).min(RUN);
-                    let mut d2r = [[T::ZERO; B]; RUN];
-                    let mut m = 0u32;
-                    for (j, d2b) in d2r.iter_mut().enumerate().take(nb) {
-                        m |= block!(s0 + b0 + j * B, thr, d2b) << (j * B);
-                    }
-                    if left < RUN * B {
-                        m &= (1u32 << left) - 1;
-                    }
-                    let d2r = d2r.as_flattened();
-                    while m != 0 {
-                        let i = m.trailing_zeros() as usize;
-                        m &= m - 1;
-                        let d2 = d2r[i];
-                        if d2 <= thr && s.best.push(d2, (s0 + b0 + i) as u32, &rank) {
-                            thr = s.best.kth();
+                        let d2r = d2r.as_flattened();
+                        while m != 0 {
+                            let i = m.trailing_zeros() as usize;
+                            m &= m - 1;
+                            let d2 = d2r[i];
+                            if d2 <= thr && s.best.push(d2, (s0 + b0 + i) as u32, &rank) {
+                                thr = s.best.kth();
+                            }
                         }
+                        b0 += RUN * B;
                     }
-                    b0 += RUN * B;
                 }
             }
             let row = if sinks.zorder { q } else { qorig[q] as usize };
