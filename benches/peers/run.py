@@ -5,7 +5,7 @@ checkout). Every run is a fresh process; the peers of a case run in interleaved 
 (the order rotating each round) and the table gives the median over the rounds.
 
     make bench-peers [PEERS_ARGS="--quick --rounds 1"] [HFOF_PATH=/path/to/hfof]
-    python benches/peers/run.py [--rounds 3] [--quick] [--only SUBSTRING] [--threads 2]
+    python benches/peers/run.py [--rounds 3] [--quick] [--only SUBSTRING] [--threads 2] [--calls N]
 
 `make bench-peers` builds what this needs (the installed package, the C runner, kiddo);
 run directly, it expects build/peers/ztree_run and build/kiddo-native/release/kiddo_native
@@ -19,6 +19,9 @@ distances, tree build included) or to a FoF label per point; ztree's FoF also bu
 halo catalogue (groups >= 20 members), the others stop at the labels. ztree's context is
 created before the clock (it lives for a whole simulation). Checksums (mean k-th distance;
 groups >= 20 and the largest) are compared across peers; a mismatch prints a WARNING.
+With --calls N each process makes N calls: the table stays the first call's, and a
+second table gives the later calls (a simulation calls the library every time step;
+the first call alone pays the page faults of its fresh memory).
 """
 import argparse
 import json
@@ -132,8 +135,8 @@ def command(case, peer, threads):
     raise ValueError(peer)
 
 
-def run_one(cmd, threads):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), HFOF_PATH=HFOF_PATH)
+def run_one(cmd, threads, calls=1):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), HFOF_PATH=HFOF_PATH, PEER_CALLS=str(calls))
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     wall = time.perf_counter() - t0
@@ -216,6 +219,8 @@ def main():
     ap.add_argument("--sizes", default="1e6,4e6", help="point counts of the generated sets (comma-separated)")
     ap.add_argument("--only", default="", help="run the cases whose title contains this")
     ap.add_argument("--threads", type=int, default=2, help="threads of every multi-threaded peer")
+    ap.add_argument("--calls", type=int, default=1,
+                    help="calls per process (N > 1: also the median of the N - 1 later calls, as in a simulation)")
     ap.add_argument("--log", default=os.path.join(BUILD, "peers-results.jsonl"), help="jsonl of raw records")
     a = ap.parse_args()
 
@@ -247,7 +252,7 @@ def main():
         for r in range(a.rounds):
             order = peers[r % len(peers):] + peers[:r % len(peers)]
             for p in order:
-                res = run_one(command(case, p, a.threads), a.threads)
+                res = run_one(command(case, p, a.threads), a.threads, a.calls)
                 recs[p].append(res)
                 with open(a.log, "a") as f:
                     f.write(json.dumps({"case": case.title, "peer": p, "round": r, "commit": commit, "started": started,
@@ -257,15 +262,16 @@ def main():
             print(line, flush=True)
         warnings += w
         med = {p: statistics.median(x["secs"] for x in v) for p, v in recs.items()}
-        results.append((case, med, {p: median_record(v) for p, v in recs.items()}))
+        later = {p: statistics.median(x["later_secs"] for x in v) for p, v in recs.items() if all("later_secs" in x for x in v)}
+        results.append((case, med, {p: median_record(v) for p, v in recs.items()}, later))
         print(f"# {case.title}: " + ", ".join(f"{LABEL[p]} {t:.3f} s" for p, t in med.items()), flush=True)
 
     main_rows = [x for x in results if not x[0].scaling]
-    cols = [p for p in PEERS if any(p in med for _, med, _ in main_rows)]
+    cols = [p for p in PEERS if any(p in med for _, med, _, _ in main_rows)]
     print()
     print("| case | " + " | ".join(f"{LABEL[p]} (s)" for p in cols) + " |")
     print("|---|" + "---|" * len(cols))
-    for case, med, _ in main_rows:
+    for case, med, _, _ in main_rows:
         z = med["ztree"]
         cells = []
         for p in cols:
@@ -279,6 +285,21 @@ def main():
     print()
     print("Ratios are peer / ztree (above 1: ztree faster). ztree's FoF includes the halo catalogue.")
 
+    later_rows = [(case, later) for case, _, _, later in main_rows if "ztree" in later]
+    if later_rows:
+        print()
+        print(f"Later calls in the same process (median of calls 2..{a.calls} of each run, then over the rounds): "
+              "ztree on the same context and caller arrays, as a simulation calls every time step; the peers "
+              "repeat their call the same way.")
+        print()
+        print("| case (later calls) | " + " | ".join(f"{LABEL[p]} (s)" for p in cols) + " |")
+        print("|---|" + "---|" * len(cols))
+        for case, later in later_rows:
+            z = later["ztree"]
+            cells = ["–" if p not in later else f"{z:.3f}" if p == "ztree" else f"{later[p]:.3f} ({later[p] / z:.2f}x)"
+                     for p in cols]
+            print(f"| {case.title} | " + " | ".join(cells) + " |")
+
     print()
     print("ztree's stages (s, of its median run) and memory in bytes per particle: scratch (ztree_get_stats) and "
           "the peak resident growth over the call, outputs included (ztree: i64 indices and f64 distances, or i64 "
@@ -286,7 +307,7 @@ def main():
     print()
     print("| case | threads | stages (s) | scratch B/pt | peak B/pt | kiddo peak B/pt |")
     print("|---|---|---|---|---|---|")
-    for case, _, rec in results:
+    for case, _, rec, _ in results:
         for p in ("ztree", "ztree-1t"):
             if p in rec:
                 z = rec[p]
@@ -300,7 +321,7 @@ def main():
         print("| thread scaling | 1 thread (s) | %d threads (s) | speedup | walk 1 / %d (s) | leaf 1 / %d (s) |"
               % ((a.threads,) * 3))
         print("|---|---|---|---|---|---|")
-        for case, med, rec in scaling:
+        for case, med, rec, _ in scaling:
             one, many = rec["ztree-1t"], rec["ztree"]
             print(f"| {case.title.removeprefix('scaling: ')} | {med['ztree-1t']:.3f} | {med['ztree']:.3f} | "
                   f"{med['ztree-1t'] / med['ztree']:.2f}x | {stage(one, 'walk')} / {stage(many, 'walk')} | "

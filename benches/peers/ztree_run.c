@@ -13,7 +13,11 @@
  * Prints one line `RESULT {json}` with the seconds, the checksum (mean k-th distance, or
  * groups with >= 20 members and the largest), ztree's stage breakdown (ztree_get_stats),
  * its scratch bytes, and the resident memory before the call and at its peak during the
- * call (VmHWM after resetting it through /proc/self/clear_refs). */
+ * call (VmHWM after resetting it through /proc/self/clear_refs).
+ *
+ * PEER_CALLS=N (N > 1; benches/peers/run.py --calls N): after the first call is reported,
+ * the same call runs N - 1 more times on the same context and caller arrays, as a
+ * simulation calls every time step, and `later_secs` is their median. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +141,13 @@ static void knn_request(int k, int64_t *idx, double *dist, ztree_knn_params *kp,
   memset(ko, 0, sizeof *ko);
   ko->indices = idx;
   ko->distances = dist;
+}
+
+/* PEER_CALLS: how many times the timed call runs in this process (1 to 100). */
+static int peer_calls(void) {
+  const char *s = getenv("PEER_CALLS");
+  int c = s ? atoi(s) : 1;
+  return c < 1 ? 1 : c > 100 ? 100 : c;
 }
 
 /* Median of v[0..n). */
@@ -264,6 +275,16 @@ int main(int argc, char **argv) {
     for (long long i = 0; i < n; i++) sum += dist[i * k + k - 1];
     printf(", \"secs\": %.6f, \"mean_kth\": %.17e, \"rss_before\": %lld, \"peak_rss\": %lld", secs, sum / (double)n, rss0, peak);
     print_stats(ctx);
+    int calls = peer_calls();
+    if (calls > 1) {
+      double later[100];
+      for (int c = 1; c < calls; c++) {
+        double t1 = now();
+        check(ztree_knn(ctx, &p, NULL, &kp, &ko), ctx, "ztree_knn");
+        later[c - 1] = now() - t1;
+      }
+      printf(", \"later_secs\": %.6f", median(later, calls - 1));
+    }
     free(idx);
     free(dist);
   } else {
@@ -290,6 +311,18 @@ int main(int argc, char **argv) {
     printf(", \"secs\": %.6f, \"groups\": %lld, \"groups20\": %lld, \"largest\": %lld, \"rss_before\": %lld, \"peak_rss\": %lld",
            secs, (long long)fo.n_groups_total, (long long)fo.n_halos, largest, rss0, peak);
     print_stats(ctx);
+    int calls = peer_calls();
+    if (calls > 1) {
+      double later[100];
+      for (int c = 1; c < calls; c++) {
+        memset(&fo, 0, sizeof fo);
+        fo.labels = labels;
+        double t1 = now();
+        check(ztree_fof(ctx, &p, &fp, &fo), ctx, "ztree_fof");
+        later[c - 1] = now() - t1;
+      }
+      printf(", \"later_secs\": %.6f", median(later, calls - 1));
+    }
     free(labels);
   }
   printf("}\n");
