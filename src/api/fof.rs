@@ -65,6 +65,11 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         order: params.order,
         members: params.members,
     };
+    let t = std::time::Instant::now();
     crate::backend::cpu::par::prefault(labels);
-    crate::pipeline::fof::run(&Cpu, domain, points, l, &req, &ctx.config.tree, &DisjointSlice::new(labels))
+    let outputs = t.elapsed().as_secs_f64();
+    let (cat, mut stats) = crate::pipeline::fof::run(&Cpu, domain, points, l, &req, &ctx.config.tree, &DisjointSlice::new(labels))?;
+    // The labels' prefault as a stage of its own (see `knn::run`).
+    stats.timings.stages.insert(0, ("outputs", outputs));
+    Ok((cat, stats))
 }
