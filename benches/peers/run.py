@@ -303,17 +303,19 @@ def main():
     print()
     print("ztree's stages (s, of its median run) and memory in bytes per particle: scratch (ztree_get_stats) and "
           "the peak resident growth over the call, outputs included (ztree: i64 indices and f64 distances, or i64 "
-          "labels and the catalogue; kiddo, for comparison: u32 indices and squared distances, or u32 labels).")
+          "labels and the catalogue; kiddo, for comparison: u32 indices and squared distances, or u32 labels); "
+          "the minor page faults of ztree's call (fresh 4 KiB pages, its outputs included).")
     print()
-    print("| case | threads | stages (s) | scratch B/pt | peak B/pt | kiddo peak B/pt |")
-    print("|---|---|---|---|---|---|")
+    print("| case | threads | stages (s) | scratch B/pt | peak B/pt | kiddo peak B/pt | page faults |")
+    print("|---|---|---|---|---|---|---|")
     for case, _, rec, _ in results:
         for p in ("ztree", "ztree-1t"):
             if p in rec:
                 z = rec[p]
                 kid = f"{per_point(rec['kiddo'], 'peak'):.0f}" if "kiddo" in rec else "–"
+                flt = f"{z['minor_faults']:,}" if "minor_faults" in z else "–"
                 print(f"| {case.title} | {z['threads']} | {stage_line(z)} | {per_point(z, 'scratch'):.0f} | "
-                      f"{per_point(z, 'peak'):.0f} | {kid} |")
+                      f"{per_point(z, 'peak'):.0f} | {kid} | {flt} |")
 
     scaling = [x for x in results if x[0].scaling]
     if scaling:

@@ -13,7 +13,8 @@
  * Prints one line `RESULT {json}` with the seconds, the checksum (mean k-th distance, or
  * groups with >= 20 members and the largest), ztree's stage breakdown (ztree_get_stats),
  * its scratch bytes, and the resident memory before the call and at its peak during the
- * call (VmHWM after resetting it through /proc/self/clear_refs).
+ * call (VmHWM after resetting it through /proc/self/clear_refs), and the minor page faults
+ * the call took (fresh 4 KiB pages, the caller's outputs included).
  *
  * PEER_CALLS=N (N > 1; benches/peers/run.py --calls N): after the first call is reported,
  * the same call runs N - 1 more times on the same context and caller arrays, as a
@@ -22,9 +23,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 
 #include "ztree.h"
 #include "cuda_driver.h" /* examples-c/: the device mode's uploads */
+
+/* Minor page faults of this process so far (fresh pages touched). */
+static long minor_faults(void) {
+  struct rusage ru;
+  return getrusage(RUSAGE_SELF, &ru) ? -1 : ru.ru_minflt;
+}
 
 static double now(void) {
   struct timespec t;
@@ -267,13 +275,16 @@ int main(int argc, char **argv) {
     knn_request(k, idx, dist, &kp, &ko);
     long long rss0 = status_bytes("VmRSS:");
     reset_peak();
+    long flt0 = minor_faults();
     double t0 = now();
     check(ztree_knn(ctx, &p, NULL, &kp, &ko), ctx, "ztree_knn");
     double secs = now() - t0;
+    long faults = minor_faults() - flt0;
     long long peak = status_bytes("VmHWM:");
     double sum = 0;
     for (long long i = 0; i < n; i++) sum += dist[i * k + k - 1];
-    printf(", \"secs\": %.6f, \"mean_kth\": %.17e, \"rss_before\": %lld, \"peak_rss\": %lld", secs, sum / (double)n, rss0, peak);
+    printf(", \"secs\": %.6f, \"mean_kth\": %.17e, \"rss_before\": %lld, \"peak_rss\": %lld, \"minor_faults\": %ld", secs, sum / (double)n, rss0,
+           peak, faults);
     print_stats(ctx);
     int calls = peer_calls();
     if (calls > 1) {
@@ -301,15 +312,17 @@ int main(int argc, char **argv) {
     fo.labels = labels;
     long long rss0 = status_bytes("VmRSS:");
     reset_peak();
+    long flt0 = minor_faults();
     double t0 = now();
     check(ztree_fof(ctx, &p, &fp, &fo), ctx, "ztree_fof");
     double secs = now() - t0;
+    long faults = minor_faults() - flt0;
     long long peak = status_bytes("VmHWM:");
     long long largest = 0;
     for (int64_t h = 0; h < fo.n_halos; h++)
       if (fo.halos[h].count > largest) largest = fo.halos[h].count;
-    printf(", \"secs\": %.6f, \"groups\": %lld, \"groups20\": %lld, \"largest\": %lld, \"rss_before\": %lld, \"peak_rss\": %lld",
-           secs, (long long)fo.n_groups_total, (long long)fo.n_halos, largest, rss0, peak);
+    printf(", \"secs\": %.6f, \"groups\": %lld, \"groups20\": %lld, \"largest\": %lld, \"rss_before\": %lld, \"peak_rss\": %lld, \"minor_faults\": %ld",
+           secs, (long long)fo.n_groups_total, (long long)fo.n_halos, largest, rss0, peak, faults);
     print_stats(ctx);
     int calls = peer_calls();
     if (calls > 1) {
