@@ -5,10 +5,16 @@
 //!
 //! Points are linked when `d² <= l²`, evaluated in f64 from the input coordinates with the
 //! periodic minimum image per dimension, summed as `(dx² + dy²) + dz²`.
+//!
+//! Both passes are compiled twice, for the baseline and with AVX2 (`#[target_feature]`
+//! wrappers around one `#[inline(always)]` body, picked by `simd::level()` per leaf): the
+//! open-space mask block then takes four distances per 256-bit vector instead of two.
+//! The same IEEE operations run in both, so the links are the same.
 
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::fof::{Job, Scratch};
+use super::simd::{self, Simd};
 use crate::geom::Real;
 use crate::geom::metric::{Metric, Open, distances, distances_block_at};
 
@@ -77,12 +83,16 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
     /// The points among the first `n <= 64` of the columns `cols` (padded to `n + W`
     /// points) within l of `p`, as a bit mask: distances by whole blocks, as in `within`.
     #[inline(always)]
-    fn within_mask<M: Metric<f64, D>>(&self, metric: &M, plain: bool, p: &[f64; D], cols: &[*const f64; D], from: usize, n: usize) -> u64 {
+    fn within_mask<M: Metric<f64, D>, const AVX: bool>(&self, metric: &M, plain: bool, p: &[f64; D], cols: &[*const f64; D], from: usize, n: usize) -> u64 {
         let mut row = 0u64;
         for (c, base) in (from..n).step_by(W).enumerate() {
-            // SAFETY: the columns hold n + W points (the caller), base < n.
+            // SAFETY: the columns hold n + W points (the caller), base < n; AVX only in
+            // the AVX2 build.
             let m = unsafe {
-                if plain {
+                if plain && AVX {
+                    let mut d2 = [0.0; W];
+                    f64::open_block_avx::<D, W>(p, cols, base, self.l2, &mut d2)
+                } else if plain {
                     open_mask(p, cols, base, self.l2)
                 } else {
                     f64::le_mask(&distances_block_at::<f64, D, W, M>(metric, p, cols, base), self.l2)
@@ -124,6 +134,23 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
     /// Point pairs inside leaf `a`; marks the leaf internally connected when it ends up
     /// in one group.
     pub(super) fn leaf_self<M: Metric<f64, D>>(&self, metric: &M, a: usize, s: &mut Scratch<D>) {
+        match simd::level() {
+            // SAFETY: `level()` returns a level only when the CPU has its features.
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2 | Simd::Avx512 => unsafe { self.leaf_self_avx2(metric, a, s) },
+            _ => self.leaf_self_at::<M, false>(metric, a, s),
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,bmi1,bmi2,popcnt,lzcnt")]
+    unsafe fn leaf_self_avx2<M: Metric<f64, D>>(&self, metric: &M, a: usize, s: &mut Scratch<D>) {
+        self.leaf_self_at::<M, true>(metric, a, s)
+    }
+
+    /// The body of `leaf_self`; `AVX`: compiled into a function with AVX2 enabled.
+    #[inline(always)]
+    fn leaf_self_at<M: Metric<f64, D>, const AVX: bool>(&self, metric: &M, a: usize, s: &mut Scratch<D>) {
         s.xq_node = usize::MAX;
         let (a0, an) = self.load(a, &mut s.xp, &mut s.xp_node);
         Self::size(s, an);
@@ -147,7 +174,7 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         // the same values.
         let plain = metric.no_wrap(&lo, &hi, &lo, &hi);
         if !sweep && an <= 64 {
-            self.leaf_self_bits(metric, plain, a, a0, an, s);
+            self.leaf_self_bits::<M, AVX>(metric, plain, a, a0, an, s);
             return;
         }
         for k in 0..an {
@@ -204,7 +231,8 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
     /// (in a dense leaf, most of them). The groups are then written into the union–find
     /// directly: in the leaf pass nothing else touches this leaf's points, so each is
     /// still a singleton — no find per link, no compare-and-swap per union.
-    fn leaf_self_bits<M: Metric<f64, D>>(&self, metric: &M, plain: bool, a: usize, a0: usize, an: usize, s: &mut Scratch<D>) {
+    #[inline(always)]
+    fn leaf_self_bits<M: Metric<f64, D>, const AVX: bool>(&self, metric: &M, plain: bool, a: usize, a0: usize, an: usize, s: &mut Scratch<D>) {
         fn root(up: &mut [u8; 64], mut x: usize) -> usize {
             while up[x] as usize != x {
                 let p = up[x] as usize;
@@ -237,7 +265,7 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
                 continue;
             }
             let p: [f64; D] = std::array::from_fn(|d| s.xp[d][k]);
-            let row = self.within_mask(metric, plain, &p, &cols, k + 1, an);
+            let row = self.within_mask::<M, AVX>(metric, plain, &p, &cols, k + 1, an);
             let mut new = (row << (k + 1)) & !members[rk];
             while new != 0 {
                 let rj = root(&mut up, new.trailing_zeros() as usize);
@@ -266,6 +294,23 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
     /// probe point is enough, and none for probe points already in its group; when both
     /// are, one link in all.
     pub(super) fn leaf_pair<M: Metric<f64, D>>(&self, metric: &M, a: usize, b: usize, s: &mut Scratch<D>) {
+        match simd::level() {
+            // SAFETY: `level()` returns a level only when the CPU has its features.
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2 | Simd::Avx512 => unsafe { self.leaf_pair_avx2(metric, a, b, s) },
+            _ => self.leaf_pair_at::<M, false>(metric, a, b, s),
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,bmi1,bmi2,popcnt,lzcnt")]
+    unsafe fn leaf_pair_avx2<M: Metric<f64, D>>(&self, metric: &M, a: usize, b: usize, s: &mut Scratch<D>) {
+        self.leaf_pair_at::<M, true>(metric, a, b, s)
+    }
+
+    /// The body of `leaf_pair`; `AVX`: compiled into a function with AVX2 enabled.
+    #[inline(always)]
+    fn leaf_pair_at<M: Metric<f64, D>, const AVX: bool>(&self, metric: &M, a: usize, b: usize, s: &mut Scratch<D>) {
         let (ca, cb) = (self.connected(a), self.connected(b));
         let (p, q) = if ca && !cb { (b, a) } else { (a, b) };
         let q_conn = ca || cb;
@@ -317,7 +362,7 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
                 continue;
             }
             if masks {
-                let mut hit = self.within_mask(metric, plain, &pt, &cols, 0, qn);
+                let mut hit = self.within_mask::<M, AVX>(metric, plain, &pt, &cols, 0, qn);
                 if hit == 0 {
                     continue;
                 }

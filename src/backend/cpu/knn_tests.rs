@@ -1,5 +1,6 @@
 //! The kNN leaf kernel at every vector level this CPU has, against brute force: the same
 //! neighbours, distances and tie order (self first, then smaller input index) at each.
+//! (The point sets and the level lock serve `fof_tests` too.)
 
 use super::simd::{self, Simd};
 use crate::geom::Real;
@@ -7,11 +8,11 @@ use crate::geom::metric::{Metric, Open, Periodic};
 use crate::{Config, Context, Domain, KnnOutput, KnnParams, SourceFields, TreeParams};
 
 /// Tests that force a level run one at a time (the level is process-wide).
-static FORCING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+pub(super) static FORCING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 impl Rng {
-    fn f64(&mut self) -> f64 {
+    pub(super) fn f64(&mut self) -> f64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -19,7 +20,7 @@ impl Rng {
     }
 }
 
-fn points<T: Real>(shape: &str, n: usize, seed: u64) -> Vec<[T; 3]> {
+pub(super) fn points<T: Real>(shape: &str, n: usize, seed: u64) -> Vec<[T; 3]> {
     let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut centres = Vec::new();
     for _ in 0..8 {

@@ -5,6 +5,8 @@ mod cand;
 pub(crate) mod catalogue;
 mod fof;
 mod fof_leaf;
+#[cfg(test)]
+mod fof_tests;
 mod ingest;
 mod knn;
 mod knn_leaf;
