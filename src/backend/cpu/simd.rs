@@ -1,8 +1,9 @@
 //! Which vector instruction set the hot loops are compiled for, chosen at run time.
 //!
-//! The shipped library targets baseline x86-64 (SSE2). The leaf kernels are compiled a
+//! The shipped library targets baseline x86-64 (SSE2). The kNN leaf kernel is compiled a
 //! second and third time with AVX2 and AVX-512 enabled (`#[target_feature]` wrappers
-//! around one `#[inline(always)]` body), and `level()` picks AVX2 where the CPU has it.
+//! around one `#[inline(always)]` body), the FoF leaf passes a second time with AVX2 (run
+//! at both levels), and `level()` picks AVX2 where the CPU has it.
 //! The AVX-512 build is used only when asked for (`ZTREE_SIMD=avx512`): on the one
 //! AVX-512 machine measured (a Zen 4 EPYC) it was 13-15% slower than the AVX2 build in the
 //! kNN leaf pass (BENCHMARKS.md), its vector width buying nothing there.
