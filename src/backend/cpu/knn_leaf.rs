@@ -478,13 +478,8 @@ mod tests {
     /// outside and on the faces; degenerate boxes), 0 for an unbounded box, +inf for the
     /// empty pad, and never more than the distance to a point of the box (its corners).
     fn bounds_match<T: Real, const D: usize>() {
-        let mut s = 0x9E37_79B9_7F4A_7C15u64;
-        let mut r = || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut rng = super::super::knn_tests::Rng(0x9E37_79B9_7F4A_7C15);
+        let mut r = || rng.f64();
         for round in 0..200 {
             let mut boxes = LeafBoxes { lo: [[T::INFINITY; B]; D], hi: [[T::INFINITY; B]; D] };
             let mut want = [T::INFINITY; B];
