@@ -15,6 +15,7 @@ median.
 import contextlib
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -50,9 +51,7 @@ def later_secs(call):
         t0 = time.perf_counter()
         call()
         times.append(time.perf_counter() - t0)
-    times.sort()
-    m = len(times)
-    return times[m // 2] if m % 2 else 0.5 * (times[m // 2 - 1] + times[m // 2])
+    return statistics.median(times)
 
 
 def main():

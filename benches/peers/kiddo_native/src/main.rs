@@ -94,7 +94,7 @@ macro_rules! drivers {
             (rss0, t0, tree, t0.elapsed().as_secs_f64())
         }
 
-        fn $knn(pts: &[[$A; 3]], k: usize, box_len: f64) -> String {
+        fn $knn(pts: &[[$A; 3]], k: usize, box_len: f64) -> (f64, String) {
             let n = pts.len();
             let kk = NonZeroUsize::new(k).expect("k >= 1");
             let bs = [box_len as $A; 3];
@@ -126,13 +126,14 @@ macro_rules! drivers {
             let peak = status_bytes("VmHWM");
             let mean_kth = (0..n).map(|i| (d2[i * k + k - 1] as f64).sqrt()).sum::<f64>() / n as f64;
             std::hint::black_box(&idx);
-            format!(
+            let body = format!(
                 "\"secs\": {secs:.6}, \"build_secs\": {build:.6}, \"mean_kth\": {mean_kth:.17e}, \
                  \"rss_before\": {rss0}, \"peak_rss\": {peak}"
-            )
+            );
+            (secs, body)
         }
 
-        fn $fof(pts: &[[$A; 3]], link: f64, box_len: f64) -> String {
+        fn $fof(pts: &[[$A; 3]], link: f64, box_len: f64) -> (f64, String) {
             let n = pts.len();
             assert!(n < u32::MAX as usize);
             let r2 = (link * link) as $A;
@@ -162,7 +163,7 @@ macro_rules! drivers {
             let labels: Vec<u32> = (0..n as u32).into_par_iter().map(|i| find(&parent, i)).collect();
             let secs = t0.elapsed().as_secs_f64();
             let peak = status_bytes("VmHWM");
-            group_summary(&labels, secs, build, rss0, peak)
+            (secs, group_summary(&labels, secs, build, rss0, peak))
         }
     };
 }
@@ -183,12 +184,6 @@ fn group_summary(labels: &[u32], secs: f64, build: f64, rss0: u64, peak: u64) ->
         "\"secs\": {secs:.6}, \"build_secs\": {build:.6}, \"groups\": {groups}, \"groups20\": {groups20}, \
          \"largest\": {largest}, \"rss_before\": {rss0}, \"peak_rss\": {peak}"
     )
-}
-
-/// The `"secs"` field of a driver's result.
-fn secs_of(body: &str) -> f64 {
-    let rest = &body[body.find("\"secs\": ").expect("secs") + 8..];
-    rest[..rest.find(',').unwrap_or(rest.len())].trim().parse().expect("secs value")
 }
 
 fn find(parent: &[AtomicU32], mut x: u32) -> u32 {
@@ -249,12 +244,12 @@ fn main() {
             Points::F64(p) => fof_f64(p, link, box_len),
         }
     };
-    let mut body = run();
+    let (_, mut body) = run();
     // PEER_CALLS=N (N > 1): N - 1 more calls after the first, as a simulation calls every
     // time step; `later_secs` is their median.
     let calls: usize = std::env::var("PEER_CALLS").ok().and_then(|c| c.parse().ok()).unwrap_or(1).clamp(1, 100);
     if calls > 1 {
-        let mut later: Vec<f64> = (1..calls).map(|_| secs_of(&run())).collect();
+        let mut later: Vec<f64> = (1..calls).map(|_| run().0).collect();
         later.sort_by(f64::total_cmp);
         let m = later.len();
         let med = if m % 2 == 1 { later[m / 2] } else { 0.5 * (later[m / 2 - 1] + later[m / 2]) };
