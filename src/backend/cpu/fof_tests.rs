@@ -1,6 +1,6 @@
 //! The FoF point-pair passes at every vector level this CPU has, against brute force: the
 //! same groups at each (uniform, clustered, duplicates, a lattice at exactly the linking
-//! length; open and periodic; f32 and f64; small and default leaves).
+//! length; open and periodic; f32 and f64; small, default and large leaves).
 
 use super::knn_tests::{FORCING, Rng, points};
 use super::simd::{self, Simd};
@@ -55,7 +55,8 @@ fn lattice<T: Real>(l: f64, seed: u64) -> Vec<[T; 3]> {
 
 fn check<T: Real>() {
     let _one = FORCING.lock().unwrap_or_else(|e| e.into_inner());
-    for leaf_size in [8, 48] {
+    // 200: leaves over 64 points, long ones found by the sweep.
+    for leaf_size in [8, 48, 200] {
         let ctx = Context::new(Config { threads: 2, tree: TreeParams { leaf_size, ..TreeParams::default() } }).unwrap();
         for shape in ["uniform", "clustered", "duplicates", "lattice"] {
             // 5/64 and 1/32 are exact in f32 and f64: lattice neighbours at exactly l.
