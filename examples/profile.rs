@@ -28,7 +28,7 @@ fn read_npy(path: &str) -> (Vec<f64>, bool) {
 }
 
 fn stages(t: &ztree::Timings) -> String {
-    t.stages.iter().map(|(n, s)| format!("{n} {s:.3}")).collect::<Vec<_>>().join(", ")
+    t.stages.iter().map(|(n, s)| format!("{n} {s:.4}")).collect::<Vec<_>>().join(", ")
 }
 
 fn run<T: Real>(ctx: &Context, job: &str, pts: &[[T; 3]], arg: f64, domain: &Domain<3>, reps: usize, zorder: bool) {

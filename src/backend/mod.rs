@@ -59,7 +59,6 @@ pub(crate) trait Backend: Sync + Sized {
     fn len<T: Elem>(b: &Self::Buf<T>) -> usize;
     /// Bytes held by a buffer.
     fn bytes<T: Elem>(b: &Self::Buf<T>) -> usize;
-    fn upload<T: Elem>(&self, v: Vec<T>) -> Result<Self::Buf<T>>;
     #[allow(dead_code)]
     fn download<T: Elem>(&self, b: &Self::Buf<T>) -> Result<Vec<T>>;
     /// `n` zeros.

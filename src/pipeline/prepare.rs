@@ -83,7 +83,7 @@ where
     })?;
     let quant = Quantizer::new(domain, &bounds);
     let keys = timings.time("keys", || -> Result<_> {
-        let mut keys = b.upload(vec![0u64; n])?;
+        let mut keys = b.zeros(n)?;
         b.keys_into(sources, &quant, &mut keys, 0)?;
         if let Some(q) = queries {
             b.keys_into(q, &quant, &mut keys, ns)?;

@@ -146,7 +146,7 @@ pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &Dis
                 o += v;
             }
         });
-        let mut members = vec![0u32; total];
+        let mut members = super::par::filled(total, 0u32);
         let mem = DisjointSlice::new(&mut members);
         parts.par_iter().enumerate().for_each(|(p, rg)| {
             // SAFETY: chunk p owns row p of the cursors; cursor ranges are disjoint.

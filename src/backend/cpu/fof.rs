@@ -113,8 +113,9 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
             if self.has_self_pair(cands) && !self.self_pair(metric, a) {
                 out.push(a as u32);
             }
+            let ab = self.bx(a);
             self.for_pairs(metric, a, cands, |b| {
-                if self.node_pair(metric, a, b) {
+                if self.node_pair(metric, a, &ab, b) {
                     out.push(b as u32);
                 }
             });
@@ -124,8 +125,9 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
     /// The leaves' own pairs are done; only pairs with other leaves remain.
     pub fn leaf_pass<M: Metric<f64, D>>(&self, metric: &M, lists: &Lists<Cpu>) -> u64 {
         walk_leaves(&self.zs.tree, lists, Scratch::<D>::new, |a, cands, s| {
+            let ab = self.bx(a);
             self.for_pairs(metric, a, cands, |b| {
-                if self.node_pair(metric, a, b) {
+                if self.node_pair(metric, a, &ab, b) {
                     self.leaf_pair(metric, a, b, s);
                 }
             });
@@ -194,10 +196,11 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         false
     }
 
-    /// Node–node test for `a != b`: true when the pair must be refined.
+    /// Node–node test for `a != b` (`ab`: a's box, `bx(a)`, read once per `a`): true
+    /// when the pair must be refined.
     #[inline]
-    fn node_pair<M: Metric<f64, D>>(&self, metric: &M, a: usize, b: usize) -> bool {
-        let (alo, ahi) = self.bx(a);
+    fn node_pair<M: Metric<f64, D>>(&self, metric: &M, a: usize, ab: &([f64; D], [f64; D]), b: usize) -> bool {
+        let (alo, ahi) = ab;
         let (blo, bhi) = self.bx(b);
         if metric.box_min2(&alo, &ahi, &blo, &bhi) > self.l2_hi {
             return false;

@@ -16,6 +16,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::fof::{Job, Scratch};
 use super::simd::{self, Simd};
 use crate::geom::Real;
+use crate::geom::real::fmax;
 use crate::geom::metric::{Metric, Open, distances, distances_block_at};
 
 /// The extent (in linking lengths) along its longest side above which a leaf's own pairs
@@ -318,8 +319,38 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         let q_conn = ca || cb;
         let both = ca && cb;
         let (p0, pn) = self.load(p, &mut s.xp, &mut s.xp_node);
+        Self::size(s, pn.max(self.zs.tree.src_count[q] as usize));
+        let (qlo, qhi) = self.bx(q);
+        let (plo, phi) = self.bx(p);
+        let plain = metric.no_wrap(&plo, &phi, &qlo, &qhi);
+        // Point–box lower bounds of the probe points, then the ones within l.
+        // (Open-space gaps when no pair wraps: the same values, fewer operations.)
+        let d2 = &mut s.d2[..pn];
+        for d in 0..D {
+            let (lo, hi) = (qlo[d], qhi[d]);
+            let xs = &s.xp[d][..pn];
+            if plain {
+                for (o, &x) in d2.iter_mut().zip(xs) {
+                    let g = fmax(fmax(x - hi, lo - x), 0.0);
+                    *o = if d == 0 { g * g } else { *o + g * g };
+                }
+            } else {
+                for (o, &x) in d2.iter_mut().zip(xs) {
+                    let g = metric.gap_range(x, x, lo, hi, d).0;
+                    *o = if d == 0 { g * g } else { *o + g * g };
+                }
+            }
+        }
+        let mut nsel = 0;
+        for (k, &v) in d2.iter().enumerate() {
+            s.sel[nsel] = k as u32;
+            nsel += usize::from(v <= self.l2_hi);
+        }
+        // The target's points only when some probe point may reach them (often none).
+        if nsel == 0 {
+            return;
+        }
         let (q0, qn) = self.load(q, &mut s.xq, &mut s.xq_node);
-        Self::size(s, pn.max(qn));
         // Up to 64 target points: their hits as a bit mask (distances by whole blocks).
         let masks = qn <= 64;
         if masks {
@@ -328,23 +359,6 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
             }
         }
         let cols: [*const f64; D] = std::array::from_fn(|d| s.xq[d].as_ptr());
-        let (qlo, qhi) = self.bx(q);
-        let (plo, phi) = self.bx(p);
-        let plain = metric.no_wrap(&plo, &phi, &qlo, &qhi);
-        // Point–box lower bounds of the probe points, then the ones within l.
-        let d2 = &mut s.d2[..pn];
-        for d in 0..D {
-            let (lo, hi) = (qlo[d], qhi[d]);
-            for (o, &x) in d2.iter_mut().zip(&s.xp[d][..pn]) {
-                let g = metric.gap_range(x, x, lo, hi, d).0;
-                *o = if d == 0 { g * g } else { *o + g * g };
-            }
-        }
-        let mut nsel = 0;
-        for (k, &v) in d2.iter().enumerate() {
-            s.sel[nsel] = k as u32;
-            nsel += usize::from(v <= self.l2_hi);
-        }
         let q0u = q0 as u32;
         for si in 0..nsel {
             let k = s.sel[si] as usize;

@@ -9,7 +9,7 @@
 use rayon::prelude::*;
 
 use super::Cpu;
-use super::par::{DisjointSlice, chunk_ranges};
+use super::par::{DisjointSlice, chunk_ranges, filled};
 use super::simd::{self, Simd};
 use crate::backend::Ingest;
 use crate::error::{Error, Result};
@@ -225,10 +225,10 @@ pub(crate) fn split_types<T: Real, const D: usize>(pos: [Vec<T>; D], perm: Vec<u
         s += u32::from((v as usize) < ns);
         prefix.push(s);
     }
-    let mut spos: [Vec<T>; D] = std::array::from_fn(|_| vec![T::ZERO; ns]);
-    let mut qpos: [Vec<T>; D] = std::array::from_fn(|_| vec![T::ZERO; nq]);
-    let mut sorig = vec![0u32; ns];
-    let mut qorig = vec![0u32; nq];
+    let mut spos: [Vec<T>; D] = std::array::from_fn(|_| filled(ns, T::ZERO));
+    let mut qpos: [Vec<T>; D] = std::array::from_fn(|_| filled(nq, T::ZERO));
+    let mut sorig = filled(ns, 0u32);
+    let mut qorig = filled(nq, 0u32);
     {
         let sp: [DisjointSlice<'_, T>; D] = {
             let mut it = spos.iter_mut();

@@ -145,8 +145,8 @@ pub(super) fn ball_query<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, z
     use rayon::prelude::*;
     let tree = &zs.tree;
     let top = tree.super_plane();
-    let mut idx = vec![-1i64; queries.len() * k];
-    let mut d2 = vec![T::INFINITY; queries.len() * k];
+    let mut idx = super::par::filled(queries.len() * k, -1i64);
+    let mut d2 = super::par::filled(queries.len() * k, T::INFINITY);
     if k == 0 {
         return (idx, d2);
     }

@@ -55,16 +55,12 @@ impl Backend for Cpu {
         b.capacity() * std::mem::size_of::<T>()
     }
 
-    fn upload<T: Elem>(&self, v: Vec<T>) -> Result<Vec<T>> {
-        Ok(v)
-    }
-
     fn download<T: Elem>(&self, b: &Vec<T>) -> Result<Vec<T>> {
         Ok(b.clone())
     }
 
     fn zeros<T: Elem>(&self, n: usize) -> Result<Vec<T>> {
-        Ok(vec![T::FILL; n])
+        Ok(par::filled(n, T::FILL))
     }
 
     fn iota(&self, n: usize) -> Result<Vec<u32>> {

@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::par::{DisjointSlice, chunk_ranges};
+use super::par::{DisjointSlice, chunk_ranges, filled};
 
 /// How many of the highest varying key bits the tree needs for `n` points: enough for
 /// cells ~2^18 times smaller than the mean volume per point (a denser cluster's points
@@ -64,8 +64,8 @@ pub(crate) fn radix_sort(keys: &mut Vec<u64>, vals: &mut Vec<u32>, keep: u32) {
         }
     }
     bucket_start[RADIX] = n;
-    let mut kb = vec![0u64; n];
-    let mut vb = vec![0u32; n];
+    let mut kb = filled(n, 0u64);
+    let mut vb = filled(n, 0u32);
     let dk = DisjointSlice::new(&mut kb);
     let dv = DisjointSlice::new(&mut vb);
     let src_v: &[u32] = vals;

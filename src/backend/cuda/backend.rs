@@ -225,9 +225,6 @@ impl Backend for Cuda {
     fn bytes<T: Elem>(b: &DevBuf<T>) -> usize {
         b.len() * size_of::<T>()
     }
-    fn upload<T: Elem>(&self, v: Vec<T>) -> Result<DevBuf<T>> {
-        self.dev(&v)
-    }
     fn download<T: Elem>(&self, b: &DevBuf<T>) -> Result<Vec<T>> {
         b.to_vec()
     }
