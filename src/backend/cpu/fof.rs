@@ -202,7 +202,7 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
     fn node_pair<M: Metric<f64, D>>(&self, metric: &M, a: usize, ab: &([f64; D], [f64; D]), b: usize) -> bool {
         let (alo, ahi) = ab;
         let (blo, bhi) = self.bx(b);
-        if metric.box_min2(&alo, &ahi, &blo, &bhi) > self.l2_hi {
+        if metric.box_min2(alo, ahi, &blo, &bhi) > self.l2_hi {
             return false;
         }
         let t = &self.zs.tree;
@@ -211,7 +211,7 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         if ca && cb && self.uf.find(fa) == self.uf.find(fb) {
             return false;
         }
-        if metric.box_max2(&alo, &ahi, &blo, &bhi) <= self.l2_lo {
+        if metric.box_max2(alo, ahi, &blo, &bhi) <= self.l2_lo {
             self.connect(b, fb);
             self.connect(a, fb);
             return false;
