@@ -16,7 +16,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::fof::{Job, Scratch};
 use super::simd::{self, Simd};
 use crate::geom::Real;
-use crate::geom::real::fmax;
 use crate::geom::metric::{Metric, Open, distances, distances_block_at};
 
 /// The extent (in linking lengths) along its longest side above which a leaf's own pairs
@@ -57,6 +56,19 @@ unsafe fn open_mask<const D: usize>(p: &[f64; D], cols: &[*const f64; D], base: 
     }
     // SAFETY: the caller's guarantee.
     f64::le_mask(&unsafe { distances_block_at::<f64, D, W, Open>(&Open, p, cols, base) }, l2)
+}
+
+/// Squared distances from the first `d2.len()` points of the columns `xs` to the box
+/// `[lo, hi]` (lower bounds of their distances to any point inside it).
+#[inline(always)]
+fn point_box_d2<M: Metric<f64, D>, const D: usize>(metric: &M, xs: &[Vec<f64>; D], lo: &[f64; D], hi: &[f64; D], d2: &mut [f64]) {
+    let n = d2.len();
+    for d in 0..D {
+        for (o, &x) in d2.iter_mut().zip(&xs[d][..n]) {
+            let g = metric.gap_range(x, x, lo[d], hi[d], d).0;
+            *o = if d == 0 { g * g } else { *o + g * g };
+        }
+    }
 }
 
 impl<T: Real, const D: usize> Job<'_, T, D> {
@@ -323,23 +335,13 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         let (qlo, qhi) = self.bx(q);
         let (plo, phi) = self.bx(p);
         let plain = metric.no_wrap(&plo, &phi, &qlo, &qhi);
-        // Point–box lower bounds of the probe points, then the ones within l.
-        // (Open-space gaps when no pair wraps: the same values, fewer operations.)
+        // Point–box lower bounds of the probe points (open-space gaps when no pair wraps:
+        // the same values, fewer operations), then the ones within l.
         let d2 = &mut s.d2[..pn];
-        for d in 0..D {
-            let (lo, hi) = (qlo[d], qhi[d]);
-            let xs = &s.xp[d][..pn];
-            if plain {
-                for (o, &x) in d2.iter_mut().zip(xs) {
-                    let g = fmax(fmax(x - hi, lo - x), 0.0);
-                    *o = if d == 0 { g * g } else { *o + g * g };
-                }
-            } else {
-                for (o, &x) in d2.iter_mut().zip(xs) {
-                    let g = metric.gap_range(x, x, lo, hi, d).0;
-                    *o = if d == 0 { g * g } else { *o + g * g };
-                }
-            }
+        if plain {
+            point_box_d2(&Open, &s.xp, &qlo, &qhi, d2);
+        } else {
+            point_box_d2(metric, &s.xp, &qlo, &qhi, d2);
         }
         let mut nsel = 0;
         for (k, &v) in d2.iter().enumerate() {
