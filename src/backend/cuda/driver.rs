@@ -123,13 +123,13 @@ impl CudaDevice {
             )
         };
         let mut options: Vec<String> = sources::NVRTC_OPTIONS.iter().map(|s| s.to_string()).collect();
-        options.push(format!("--gpu-architecture=compute_{major}{minor}"));
-        let ptx = nvrtc::compile_ptx(&src, &format!("{module}.cu"), &options).map_err(|e| Error::Device(format!("NVRTC could not compile kernels/{module}.cu: {e}")))?;
-        let image = CString::new(ptx).map_err(|e| device_err("PTX", e))?;
+        // Machine code for this device's own architecture, not PTX: PTX from an NVRTC newer
+        // than the driver does not load, CUBIN does (and needs no JIT at load).
+        options.push(format!("--gpu-architecture=sm_{major}{minor}"));
+        let cubin = nvrtc::compile_cubin(&src, &format!("{module}.cu"), &options).map_err(|e| Error::Device(format!("NVRTC could not compile kernels/{module}.cu: {e}")))?;
         self.current()?;
-        // SAFETY: a NUL-terminated PTX image.
-        unsafe { result::module::load_data(image.as_ptr().cast()) }
-            .map_err(|e| Error::Device(format!("loading kernels/{module}.cu (PTX newer than the driver?): {e:?}")))
+        // SAFETY: a CUBIN image NVRTC produced, alive for the call.
+        unsafe { result::module::load_data(cubin.as_ptr().cast()) }.map_err(|e| Error::Device(format!("loading kernels/{module}.cu (sm_{major}{minor}): {e:?}")))
     }
 }
 

@@ -21,6 +21,8 @@ struct Nvrtc {
     compile: unsafe extern "C" fn(Prog, c_int, *const *const c_char) -> c_int,
     ptx_size: unsafe extern "C" fn(Prog, *mut usize) -> c_int,
     ptx: unsafe extern "C" fn(Prog, *mut c_char) -> c_int,
+    cubin_size: unsafe extern "C" fn(Prog, *mut usize) -> c_int,
+    cubin: unsafe extern "C" fn(Prog, *mut c_char) -> c_int,
     log_size: unsafe extern "C" fn(Prog, *mut usize) -> c_int,
     log: unsafe extern "C" fn(Prog, *mut c_char) -> c_int,
     destroy: unsafe extern "C" fn(*mut Prog) -> c_int,
@@ -70,6 +72,8 @@ fn open(path: &str) -> Result<Nvrtc, String> {
             compile: sym!(b"nvrtcCompileProgram\0"),
             ptx_size: sym!(b"nvrtcGetPTXSize\0"),
             ptx: sym!(b"nvrtcGetPTX\0"),
+            cubin_size: sym!(b"nvrtcGetCUBINSize\0"),
+            cubin: sym!(b"nvrtcGetCUBIN\0"),
             log_size: sym!(b"nvrtcGetProgramLogSize\0"),
             log: sym!(b"nvrtcGetProgramLog\0"),
             destroy: sym!(b"nvrtcDestroyProgram\0"),
@@ -98,6 +102,20 @@ pub(crate) fn version() -> Result<(i32, i32), String> {
 /// PTX of `src` (named `name` in messages) compiled with `options`; the compiler's log on
 /// failure.
 pub(crate) fn compile_ptx(src: &str, name: &str, options: &[String]) -> Result<String, String> {
+    let mut ptx = compile(src, name, options, false)?;
+    while ptx.last() == Some(&0) {
+        ptx.pop();
+    }
+    Ok(String::from_utf8_lossy(&ptx).into_owned())
+}
+
+/// Machine code (CUBIN) of `src` for the real architecture `options` name (`sm_XY`). Unlike
+/// PTX it loads on a driver older than this NVRTC (within one CUDA major version).
+pub(crate) fn compile_cubin(src: &str, name: &str, options: &[String]) -> Result<Vec<u8>, String> {
+    compile(src, name, options, true)
+}
+
+fn compile(src: &str, name: &str, options: &[String], cubin: bool) -> Result<Vec<u8>, String> {
     let n = nvrtc()?;
     let csrc = CString::new(src).map_err(|e| e.to_string())?;
     let cname = CString::new(name).map_err(|e| e.to_string())?;
@@ -113,6 +131,7 @@ pub(crate) fn compile_ptx(src: &str, name: &str, options: &[String]) -> Result<S
     if rc != 0 {
         return Err(format!("nvrtcCreateProgram: {}", err(rc)));
     }
+    let (size, get, what) = if cubin { (n.cubin_size, n.cubin, "nvrtcGetCUBIN") } else { (n.ptx_size, n.ptx, "nvrtcGetPTX") };
     // SAFETY (all calls below): `prog` is a live program, destroyed once at the end; the
     // buffers have the sizes NVRTC reported.
     let out = unsafe {
@@ -125,14 +144,10 @@ pub(crate) fn compile_ptx(src: &str, name: &str, options: &[String]) -> Result<S
             Err(format!("{}: {}", err(rc), String::from_utf8_lossy(&log).trim_end_matches('\0')))
         } else {
             let mut len = 0usize;
-            (n.ptx_size)(prog, &mut len);
-            let mut ptx = vec![0u8; len.max(1)];
-            let rc = (n.ptx)(prog, ptx.as_mut_ptr().cast());
-            if rc != 0 {
-                Err(format!("nvrtcGetPTX: {}", err(rc)))
-            } else {
-                Ok(String::from_utf8_lossy(&ptx).trim_end_matches('\0').to_string())
-            }
+            let rc = size(prog, &mut len);
+            let mut image = vec![0u8; len.max(1)];
+            let rc = if rc == 0 { get(prog, image.as_mut_ptr().cast()) } else { rc };
+            if rc != 0 || len == 0 { Err(format!("{what}: {}", err(rc))) } else { Ok(image) }
         }
     };
     // SAFETY: as above.

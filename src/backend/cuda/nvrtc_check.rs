@@ -103,3 +103,20 @@ fn every_kernel_compiles_for_sm80_and_sm90_without_spills() {
     let old = std::fs::read_to_string(recorded).unwrap_or_default();
     assert_eq!(old, table, "kernels/ptxas.txt is stale: regenerate it with ZTREE_UPDATE_PTXAS_TABLE=1 make test-device");
 }
+
+/// The path the real device takes: NVRTC's own machine code (CUBIN) for a real
+/// architecture, an ELF image, for every module.
+#[test]
+fn every_kernel_compiles_to_cubin_for_sm90() {
+    if tools().is_none() {
+        eprintln!("skipped: NVRTC not found (make test provides it)");
+        return;
+    }
+    for (module, _) in sources::MODULES {
+        let src = sources::flattened(module).unwrap();
+        let mut options: Vec<String> = sources::NVRTC_OPTIONS.iter().map(|s| s.to_string()).collect();
+        options.push("--gpu-architecture=sm_90".into());
+        let cubin = super::nvrtc::compile_cubin(&src, &format!("{module}.cu"), &options).unwrap_or_else(|e| panic!("NVRTC, kernels/{module}.cu to CUBIN for sm_90: {e}"));
+        assert_eq!(&cubin[..4], b"\x7fELF", "kernels/{module}.cu: not an ELF image");
+    }
+}

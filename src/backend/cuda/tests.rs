@@ -11,8 +11,12 @@ use crate::input::{Bounds, Domain};
 
 pub(super) fn devices() -> Vec<Arc<dyn Device>> {
     let mut v: Vec<Arc<dyn Device>> = Vec::new();
+    // ZTREE_TEST_REAL_DEVICE_ONLY: on a GPU machine, test the GPU alone (the emulator's
+    // runs are CI's and cost the GPU's time there).
     #[cfg(feature = "cuda-emu")]
-    v.push(Arc::new(super::emu::EmuDevice::default()));
+    if std::env::var_os("ZTREE_TEST_REAL_DEVICE_ONLY").is_none() {
+        v.push(Arc::new(super::emu::EmuDevice::default()));
+    }
     #[cfg(feature = "cuda")]
     match super::driver::CudaDevice::open(0, std::ptr::null_mut()) {
         Ok(d) => v.push(Arc::new(d)),
