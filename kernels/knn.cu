@@ -145,12 +145,22 @@ struct ZtKnnOut {
 
 // Kept leaves a warp sorts nearest first in shared memory (a leaf with more is walked in
 // list order: the same result, pruned less).
+#ifndef ZT_KEPT_SORTED
 #define ZT_KEPT_SORTED 128
+#endif
 // Neighbours selected per pass over the kept leaves, held in registers (k > ZT_PASS takes
 // several passes, each after the last neighbour of the one before).
+#ifndef ZT_PASS
 #define ZT_PASS 16
+#endif
+// Blocks per multiprocessor the leaf kernel's registers must allow (launch bounds).
+#ifndef ZT_LEAF_MIN_BLOCKS
+#define ZT_LEAF_MIN_BLOCKS 1
+#endif
 // Source points a warp stages in shared memory at a time.
+#ifndef ZT_LEAF_TILE
 #define ZT_LEAF_TILE 64
+#endif
 
 // (d, r) orders before (e, s): by distance², then rank.
 template <class T>
@@ -211,6 +221,7 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
     __shared__ T s_min[ZT_WARPS][ZT_KEPT_SORTED];
     __shared__ unsigned short s_order[ZT_WARPS][ZT_KEPT_SORTED];
     __shared__ T s_pos[ZT_WARPS][ZT_LEAF_TILE][3];
+    __shared__ u32 s_rank[ZT_WARPS][ZT_LEAF_TILE];
     u32 a = zt_grid_warp(), lane = zt_lane(), w = threadIdx.x >> 5;
     if (a >= num_leaves) return;
     u32 qn = t.qry_count[a], k0 = kept.offsets[a], mk = kept.offsets[a + 1] - k0;
@@ -278,15 +289,17 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
                 for (u32 c0 = 0; c0 < cnt; c0 += ZT_LEAF_TILE) {
                     u32 cn = cnt - c0 < ZT_LEAF_TILE ? cnt - c0 : ZT_LEAF_TILE;
                     __syncwarp();
-                    for (u32 i = lane; i < cn; i += 32)
+                    for (u32 i = lane; i < cn; i += 32) {
                         for (int d = 0; d < D; ++d) s_pos[w][i][d] = job.spos[d][s0 + c0 + i];
+                        s_rank[w][i] = job.sorig[s0 + c0 + i] + 1;
+                    }
                     __syncwarp();
                     if (!want) continue;
                     for (u32 i = 0; i < cn; ++i) {
                         u32 z = s0 + c0 + i;
                         T dd = m.dist2(qp, s_pos[w][i]);
                         if (dd > R2 || dd > best.d[ZT_PASS - 1] || (has_last && dd < last_d)) continue;
-                        u32 r = z == self_z ? 0 : job.sorig[z] + 1;
+                        u32 r = z == self_z ? 0 : s_rank[w][i];
                         if ((has_last && dd == last_d && r <= last_r) || !best.takes(dd, r)) continue;
                         best.insert(dd, r, z);
                     }
@@ -341,7 +354,7 @@ ZT_UNROLL
         knn_keep<T, D>(t, m, child_first, child_len, c, r2, offsets, items);                                                        \
     }                                                                                                                                \
     ZT_EXPORT(zt_knn_keep_##suffix)                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(ZT_BLOCK, 1) zt_knn_leaf_##suffix(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves,      \
+    extern "C" __global__ void __launch_bounds__(ZT_BLOCK, ZT_LEAF_MIN_BLOCKS) zt_knn_leaf_##suffix(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves,      \
                                                                                 ZtLists kept, const T* leaf_r2, ZtKnnJob<T> job,    \
                                                                                 ZtKnnOut<T> out) {                                  \
         knn_leaf<T, D>(t, m, num_leaves, kept, leaf_r2, job, out);                                                                  \

@@ -22,6 +22,10 @@ pub(crate) struct CudaDevice {
     #[cfg_attr(not(test), allow(dead_code))] // read by `describe`
     name: String,
     allocs: AllocTracker,
+    /// ZTREE_CUDA_KERNEL_TIMES set: every launch waited for and timed, per kernel (calls,
+    /// seconds), printed to stderr when the device goes. A tuning aid: it serialises the
+    /// stream.
+    kernel_times: Option<Mutex<HashMap<&'static str, (u64, f64)>>>,
 }
 
 // SAFETY: a CUcontext and a CUstream may be used from any thread (the driver API is
@@ -74,7 +78,8 @@ impl CudaDevice {
             }
         };
         let name = result::device::get_name(dev).unwrap_or_else(|_| "unknown".into());
-        Ok(Self { ordinal, ctx, stream: stream as sys::CUstream, name, allocs: AllocTracker::default() })
+        let kernel_times = std::env::var_os("ZTREE_CUDA_KERNEL_TIMES").map(|_| Mutex::default());
+        Ok(Self { ordinal, ctx, stream: stream as sys::CUstream, name, allocs: AllocTracker::default(), kernel_times })
     }
 
     /// The device a caller's pointer lives on; an error when it is not device memory.
@@ -123,6 +128,8 @@ impl CudaDevice {
             )
         };
         let mut options: Vec<String> = sources::NVRTC_OPTIONS.iter().map(|s| s.to_string()).collect();
+        // ZTREE_NVRTC_OPTIONS: more options, space-separated (tuning: `-DZT_PASS=8`).
+        options.extend(std::env::var("ZTREE_NVRTC_OPTIONS").unwrap_or_default().split_whitespace().map(String::from));
         // Machine code for this device's own architecture, not PTX: PTX from an NVRTC newer
         // than the driver does not load, CUBIN does (and needs no JIT at load).
         options.push(format!("--gpu-architecture=sm_{major}{minor}"));
@@ -191,7 +198,34 @@ impl Device for CudaDevice {
         let f = self.function(module, kernel)?;
         self.current()?;
         let mut ptrs: Vec<*mut c_void> = args.iter().map(Arg::as_ptr).collect();
-        // SAFETY: the caller guarantees the arguments match the kernel.
-        unsafe { result::launch_kernel(f, (grid, 1, 1), (BLOCK, 1, 1), 0, self.stream, &mut ptrs) }.map_err(|e| device_err(kernel, e))
+        let Some(times) = &self.kernel_times else {
+            // SAFETY: the caller guarantees the arguments match the kernel.
+            return unsafe { result::launch_kernel(f, (grid, 1, 1), (BLOCK, 1, 1), 0, self.stream, &mut ptrs) }.map_err(|e| device_err(kernel, e));
+        };
+        let sync = || unsafe { result::stream::synchronize(self.stream) }.map_err(|e| device_err("cuStreamSynchronize", e));
+        sync()?;
+        let t0 = std::time::Instant::now();
+        // SAFETY: as above.
+        unsafe { result::launch_kernel(f, (grid, 1, 1), (BLOCK, 1, 1), 0, self.stream, &mut ptrs) }.map_err(|e| device_err(kernel, e))?;
+        sync()?;
+        let mut t = times.lock().unwrap_or_else(|e| e.into_inner());
+        let e = t.entry(kernel).or_default();
+        e.0 += 1;
+        e.1 += t0.elapsed().as_secs_f64();
+        Ok(())
+    }
+}
+
+impl Drop for CudaDevice {
+    fn drop(&mut self) {
+        let Some(times) = &self.kernel_times else { return };
+        let t = times.lock().unwrap_or_else(|e| e.into_inner());
+        let mut rows: Vec<_> = t.iter().collect();
+        rows.sort_by(|a, b| b.1.1.total_cmp(&a.1.1));
+        let total: f64 = rows.iter().map(|r| r.1.1).sum();
+        eprintln!("kernel times on {} (ZTREE_CUDA_KERNEL_TIMES; every launch waited for), {total:.4} s in all:", self.name);
+        for (k, (n, s)) in rows {
+            eprintln!("  {k:<32} {n:>7} launches {s:>10.4} s {:>5.1}%", 100.0 * s / total.max(1e-12));
+        }
     }
 }

@@ -100,7 +100,8 @@ pub(crate) fn version() -> Result<(i32, i32), String> {
 }
 
 /// PTX of `src` (named `name` in messages) compiled with `options`; the compiler's log on
-/// failure.
+/// failure (the ptxas check's input; the device loads CUBIN).
+#[cfg(test)]
 pub(crate) fn compile_ptx(src: &str, name: &str, options: &[String]) -> Result<String, String> {
     let mut ptx = compile(src, name, options, false)?;
     while ptx.last() == Some(&0) {
