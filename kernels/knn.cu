@@ -15,11 +15,18 @@
 // recomputed on every bisection step).
 #define ZT_DMAX_CACHE 128
 
+// Candidates with d_max below the bound U that a warp collects for the pairwise count.
+#ifndef ZT_SMALL_CAP
+#define ZT_SMALL_CAP 64
+#endif
+
 template <class T, int D>
 __device__ void knn_select(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first, u32 child_len, ZtCands c, u32 k, u32 pairwise_max,
                            u32* cnt, T* r2, unsigned long long* pairs) {
     __shared__ T s_dmax[ZT_WARPS][ZT_DMAX_CACHE];
     __shared__ u32 s_cnt[ZT_WARPS][ZT_DMAX_CACHE];
+    __shared__ T s_small_d[ZT_WARPS][ZT_SMALL_CAP];
+    __shared__ u32 s_small_n[ZT_WARPS][ZT_SMALL_CAP];
     typedef typename ZtBitsOf<T>::type Bits;
     u32 ai = zt_grid_warp(), lane = zt_lane(), w = threadIdx.x >> 5;
     if (ai >= child_len) return;
@@ -34,15 +41,66 @@ __device__ void knn_select(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first, u32 c
     }
     if (lane == 0 && pairs) atomicAdd(pairs, (unsigned long long)mm);
     const T *alo = t.qry_lo + D * a, *ahi = t.qry_hi + D * a;
-    for (u32 i = lane; i < mm && i < ZT_DMAX_CACHE; i += 32) {
+    // Candidate i's d_max and source count (cached in shared memory for i < ZT_DMAX_CACHE).
+    auto dmax_of = [&](u32 i, u32* n) -> T {
+        if (i < ZT_DMAX_CACHE) {
+            *n = s_cnt[w][i];
+            return s_dmax[w][i];
+        }
         u32 b = c.cand[c0 + i];
-        s_dmax[w][i] = m.box_max2(alo, ahi, t.src_lo + D * b, t.src_hi + D * b);
-        s_cnt[w][i] = t.src_count[b];
+        *n = t.src_count[b];
+        return m.box_max2(alo, ahi, t.src_lo + D * b, t.src_hi + D * b);
+    };
+    // U: the smallest d_max of a candidate holding k sources alone. R <= U, and R < U only
+    // through candidates whose d_max is below U: usually few (none, for most leaves).
+    T U = zt_inf<T>();
+    for (u32 i = lane; i < mm; i += 32) {
+        u32 b = c.cand[c0 + i], n = t.src_count[b];
+        T dm = m.box_max2(alo, ahi, t.src_lo + D * b, t.src_hi + D * b);
+        if (i < ZT_DMAX_CACHE) {
+            s_dmax[w][i] = dm;
+            s_cnt[w][i] = n;
+        }
+        if (n >= k && dm < U) U = dm;
     }
+    for (int o = 16; o > 0; o >>= 1) U = zt_fmin(U, __shfl_xor_sync(0xffffffffu, U, o));
     __syncwarp();
-    T R;
+    T R = zt_inf<T>();
+    bool done = false;
     if (k == 0) {
         R = (T)0;  // nothing to find (a self-query's k = 1): keep the touching candidates
+        done = true;
+    } else if (U < zt_inf<T>() && pairwise_max > 0) {
+        // The candidates below U, then the smallest of their d_max whose count reaches k
+        // (counting only candidates below U: those at or above it are not <= a smaller
+        // d_max), else U.
+        u32 ns = 0;
+        for (u32 i0 = 0; i0 < mm; i0 += 32) {
+            u32 i = i0 + lane, n = 0;
+            T dm = i < mm ? dmax_of(i, &n) : U;
+            bool below = dm < U;
+            u32 at = zt_warp_append(below, &ns);
+            if (below && at < ZT_SMALL_CAP) {
+                s_small_d[w][at] = dm;
+                s_small_n[w][at] = n;
+            }
+        }
+        __syncwarp();
+        if (ns <= ZT_SMALL_CAP && ns <= pairwise_max) {
+            T best = U;
+            for (u32 i = lane; i < ns; i += 32) {
+                T di = s_small_d[w][i];
+                unsigned long long wi = 0;
+                for (u32 j = 0; j < ns; ++j) wi += s_small_d[w][j] <= di ? s_small_n[w][j] : 0;
+                if (wi >= k && di < best) best = di;
+            }
+            for (int o = 16; o > 0; o >>= 1) best = zt_fmin(best, __shfl_xor_sync(0xffffffffu, best, o));
+            R = best;
+            done = true;
+        }
+    }
+    if (done) {
+        // R found above
     } else if (mm <= pairwise_max && mm <= ZT_DMAX_CACHE) {
         T best = zt_inf<T>();
         for (u32 i = lane; i < mm; i += 32) {
@@ -54,23 +112,16 @@ __device__ void knn_select(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first, u32 c
         for (int o = 16; o > 0; o >>= 1) best = zt_fmin(best, __shfl_xor_sync(0xffffffffu, best, o));
         R = best;
     } else {
-        // The smallest R (as bits) with W(R) = sum of counts with d_max <= R at least k.
-        Bits lo = 0, hi = ZtBitsOf<T>::inf;
+        // The smallest R (as bits) with W(R) = sum of counts with d_max <= R at least k;
+        // W(U) >= k, so R is at most U.
+        Bits lo = 0, hi = U < zt_inf<T>() ? zt_bits(U) : ZtBitsOf<T>::inf;
         while (lo < hi) {
             Bits mid = lo + (hi - lo) / 2;
             T Rm = zt_from_bits(mid);
             unsigned long long wsum = 0;
             for (u32 i = lane; i < mm; i += 32) {
-                T dmax;
                 u32 n;
-                if (i < ZT_DMAX_CACHE) {
-                    dmax = s_dmax[w][i];
-                    n = s_cnt[w][i];
-                } else {
-                    u32 b = c.cand[c0 + i];
-                    dmax = m.box_max2(alo, ahi, t.src_lo + D * b, t.src_hi + D * b);
-                    n = t.src_count[b];
-                }
+                T dmax = dmax_of(i, &n);
                 if (dmax <= Rm) wsum += n;
             }
             wsum = zt_warp_sum(wsum);

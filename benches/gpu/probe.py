@@ -2,7 +2,7 @@
 (ZTREE_CUDA_KERNEL_TIMES) of each case, then each case's call time under NVRTC option
 variants (ZTREE_NVRTC_OPTIONS, e.g. `-DZT_PASS=8`), each in a fresh process.
 
-  python3 benches/gpu/probe.py --cases knn:1e7 knn:1e8 fof:1e7 --variants "" "-DZT_PASS=8"
+  python3 benches/gpu/probe.py --cases knn:1e7 knn:1e8 fof:1e7 --variants=",-DZT_PASS=8"
 
 Uses benches/gpu/run.py's data (build/gpu-data) and runner (ZTREE_RUN).
 """
@@ -34,7 +34,7 @@ def ztree(job, path, param, box, reps, env):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", nargs="+", default=["knn:1e7", "fof:1e7"])
-    ap.add_argument("--variants", nargs="*", default=[""], help="ZTREE_NVRTC_OPTIONS values; '' is the shipped kernels")
+    ap.add_argument("--variants", default="", help="ZTREE_NVRTC_OPTIONS values, comma-separated (--variants=,-DX=1: the shipped kernels, then X=1); '' only the shipped kernels; 'none' no variants")
     ap.add_argument("--times", nargs="*", default=None, help="cases to take kernel times of (default: all)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--gen", default=run.GEN)
@@ -46,7 +46,7 @@ def main():
         print(f"\n== kernel times, {c} (first call and one more; rc {rc})\n{err.strip()}", flush=True)
     for c, (job, path, param, box, n) in cases.items():
         print(f"\n== variants, {c}", flush=True)
-        for v in a.variants:
+        for v in [] if a.variants == "none" else a.variants.split(","):
             rc, line, err = ztree(job, path, param, box, a.reps, {"ZTREE_NVRTC_OPTIONS": v})
             if rc != 0 or line is None:
                 print(f"  {v or '(shipped)':<40} FAILED rc {rc}: {err.strip()[-400:]}", flush=True)

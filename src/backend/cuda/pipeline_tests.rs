@@ -186,7 +186,9 @@ fn all_cases<T: Real, const D: usize>(dev: &Arc<dyn Device>) {
 fn knn_bisection_and_unsorted_kept_leaves_equal_the_cpu() {
     let tiny = TreeParams { leaf_size: 2, coarsening: 3, ..TreeParams::default() };
     for dev in devices() {
-        for pairwise in [0, 128] {
+        // 0: bisection only; 2: the bound U with at most two candidates below it counted
+        // pairwise, bisection below U otherwise; 128: as shipped.
+        for pairwise in [0, 2, 128] {
             super::walk::PAIRWISE_MAX.store(pairwise, std::sync::atomic::Ordering::Relaxed);
             for (name, pts) in inputs::<3>(10.0).into_iter().take(3) {
                 let pts = &pts[..800];
