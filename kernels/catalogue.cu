@@ -115,10 +115,10 @@ ZT_HD void zt_member(const ZtCatJob<T>& j, const u64* keys, const u32* zs, u32 a
 
 // src/fof/catalogue.rs `reduce_group`, a warp per group. The sums must run over the
 // members one after another in canonical order (the CPU's bits), so lane 0 does them; the
-// members' scattered loads (positions by z, fields by input index) are what takes the
-// time in a large group, and the 32 lanes make them together, 32 members at a time, into
-// shared memory.
-#define ZT_CAT_SLOT 8  // doubles per staged member: x[3], v[3], m (and a spare)
+// lanes load 32 members at a time (scattered: positions by z, fields by input index) and
+// compute each member's terms, rounded as the CPU rounds them, into shared memory, so
+// lane 0's serial part, the tail of a large group, is additions alone.
+#define ZT_CAT_SLOT 8  // doubles per staged member: w·offset[3], w·v[3], m, w (pass 2: w·qx, w·qv)
 template <class T, int D>
 __device__ void cat_reduce(ZtCatJob<T> j, const u64* keys, const u32* zs, const u32* offsets, u32 ng, ZtRows out) {
     __shared__ double s_m[ZT_WARPS][32][ZT_CAT_SLOT];
@@ -146,50 +146,60 @@ __device__ void cat_reduce(ZtCatJob<T> j, const u64* keys, const u32* zs, const 
     double c_off[3] = {0.0, 0.0, 0.0}, vm[3] = {0.0, 0.0, 0.0}, r2 = 0.0, v2 = 0.0;
     for (int pass = 0; pass < 2; ++pass) {
         for (u32 c0 = a; c0 < b; c0 += 32) {
+            // Each lane its own member's terms (the CPU's operations, each rounded as there:
+            // no FMA); lane 0 then only adds them up in member order.
             if (c0 + lane < b) {
                 zt_member<T, D>(j, keys, zs, c0 + lane, x, v, &m, &t);
-                for (int d = 0; d < D; ++d) {
-                    s_m[w][lane][d] = x[d];
-                    s_m[w][lane][3 + d] = v[d];
+                double* e = s_m[w][lane];
+                double wk = m / m_max;
+                if (pass == 0) {
+                    for (int d = 0; d < D; ++d) {
+                        double o = x[d] - x0[d];
+                        if (j.periodic) o = zt_min_image(o, j.len[d], 0.5 * j.len[d]);
+                        e[d] = wk * o;
+                        e[3 + d] = wk * v[d];
+                    }
+                    e[6] = m;
+                    e[7] = wk;
+                } else {
+                    double qx = 0.0, qv = 0.0;
+                    for (int d = 0; d < D; ++d) {
+                        double o = x[d] - x0[d];
+                        if (j.periodic) o = zt_min_image(o, j.len[d], 0.5 * j.len[d]);
+                        double q = o - c_off[d];
+                        qx = qx + q * q;
+                        q = v[d] - vm[d];
+                        qv = qv + q * q;
+                    }
+                    e[0] = wk * qx;
+                    e[1] = wk * qv;
                 }
-                s_m[w][lane][6] = m;
             }
             __syncwarp();
             if (lane == 0) {
                 u32 cn = b - c0 < 32 ? b - c0 : 32;
                 for (u32 k = 0; k < cn; ++k) {
                     const double* e = s_m[w][k];
-                    double mk = e[6], wk = mk / m_max;
                     if (pass == 0) {
-                        m_tot = m_tot + mk;
-                        w_tot = w_tot + wk;
+                        m_tot = m_tot + e[6];
+                        w_tot = w_tot + e[7];
                         for (int d = 0; d < D; ++d) {
-                            double o = e[d] - x0[d];
-                            if (j.periodic) o = zt_min_image(o, j.len[d], 0.5 * j.len[d]);
-                            s[d] = s[d] + wk * o;
-                            sv[d] = sv[d] + wk * e[3 + d];
+                            s[d] = s[d] + e[d];
+                            sv[d] = sv[d] + e[3 + d];
                         }
                     } else {
-                        double qx = 0.0, qv = 0.0;
-                        for (int d = 0; d < D; ++d) {
-                            double o = e[d] - x0[d];
-                            if (j.periodic) o = zt_min_image(o, j.len[d], 0.5 * j.len[d]);
-                            double q = o - c_off[d];
-                            qx = qx + q * q;
-                            q = e[3 + d] - vm[d];
-                            qv = qv + q * q;
-                        }
-                        r2 = r2 + wk * qx;
-                        v2 = v2 + wk * qv;
+                        r2 = r2 + e[0];
+                        v2 = v2 + e[1];
                     }
                 }
             }
             __syncwarp();
         }
         if (pass == 0)
+            // The mean offset and velocity, from lane 0's sums, to every lane.
             for (int d = 0; d < D; ++d) {
-                c_off[d] = s[d] / w_tot;
-                vm[d] = sv[d] / w_tot;
+                c_off[d] = __shfl_sync(0xffffffffu, s[d] / w_tot, 0);
+                vm[d] = __shfl_sync(0xffffffffu, sv[d] / w_tot, 0);
             }
     }
     if (lane != 0) return;

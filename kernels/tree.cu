@@ -146,20 +146,41 @@ ZT_HD void zt_node_range(const u32* splits, u32 nsplit, u32 n, u32 j, u32* a, u3
     *b = j == nsplit ? n : splits[j] + 1;
 }
 
-// For the regularisation cap: per node, the primary bit length of its cell (the largest
-// gap level inside it, less 64) and its point count (warp per node).
-extern "C" __global__ void ZT_BOUNDS_2
-    zt_node_cells(const u8* levels, const u32* splits, u32 nsplit, u32 n, u32* g, u32* count) {
-    u32 j = zt_grid_warp(), lane = zt_lane();
-    if (j > nsplit) return;
-    u32 a, b;
-    zt_node_range(splits, nsplit, n, j, &a, &b);
-    u32 v = 0;
-    for (u32 i = a + lane; i + 1 < b; i += 32) v = levels[i] > v ? levels[i] : v;
+// The largest of levels [lo, hi) of the pyramid's level 0 (0 when empty), a warp together:
+// the partial blocks at each end, then the whole blocks between them one level up. Every
+// lane gets it; every lane must call it.
+ZT_HD u32 zt_warp_range_max(ZtPyr p, u32 lo, u32 hi) {
+    u32 lane = zt_lane(), v = 0;
+    for (u32 k = 0; lo < hi; ++k) {
+        const u8* lv = p.lv[k];
+        u32 lo_up = (lo + ZT_PYR - 1) / ZT_PYR * ZT_PYR, hi_dn = hi / ZT_PYR * ZT_PYR;
+        if (k + 1 >= p.depth || lo_up >= hi_dn) {
+            for (u32 i = lo + lane; i < hi; i += 32) v = lv[i] > v ? lv[i] : v;
+            break;
+        }
+        for (u32 i = lo + lane; i < lo_up; i += 32) v = lv[i] > v ? lv[i] : v;
+        for (u32 i = hi_dn + lane; i < hi; i += 32) v = lv[i] > v ? lv[i] : v;
+        lo = lo_up / ZT_PYR;
+        hi = hi_dn / ZT_PYR;
+    }
     for (int o = 16; o > 0; o >>= 1) {
         u32 w = __shfl_xor_sync(0xffffffffu, v, o);
         v = w > v ? w : v;
     }
+    return v;
+}
+
+// For the regularisation cap: per node, the primary bit length of its cell (the largest
+// gap level inside it, less 64) and its point count (warp per node; the largest level
+// through the pyramid, so a node of millions of points costs a warp no more than ~30
+// steps).
+extern "C" __global__ void ZT_BOUNDS_2
+    zt_node_cells(ZtPyr p, const u32* splits, u32 nsplit, u32 n, u32* g, u32* count) {
+    u32 j = zt_grid_warp(), lane = zt_lane();
+    if (j > nsplit) return;
+    u32 a, b;
+    zt_node_range(splits, nsplit, n, j, &a, &b);
+    u32 v = zt_warp_range_max(p, a, b - 1);
     if (lane == 0) {
         g[j] = v > 64 ? v - 64 : 0;
         count[j] = b - a;

@@ -47,7 +47,9 @@ def main():
     for c, (job, path, param, box, n) in cases.items():
         print(f"\n== variants, {c}", flush=True)
         for v in [] if a.variants == "none" else a.variants.split(","):
-            rc, line, err = ztree(job, path, param, box, a.reps, {"ZTREE_NVRTC_OPTIONS": v})
+            # "leaf=N" sets the leaf size instead of NVRTC options.
+            env = {"ZTREE_RUN_LEAF_SIZE": v[5:]} if v.startswith("leaf=") else {"ZTREE_NVRTC_OPTIONS": v}
+            rc, line, err = ztree(job, path, param, box, a.reps, env)
             if rc != 0 or line is None:
                 print(f"  {v or '(shipped)':<40} FAILED rc {rc}: {err.strip()[-400:]}", flush=True)
                 continue

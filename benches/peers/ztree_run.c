@@ -124,6 +124,8 @@ static ztree_context *open_context(int threads, double box) {
   cfg.threads = threads;
   cfg.periodic = box > 0;
   if (box > 0) cfg.box_size[0] = cfg.box_size[1] = cfg.box_size[2] = box;
+  /* ZTREE_RUN_LEAF_SIZE: another leaf size (tuning; the default is the library's). */
+  if (getenv("ZTREE_RUN_LEAF_SIZE")) cfg.leaf_size = atoi(getenv("ZTREE_RUN_LEAF_SIZE"));
   ztree_context *ctx;
   check(ztree_create(&cfg, &ctx), NULL, "ztree_create");
   return ctx;

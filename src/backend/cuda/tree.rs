@@ -126,7 +126,8 @@ pub(crate) fn build<T: Real, const D: usize>(
     l5.resize(PYR_DEPTH, 0);
     words.extend([u32_pair(l5[0], l5[1]), u32_pair(l5[2], l5[3]), u32_pair(l5[4], lens.len() as u32)]);
     let caps: DevBuf<u32> = DevBuf::new(dev, m)?;
-    let args = [Arg::Words(words), Arg::Ptr(prefix), Arg::Words(vec![params.leaf_size as u64]), Arg::Words(vec![params.coarsening as u64]), caps.arg()];
+    let pyramid = Arg::Words(words);
+    let args = [pyramid.clone(), Arg::Ptr(prefix), Arg::Words(vec![params.leaf_size as u64]), Arg::Words(vec![params.coarsening as u64]), caps.arg()];
     // SAFETY: zt_split_caps(pyramid over levels[m], src_prefix[n + 1] or null, leaf, coarsening, caps[m]).
     unsafe { dev.launch("tree", "zt_split_caps", blocks(m, BLOCK as usize)?, &args)? };
 
@@ -145,7 +146,7 @@ pub(crate) fn build<T: Real, const D: usize>(
             Some(s) => (Some(s), s.len()),
         };
         let count_splits = select_splits(dev, idx, len, &caps, levels, capacity, u32::MAX)?;
-        let level_cap = regularisation_cap(dev, levels, &count_splits, n, params)?.map(|c| prev_cap.map_or(c, |p| p.max(c)));
+        let level_cap = regularisation_cap(dev, &pyramid, &count_splits, n, params)?.map(|c| prev_cap.map_or(c, |p| p.max(c)));
         let level_cap = level_cap.or(prev_cap);
         let new_splits = match level_cap {
             Some(lc) => select_splits(dev, idx, len, &caps, levels, capacity, 64 + lc as u32)?,
@@ -237,14 +238,14 @@ pub(crate) fn build<T: Real, const D: usize>(
 
 /// The regularisation cap of a plane whose count splits are `splits` (None when off):
 /// each node's cell size reduced on the device, the cap decided by the CPU's rule.
-fn regularisation_cap(dev: &Arc<dyn Device>, levels: &DevBuf<u8>, splits: &DevBuf<u32>, n: usize, params: &TreeParams) -> Result<Option<u8>> {
+fn regularisation_cap(dev: &Arc<dyn Device>, pyramid: &Arg, splits: &DevBuf<u32>, n: usize, params: &TreeParams) -> Result<Option<u8>> {
     if params.max_volume_factor == 0.0 || n < 2 {
         return Ok(None);
     }
     let nseg = splits.len() + 1;
     let (g, count): (DevBuf<u32>, DevBuf<u32>) = (DevBuf::new(dev, nseg)?, DevBuf::new(dev, nseg)?);
-    let args = [levels.arg(), splits.arg(), Arg::U32(splits.len() as u32), Arg::U32(n as u32), g.arg(), count.arg()];
-    // SAFETY: zt_node_cells(levels[n - 1], splits[nsplit], nsplit, n, g[nsplit + 1], count[nsplit + 1]).
+    let args = [pyramid.clone(), splits.arg(), Arg::U32(splits.len() as u32), Arg::U32(n as u32), g.arg(), count.arg()];
+    // SAFETY: zt_node_cells(pyramid over levels[n - 1], splits[nsplit], nsplit, n, g[nsplit + 1], count[nsplit + 1]).
     unsafe { dev.launch("tree", "zt_node_cells", blocks(nseg, WARPS)?, &args)? };
     let cells: Vec<(u8, u32)> = g.to_vec()?.into_iter().zip(count.to_vec()?).map(|(g, c)| (g as u8, c)).collect();
     Ok(cap_from_cells(&cells, n, params))
