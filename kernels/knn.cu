@@ -197,7 +197,7 @@ struct ZtKnnOut {
 // Kept leaves a warp sorts nearest first in shared memory (a leaf with more is walked in
 // list order: the same result, pruned less).
 #ifndef ZT_KEPT_SORTED
-#define ZT_KEPT_SORTED 128
+#define ZT_KEPT_SORTED 256
 #endif
 // Neighbours selected per pass over the kept leaves, held in registers (k > ZT_PASS takes
 // several passes, each after the last neighbour of the one before).
