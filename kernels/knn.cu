@@ -219,73 +219,44 @@ ZT_HD bool zt_before(T d, u32 r, T e, u32 s) {
     return d < e || (d == e && r < s);
 }
 
-// (distance², rank) as one key ordered as `zt_before` orders pairs: f32 packs both into a
-// u64 (non-negative floats order as their bits), so a comparison is one integer compare;
-// f64 keeps the pair.
-template <class T>
-struct ZtKey;
-template <>
-struct ZtKey<float> {
-    u64 v;
-    ZT_HD static ZtKey make(float d, u32 r) { return ZtKey{((u64)zt_bits(d) << 32) | r}; }
-    ZT_HD bool operator<(ZtKey o) const { return v < o.v; }
-    ZT_HD float dist() const { return zt_from_bits((u32)(v >> 32)); }
-};
-template <>
-struct ZtKey<double> {
-    double d;
-    u32 r;
-    ZT_HD static ZtKey make(double d, u32 r) { return ZtKey{d, r}; }
-    ZT_HD bool operator<(ZtKey o) const { return zt_before(d, r, o.d, o.r); }
-    ZT_HD double dist() const { return d; }
-};
-
-#define ZT_NONE 0xffffffffu
-// The best P candidates of one pass, ascending; an empty slot is (R², ZT_NONE), so the
-// last slot's key is also the cut-off: a candidate farther than R² never enters, one at
-// exactly R² does (rank < ZT_NONE), as the CPU's `d2 <= r2`. z is the source's z-position
-// (ZT_NONE: empty). Every index is a compile-time constant (unrolled loops), so the slots
-// stay in registers.
+// The best P candidates of one pass, sorted by (distance², rank); empty slots are (+inf,
+// 0xffffffff). Every index is a compile-time constant (unrolled loops), so the slots stay
+// in registers.
 template <class T, int P>
 struct ZtBest {
-    ZtKey<T> key[P];
-    u32 z[P];
+    T d[P];
+    u32 r[P], z[P];
 
-    ZT_HD void clear(T r2) {
+    ZT_HD void clear() {
 ZT_UNROLL
         for (int i = 0; i < P; ++i) {
-            key[i] = ZtKey<T>::make(r2, ZT_NONE);
-            z[i] = ZT_NONE;
+            d[i] = zt_inf<T>();
+            r[i] = 0xffffffffu;
+            z[i] = 0;
         }
     }
-    ZT_HD bool takes(ZtKey<T> c) const { return c < key[P - 1]; }
-    // The distance² a candidate must not exceed to be taken (R² until the slots fill).
-    ZT_HD T cutoff() const { return key[P - 1].dist(); }
-    // Inserts c at z-position zz, which `takes`; the last slot drops out. Without
-    // branches: each slot from the end moves up one or takes c, until c is placed.
-    ZT_HD void insert(ZtKey<T> c, u32 zz) {
-        bool shift = true;
+    // Whether (dd, rr) would be taken.
+    ZT_HD bool takes(T dd, u32 rr) const { return zt_before(dd, rr, d[P - 1], r[P - 1]); }
+    // Inserts (dd, rr, zz), which `takes`; the last slot drops out.
+    ZT_HD void insert(T dd, u32 rr, u32 zz) {
 ZT_UNROLL
-        for (int i = P - 2; i >= 0; --i) {
-            bool before = shift && c < key[i];
-            if (shift) {
-                key[i + 1] = before ? key[i] : c;
-                z[i + 1] = before ? z[i] : zz;
+        for (int i = P - 1; i > 0; --i) {
+            if (zt_before(dd, rr, d[i - 1], r[i - 1])) {
+                d[i] = d[i - 1];
+                r[i] = r[i - 1];
+                z[i] = z[i - 1];
+            } else if (zt_before(dd, rr, d[i], r[i])) {
+                d[i] = dd;
+                r[i] = rr;
+                z[i] = zz;
             }
-            shift = before;
         }
-        if (shift) {
-            key[0] = c;
+        if (zt_before(dd, rr, d[0], r[0])) {
+            d[0] = dd;
+            r[0] = rr;
             z[0] = zz;
         }
     }
-};
-
-// A source point as the leaf kernel stages it: position and rank, one 16-byte load (f32).
-template <class T>
-struct alignas(16) ZtSrc {
-    T p[3];
-    u32 r;
 };
 
 // src/knn/reduce.rs `ball_volume` (the same operations in the same order).
@@ -295,34 +266,13 @@ ZT_HD double zt_ball_volume(double r) {
     return D == 2 ? pi * r * r : 4.0 / 3.0 * pi * r * r * r;
 }
 
-// One staged tile of source points against this lane's query: candidates taken when
-// before the last slot and (later passes) after the previous pass's last neighbour. The
-// metric's periodic flag is a template parameter here, so open space does no minimum-image
-// work per point (the distance is `ZtMetric::dist2`'s, operation for operation).
-template <bool PERIODIC, class T, int D, int P>
-ZT_HD void knn_tile(const ZtMetric<T, D>& m, const ZtSrc<T>* src, u32 cn, u32 z0, u32 self_z, const T* qp, ZtBest<T, P>& best,
-                    bool has_last, ZtKey<T> last) {
-    for (u32 i = 0; i < cn; ++i) {
-        const ZtSrc<T> e = src[i];
-        T dd = (T)0;
-        for (int d = 0; d < D; ++d) {
-            T x = qp[d] - e.p[d];
-            if (PERIODIC) x = zt_min_image(x, m.len[d], m.half[d]);
-            dd = dd + x * x;
-        }
-        u32 z = z0 + i;
-        ZtKey<T> c = ZtKey<T>::make(dd, z == self_z ? 0 : e.r);
-        if (!best.takes(c) || (has_last && !(last < c))) continue;
-        best.insert(c, z);
-    }
-}
-
 template <class T, int D>
 __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists kept, const T* leaf_r2, ZtKnnJob<T> job, ZtKnnOut<T> out) {
     __shared__ u32 s_node[ZT_WARPS][ZT_KEPT_SORTED];
     __shared__ T s_min[ZT_WARPS][ZT_KEPT_SORTED];
     __shared__ unsigned short s_order[ZT_WARPS][ZT_KEPT_SORTED];
-    __shared__ ZtSrc<T> s_src[ZT_WARPS][ZT_LEAF_TILE];
+    __shared__ T s_pos[ZT_WARPS][ZT_LEAF_TILE][3];
+    __shared__ u32 s_rank[ZT_WARPS][ZT_LEAF_TILE];
     u32 a = zt_grid_warp(), lane = zt_lane(), w = threadIdx.x >> 5;
     if (a >= num_leaves) return;
     u32 qn = t.qry_count[a], k0 = kept.offsets[a], mk = kept.offsets[a + 1] - k0;
@@ -361,16 +311,17 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
         ZtBest<T, ZT_PASS> best;
         u32 found = 0;
         bool has_last = false, active = live;
-        ZtKey<T> last = ZtKey<T>::make((T)0, 0);
+        T last_d = (T)0;
+        u32 last_r = 0;
         // Sums in rank order from -0.0, as Rust's f64 `Sum`.
         double msum = -0.0, ssum = -0.0;
         while (__any_sync(full, active)) {
             // This pass selects the next min(kk - found, ZT_PASS) neighbours (it fills all
             // ZT_PASS slots if it can: the threshold is the last slot's distance).
             u32 need = kk - found < ZT_PASS ? kk - found : ZT_PASS;
-            best.clear(R2);
+            best.clear();
             for (u32 j = 0; j < mk; ++j) {
-                T thr = best.cutoff();
+                T thr = zt_fmin(R2, best.d[ZT_PASS - 1]);
                 u32 b;
                 bool want = active;
                 if (sorted) {
@@ -390,32 +341,34 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
                     u32 cn = cnt - c0 < ZT_LEAF_TILE ? cnt - c0 : ZT_LEAF_TILE;
                     __syncwarp();
                     for (u32 i = lane; i < cn; i += 32) {
-                        ZtSrc<T> e;
-                        for (int d = 0; d < 3; ++d) e.p[d] = d < D ? job.spos[d][s0 + c0 + i] : (T)0;
-                        e.r = job.sorig[s0 + c0 + i] + 1;
-                        s_src[w][i] = e;
+                        for (int d = 0; d < D; ++d) s_pos[w][i][d] = job.spos[d][s0 + c0 + i];
+                        s_rank[w][i] = job.sorig[s0 + c0 + i] + 1;
                     }
                     __syncwarp();
                     if (!want) continue;
-                    if (m.periodic)
-                        knn_tile<true>(m, s_src[w], cn, s0 + c0, self_z, qp, best, has_last, last);
-                    else
-                        knn_tile<false>(m, s_src[w], cn, s0 + c0, self_z, qp, best, has_last, last);
+                    for (u32 i = 0; i < cn; ++i) {
+                        u32 z = s0 + c0 + i;
+                        T dd = m.dist2(qp, s_pos[w][i]);
+                        if (dd > R2 || dd > best.d[ZT_PASS - 1] || (has_last && dd < last_d)) continue;
+                        u32 r = z == self_z ? 0 : s_rank[w][i];
+                        if ((has_last && dd == last_d && r <= last_r) || !best.takes(dd, r)) continue;
+                        best.insert(dd, r, z);
+                    }
                 }
             }
             if (!active) continue;
             u32 n = 0;
 ZT_UNROLL
             for (int i = 0; i < ZT_PASS; ++i) {
-                if ((u32)i < need && best.z[i] != ZT_NONE) {
+                if ((u32)i < need && best.r[i] != 0xffffffffu) {
                     u64 at = row * k + found + i;
-                    T d2 = best.key[i].dist();
                     if (out.indices) out.indices[at] = (i64)job.sorig[best.z[i]];
-                    if (out.distances) out.distances[at] = zt_sqrt(d2);
-                    if (out.d2) out.d2[at] = d2;
+                    if (out.distances) out.distances[at] = zt_sqrt(best.d[i]);
+                    if (out.d2) out.d2[at] = best.d[i];
                     if (job.masses) msum = msum + job.masses[best.z[i]];
                     if (job.scalar) ssum = ssum + job.scalar[best.z[i]];
-                    last = best.key[i];
+                    last_d = best.d[i];
+                    last_r = best.r[i];
                     n = i + 1;
                 }
             }
@@ -430,7 +383,7 @@ ZT_UNROLL
             if (out.distances) out.distances[at] = zt_inf<T>();
             if (out.d2) out.d2[at] = zt_inf<T>();
         }
-        T kth2 = found == k ? last.dist() : zt_inf<T>();
+        T kth2 = found == k ? last_d : zt_inf<T>();
         T kth = zt_sqrt(kth2);
         if (out.kth_d2) out.kth_d2[row] = kth2;
         if (out.kth) out.kth[row] = kth;
