@@ -180,6 +180,10 @@ struct ZtKnnJob {
     u32 kk;
     u32 self_query;
     u32 zorder;
+    // Kept lists up to this long are sorted (at most ZT_KEPT_SORTED; tests lower it to
+    // walk lists unsorted).
+    u32 sorted_max;
+    u32 pad;
 };
 
 // The caller's outputs (null when not asked for): rows of k, or one value per query.
@@ -278,7 +282,7 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
     u32 qn = t.qry_count[a], k0 = kept.offsets[a], mk = kept.offsets[a + 1] - k0;
     if (qn == 0 || mk == 0) return;
     const T *alo = t.qry_lo + D * a, *ahi = t.qry_hi + D * a;
-    bool sorted = mk <= ZT_KEPT_SORTED;
+    bool sorted = mk <= ZT_KEPT_SORTED && mk <= job.sorted_max;
     if (sorted) {
         for (u32 i = lane; i < mk; i += 32) {
             u32 b = kept.items[k0 + i];

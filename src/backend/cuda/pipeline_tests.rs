@@ -180,8 +180,9 @@ fn all_cases<T: Real, const D: usize>(dev: &Arc<dyn Device>) {
 }
 
 /// The kNN kernels' other paths: the node test by bisection (more candidates than it
-/// counts pairwise), and leaves with more kept leaves than a warp sorts (tiny leaves, large
-/// k), every output still equal to the CPU's.
+/// counts pairwise) and through the bound U with few candidates below it, and kept lists
+/// walked unsorted (as lists longer than the kernel sorts are; forced by SORTED_MAX), on
+/// tiny leaves with large k, every output still equal to the CPU's.
 #[test]
 fn knn_bisection_and_unsorted_kept_leaves_equal_the_cpu() {
     let tiny = TreeParams { leaf_size: 2, coarsening: 3, ..TreeParams::default() };
@@ -190,6 +191,8 @@ fn knn_bisection_and_unsorted_kept_leaves_equal_the_cpu() {
         // pairwise, bisection below U otherwise; 128: as shipped.
         for pairwise in [0, 2, 128] {
             super::walk::PAIRWISE_MAX.store(pairwise, std::sync::atomic::Ordering::Relaxed);
+            // Every kept list walked unsorted in the first round, sorted up to 256 after.
+            super::walk::SORTED_MAX.store(if pairwise == 0 { 0 } else { 256 }, std::sync::atomic::Ordering::Relaxed);
             for (name, pts) in inputs::<3>(10.0).into_iter().take(3) {
                 let pts = &pts[..800];
                 let p32 = cast::<f32, 3>(pts);
@@ -198,6 +201,7 @@ fn knn_bisection_and_unsorted_kept_leaves_equal_the_cpu() {
             }
         }
         super::walk::PAIRWISE_MAX.store(128, std::sync::atomic::Ordering::Relaxed);
+        super::walk::SORTED_MAX.store(256, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

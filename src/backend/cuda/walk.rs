@@ -22,6 +22,11 @@ pub(crate) const WARPS: usize = BLOCK as usize / 32;
 /// inputs: both give the same radius, so other tests running meanwhile are unaffected.
 pub(crate) static PAIRWISE_MAX: AtomicU32 = AtomicU32::new(128);
 
+/// Longest kept list the kNN leaf kernel sorts nearest first (`ZT_KEPT_SORTED` in
+/// kernels/knn.cu; longer ones are walked in list order). Tests lower it to walk lists
+/// unsorted: the same result, pruned less.
+pub(crate) static SORTED_MAX: AtomicU32 = AtomicU32::new(256);
+
 /// A metric as the kernels take it (`ZtMetric<T, D>` by value: `len[3]`, `half[3]` in T,
 /// then a u32 flag), from the box lengths (None: open).
 pub(crate) fn metric_arg<T: Real, const D: usize>(box_len: Option<[f64; D]>) -> Arg {
@@ -202,6 +207,7 @@ pub(crate) fn knn_leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(
     job.push(if sinks.scalar_mean.is_some() { scalar.map_or(0, |b| b.ptr()) } else { 0 });
     job.push(u32_pair(k as u32, kk as u32));
     job.push(u32_pair(zs.qry.is_none() as u32, sinks.zorder as u32));
+    job.push(u32_pair(SORTED_MAX.load(Relaxed), 0));
     let p = |o: &Option<DevOut<'_, T>>| o.as_ref().map_or(0, |o| o.ptr);
     let mean = if scalar.is_some() { sinks.scalar_mean.as_ref().map_or(0, |o| o.ptr) } else { 0 };
     let out = vec![sinks.indices.as_ref().map_or(0, |o| o.ptr), p(&sinks.distances), p(&sinks.d2), p(&sinks.kth), p(&sinks.kth_d2), sinks.density.as_ref().map_or(0, |o| o.ptr), mean];
