@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Prepares .gpukit/: what a GPU machine without a Rust toolchain, MPI or network needs to
 # run the CUDA back end's tests on its device and the benchmark against jz-tree
-# (BENCHMARKS.md, "How to run it on a GPU"): libztree without MPI, the C-API runner, the
-# unit-test binary (its device tests run on every device it finds: the emulator and the
-# GPU), the data generator, and the jztree wheels. Then, on that machine, from the
-# repository root: `bash .gpukit/run.sh [benchmark arguments]`.
+# (BENCHMARKS.md, "How to run it on a GPU"): libztree without MPI, the C-API runner,
+# examples-c/insitu_cuda, the unit-test binary (run.sh runs its device tests on the GPU
+# alone, ZTREE_TEST_REAL_DEVICE_ONLY, with the GADGET-4 snapshot copied beside it), the
+# data generator, and the jztree wheels. Then, on that machine, from the repository root:
+# `bash .gpukit/run.sh [benchmark arguments]` (benches/gpu/probe.py for kernel times).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kit=.gpukit

@@ -202,6 +202,7 @@ impl Device for CudaDevice {
             // SAFETY: the caller guarantees the arguments match the kernel.
             return unsafe { result::launch_kernel(f, (grid, 1, 1), (BLOCK, 1, 1), 0, self.stream, &mut ptrs) }.map_err(|e| device_err(kernel, e));
         };
+        // SAFETY: the stream belongs to this device's context, current above.
         let sync = || unsafe { result::stream::synchronize(self.stream) }.map_err(|e| device_err("cuStreamSynchronize", e));
         sync()?;
         let t0 = std::time::Instant::now();

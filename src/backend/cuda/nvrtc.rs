@@ -1,8 +1,9 @@
 //! NVRTC, opened at run time by ztree itself: CUDA 12's (`libnvrtc.so.12`) or CUDA 13's
 //! (`libnvrtc.so.13`), from the loader path, `ZTREE_NVRTC` (a file), or a CUDA toolkit
 //! (`CUDA_HOME`, `CUDA_PATH`, /usr/local/cuda). cudarc's own loader only knows CUDA 12's
-//! names, and GPU machines with a CUDA 13 driver often ship only NVRTC 13. PTX from an
-//! NVRTC newer than the driver does not load, so the older NVRTC is tried first.
+//! names, and GPU machines with a CUDA 13 driver often ship only NVRTC 13. The device
+//! loads CUBIN for its own architecture (`compile_cubin`), which any NVRTC of the driver's
+//! major version makes loadable; PTX (`compile_ptx`) is only the ptxas check's input.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::sync::OnceLock;
