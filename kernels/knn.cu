@@ -15,6 +15,21 @@
 // recomputed on every bisection step).
 #define ZT_DMAX_CACHE 128
 
+// The smallest of d[0 .. m) whose count W(d) = the sum of n[j] over d[j] <= d reaches k;
+// `none` when no d does. The warp together (lanes over i), every lane gets it.
+template <class T>
+ZT_HD T zt_pairwise_select(const T* d, const u32* n, u32 m, u32 k, T none) {
+    T best = none;
+    for (u32 i = zt_lane(); i < m; i += 32) {
+        T di = d[i];
+        unsigned long long wi = 0;
+        for (u32 j = 0; j < m; ++j) wi += d[j] <= di ? n[j] : 0;
+        if (wi >= k && di < best) best = di;
+    }
+    for (int o = 16; o > 0; o >>= 1) best = zt_fmin(best, __shfl_xor_sync(0xffffffffu, best, o));
+    return best;
+}
+
 // Candidates with d_max below the bound U that a warp collects for the pairwise count.
 #ifndef ZT_SMALL_CAP
 #define ZT_SMALL_CAP 64
@@ -87,30 +102,14 @@ __device__ void knn_select(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first, u32 c
         }
         __syncwarp();
         if (ns <= ZT_SMALL_CAP && ns <= pairwise_max) {
-            T best = U;
-            for (u32 i = lane; i < ns; i += 32) {
-                T di = s_small_d[w][i];
-                unsigned long long wi = 0;
-                for (u32 j = 0; j < ns; ++j) wi += s_small_d[w][j] <= di ? s_small_n[w][j] : 0;
-                if (wi >= k && di < best) best = di;
-            }
-            for (int o = 16; o > 0; o >>= 1) best = zt_fmin(best, __shfl_xor_sync(0xffffffffu, best, o));
-            R = best;
+            R = zt_pairwise_select(s_small_d[w], s_small_n[w], ns, k, U);
             done = true;
         }
     }
     if (done) {
         // R found above
     } else if (mm <= pairwise_max && mm <= ZT_DMAX_CACHE) {
-        T best = zt_inf<T>();
-        for (u32 i = lane; i < mm; i += 32) {
-            T di = s_dmax[w][i];
-            unsigned long long wi = 0;
-            for (u32 j = 0; j < mm; ++j) wi += s_dmax[w][j] <= di ? s_cnt[w][j] : 0;
-            if (wi >= k && di < best) best = di;
-        }
-        for (int o = 16; o > 0; o >>= 1) best = zt_fmin(best, __shfl_xor_sync(0xffffffffu, best, o));
-        R = best;
+        R = zt_pairwise_select(s_dmax[w], s_cnt[w], mm, k, zt_inf<T>());
     } else {
         // The smallest R (as bits) with W(R) = sum of counts with d_max <= R at least k;
         // W(U) >= k, so R is at most U.
