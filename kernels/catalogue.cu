@@ -151,12 +151,14 @@ __device__ void cat_reduce(ZtCatJob<T> j, const u64* keys, const u32* zs, const 
             if (c0 + lane < b) {
                 zt_member<T, D>(j, keys, zs, c0 + lane, x, v, &m, &t);
                 double* e = s_m[w][lane];
-                double wk = m / m_max;
+                double wk = m / m_max, o[3];
+                for (int d = 0; d < D; ++d) {
+                    o[d] = x[d] - x0[d];  // the offset from the first member
+                    if (j.periodic) o[d] = zt_min_image(o[d], j.len[d], 0.5 * j.len[d]);
+                }
                 if (pass == 0) {
                     for (int d = 0; d < D; ++d) {
-                        double o = x[d] - x0[d];
-                        if (j.periodic) o = zt_min_image(o, j.len[d], 0.5 * j.len[d]);
-                        e[d] = wk * o;
+                        e[d] = wk * o[d];
                         e[3 + d] = wk * v[d];
                     }
                     e[6] = m;
@@ -164,9 +166,7 @@ __device__ void cat_reduce(ZtCatJob<T> j, const u64* keys, const u32* zs, const 
                 } else {
                     double qx = 0.0, qv = 0.0;
                     for (int d = 0; d < D; ++d) {
-                        double o = x[d] - x0[d];
-                        if (j.periodic) o = zt_min_image(o, j.len[d], 0.5 * j.len[d]);
-                        double q = o - c_off[d];
+                        double q = o[d] - c_off[d];
                         qx = qx + q * q;
                         q = v[d] - vm[d];
                         qv = qv + q * q;

@@ -81,10 +81,10 @@ __device__ void knn_select(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first, u32 c
     for (int o = 16; o > 0; o >>= 1) U = zt_fmin(U, __shfl_xor_sync(0xffffffffu, U, o));
     __syncwarp();
     T R = zt_inf<T>();
-    bool done = false;
+    bool found = false;
     if (k == 0) {
         R = (T)0;  // nothing to find (a self-query's k = 1): keep the touching candidates
-        done = true;
+        found = true;
     } else if (U < zt_inf<T>() && pairwise_max > 0) {
         // The candidates below U, then the smallest of their d_max whose count reaches k
         // (counting only candidates below U: those at or above it are not <= a smaller
@@ -103,14 +103,12 @@ __device__ void knn_select(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first, u32 c
         __syncwarp();
         if (ns <= ZT_SMALL_CAP && ns <= pairwise_max) {
             R = zt_pairwise_select(s_small_d[w], s_small_n[w], ns, k, U);
-            done = true;
+            found = true;
         }
     }
-    if (done) {
-        // R found above
-    } else if (mm <= pairwise_max && mm <= ZT_DMAX_CACHE) {
+    if (!found && mm <= pairwise_max && mm <= ZT_DMAX_CACHE) {
         R = zt_pairwise_select(s_dmax[w], s_cnt[w], mm, k, zt_inf<T>());
-    } else {
+    } else if (!found) {
         // The smallest R (as bits) with W(R) = sum of counts with d_max <= R at least k;
         // W(U) >= k, so R is at most U.
         Bits lo = 0, hi = U < zt_inf<T>() ? zt_bits(U) : ZtBitsOf<T>::inf;

@@ -198,21 +198,21 @@ impl Device for CudaDevice {
         let f = self.function(module, kernel)?;
         self.current()?;
         let mut ptrs: Vec<*mut c_void> = args.iter().map(Arg::as_ptr).collect();
-        let Some(times) = &self.kernel_times else {
-            // SAFETY: the caller guarantees the arguments match the kernel.
-            return unsafe { result::launch_kernel(f, (grid, 1, 1), (BLOCK, 1, 1), 0, self.stream, &mut ptrs) }.map_err(|e| device_err(kernel, e));
-        };
         // SAFETY: the stream belongs to this device's context, current above.
         let sync = || unsafe { result::stream::synchronize(self.stream) }.map_err(|e| device_err("cuStreamSynchronize", e));
-        sync()?;
+        if self.kernel_times.is_some() {
+            sync()?; // the launch timed alone
+        }
         let t0 = std::time::Instant::now();
-        // SAFETY: as above.
+        // SAFETY: the caller guarantees the arguments match the kernel.
         unsafe { result::launch_kernel(f, (grid, 1, 1), (BLOCK, 1, 1), 0, self.stream, &mut ptrs) }.map_err(|e| device_err(kernel, e))?;
-        sync()?;
-        let mut t = times.lock().unwrap_or_else(|e| e.into_inner());
-        let e = t.entry(kernel).or_default();
-        e.0 += 1;
-        e.1 += t0.elapsed().as_secs_f64();
+        if let Some(times) = &self.kernel_times {
+            sync()?;
+            let mut t = times.lock().unwrap_or_else(|e| e.into_inner());
+            let e = t.entry(kernel).or_default();
+            e.0 += 1;
+            e.1 += t0.elapsed().as_secs_f64();
+        }
         Ok(())
     }
 }
