@@ -323,15 +323,17 @@ fn scan_case<T: Real, const D: usize>(dev: &Arc<dyn Device>, pts: &[[T; D]], dom
 fn input_checks_and_bounds_on_the_device_equal_the_host() {
     for dev in devices() {
         let mut r = Lcg(17);
-        let base: Vec<[f64; 3]> = (0..3000).map(|_| std::array::from_fn(|_| r.unit() * 4.0)).collect();
+        // 9000 points: three blocks of zt_check (4096 points each), the last one partial.
+        let base: Vec<[f64; 3]> = (0..9000).map(|_| std::array::from_fn(|_| r.unit() * 4.0)).collect();
         // (position, value) spoilers: several bad points, the first in input order wins.
         let spoil: &[&[(usize, usize, f64)]] = &[
             &[],
             &[(2000, 1, f64::NAN), (2500, 0, f64::INFINITY)],
-            &[(1500, 2, -1e-9), (2999, 0, 4.0)],
+            &[(1500, 2, -1e-9), (8999, 0, 4.0)],
             &[(700, 0, 1e160), (900, 1, f64::NEG_INFINITY)],
             &[(0, 0, -0.0), (5, 1, 4.0 - 1e-12)],
-            &[(2999, 2, 1e19)],
+            &[(8999, 2, 1e19)],
+            &[(5000, 1, f64::NAN), (4200, 2, f64::INFINITY), (8500, 0, -3.0)],
         ];
         for s in spoil {
             let mut p = base.clone();

@@ -44,6 +44,8 @@ pub(crate) fn download_strided(dev: &Arc<dyn Device>, a: Strided, n: usize, size
     Ok(out)
 }
 
+/// Points per thread of zt_check (`ZT_CHECK_ITEMS` in kernels/keys.cu).
+const CHECK_ITEMS: usize = 16;
 /// Keys per radix-sort tile (`ZT_TILE` in kernels/sort.cu).
 const SORT_TILE: usize = 2048;
 
@@ -113,7 +115,7 @@ pub(crate) fn check_points<T: Real, const D: usize>(dev: &Arc<dyn Device>, pos: 
     let z = if D == 3 { pos[D - 1] } else { pos[0] };
     let args = [pos[0].arg(), pos[1].arg(), z.arg(), Arg::U32(len_u32(n)?), Arg::Words(words), first.arg(), lo.arg(), hi.arg()];
     // SAFETY: zt_check_*(x, y, z, n, box, first[1], lo[3], hi[3]); `pos` covers n points.
-    unsafe { dev.launch("keys", kernel, blocks(n, BLOCK as usize)?, &args)? };
+    unsafe { dev.launch("keys", kernel, blocks(n, BLOCK as usize * CHECK_ITEMS)?, &args)? };
     let f = first.to_vec()?[0];
     let (l, h) = (lo.to_vec()?, hi.to_vec()?);
     Ok(((f != u32::MAX).then_some(f as usize), std::array::from_fn(|d| dec(l[d])), std::array::from_fn(|d| dec(h[d]))))
