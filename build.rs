@@ -36,7 +36,14 @@ fn main() {
 #[cfg(feature = "cuda-emu")]
 fn build_emulator() {
     println!("cargo:rerun-if-changed=kernels");
-    cc::Build::new()
+    // ZTREE_EMU_DEFINES: kernel-size macros for the emulator (`-DZT_PASS=8`), as
+    // ZTREE_NVRTC_OPTIONS gives them to NVRTC: variants are tested here before a GPU times them.
+    println!("cargo:rerun-if-env-changed=ZTREE_EMU_DEFINES");
+    let mut build = cc::Build::new();
+    for d in std::env::var("ZTREE_EMU_DEFINES").unwrap_or_default().split_whitespace() {
+        build.flag(d);
+    }
+    build
         .cpp(true)
         .std("c++20")
         .file("kernels/emu/all_kernels.cpp")

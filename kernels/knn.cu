@@ -205,6 +205,10 @@ struct ZtKnnOut {
 #ifndef ZT_PASS
 #define ZT_PASS 16
 #endif
+// Survivors of the leaf pass's distance test each lane queues before inserting (0: none).
+#ifndef ZT_QUEUE
+#define ZT_QUEUE 0
+#endif
 // Blocks per multiprocessor the leaf kernel's registers must allow (launch bounds).
 #ifndef ZT_LEAF_MIN_BLOCKS
 #define ZT_LEAF_MIN_BLOCKS 1
@@ -239,14 +243,14 @@ ZT_UNROLL
     ZT_HD bool before(T dd, u32 rr, int i, Rank rank) const {
         return dd < d[i] || (dd == d[i] && rr < rank(z[i]));
     }
-    // Whether (dd, rr) would be taken.
+    // Whether (dd, zz) would be taken.
     template <class Rank>
-    ZT_HD bool takes(T dd, u32 rr, Rank rank) const {
-        return before(dd, rr, P - 1, rank);
+    ZT_HD bool takes(T dd, u32 zz, Rank rank) const {
+        return dd < d[P - 1] || (dd == d[P - 1] && rank(zz) < rank(z[P - 1]));
     }
-    // Inserts (dd, rr, zz), which `takes`; the last slot drops out.
+    // Inserts (dd, zz), which `takes`; the last slot drops out.
     template <class Rank>
-    ZT_HD void insert(T dd, u32 rr, u32 zz, Rank rank) {
+    ZT_HD void insert(T dd, u32 zz, Rank rank) {
         // Without a tie in distance² (the usual case) the order is by distance² alone.
         bool tie = false;
 ZT_UNROLL
@@ -264,6 +268,7 @@ ZT_UNROLL
             }
             return;
         }
+        u32 rr = rank(zz);
 ZT_UNROLL
         for (int i = P - 1; i > 0; --i) {
             if (before(dd, rr, i - 1, rank)) {
@@ -294,7 +299,12 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
     __shared__ T s_min[ZT_WARPS][ZT_KEPT_SORTED];
     __shared__ unsigned short s_order[ZT_WARPS][ZT_KEPT_SORTED];
     __shared__ T s_pos[ZT_WARPS][32][3];
-    __shared__ u32 s_rank[ZT_WARPS][32];
+#if ZT_QUEUE
+    // Each lane's survivors waiting for insertion (ZT_QUEUE: f64 half as many).
+    constexpr u32 queue = sizeof(T) == 4 ? ZT_QUEUE : ZT_QUEUE / 2;
+    __shared__ T s_qd[ZT_WARPS][queue][32];
+    __shared__ u32 s_qz[ZT_WARPS][queue][32];
+#endif
     __shared__ u32 s_z[ZT_WARPS][32];
     __shared__ u32 s_want[ZT_WARPS][32];
     u32 a = zt_grid_warp(), lane = zt_lane(), w = threadIdx.x >> 5;
@@ -334,8 +344,10 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
         u64 row = (u64)(job.zorder ? q : job.qorig[q]);
         ZtBest<T, ZT_PASS> best;
         u32 found = 0;
-        bool has_last = false, active = live;
-        T last_d = (T)0;
+        bool active = live;
+        // The last neighbour of the passes so far; before the first, (-1, 0) orders before
+        // every candidate (distances² are not negative).
+        T last_d = (T)-1;
         u32 last_r = 0;
         // Sums in rank order from -0.0, as Rust's f64 `Sum`.
         double msum = -0.0, ssum = -0.0;
@@ -359,6 +371,22 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
             // walk stage 44 / 488 ms at 1e7 / 1e8 against 30 / 339 ms, H200.)
             T thr = R2;
             u32 fill = 0, tile_q = 0;
+            // Takes (dd, z) into the best list if it belongs there (the exact filters).
+            auto consider = [&](T dd, u32 z) {
+                if (dd > R2 || dd > best.d[ZT_PASS - 1] || dd < last_d) return;
+                if ((dd == last_d && rank(z) <= last_r) || !best.takes(dd, z, rank)) return;
+                best.insert(dd, z, rank);
+            };
+#if ZT_QUEUE
+            // Survivors wait in the lane's queue, so that the warp inserts for all lanes
+            // at once (when some lane's queue is full, and at the end of the pass) rather
+            // than for the one or two lanes that take a source of a late tile.
+            u32 qlen = 0;
+            auto drain = [&]() {
+                for (u32 j = 0; j < qlen; ++j) consider(s_qd[w][j][lane], s_qz[w][j][lane]);
+                qlen = 0;
+            };
+#endif
             auto flush = [&](u32 n) {
                 __syncwarp();
                 u32 want = lane < n ? s_want[w][lane] : 0u;
@@ -388,13 +416,21 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
                 while (mine) {
                     u32 i = (u32)__ffs((int)mine) - 1u;
                     mine &= mine - 1u;
-                    u32 z = s_z[w][i];
                     T dd = m.dist2(qp, s_pos[w][i]);
-                    if (dd > R2 || dd > best.d[ZT_PASS - 1] || (has_last && dd < last_d)) continue;
-                    u32 r = z == self_z ? 0 : s_rank[w][i];
-                    if ((has_last && dd == last_d && r <= last_r) || !best.takes(dd, r, rank)) continue;
-                    best.insert(dd, r, z, rank);
+                    u32 z = s_z[w][i];
+#if ZT_QUEUE
+                    if (qlen < queue && dd <= R2 && dd <= best.d[ZT_PASS - 1] && dd >= last_d) {
+                        s_qd[w][qlen][lane] = dd;
+                        s_qz[w][qlen][lane] = z;
+                        ++qlen;
+                        continue;
+                    }
+#endif
+                    consider(dd, z);
                 }
+#if ZT_QUEUE
+                if (__any_sync(full, qlen == queue)) drain();
+#endif
                 thr = zt_fmin(R2, best.d[ZT_PASS - 1]);
                 __syncwarp();
             };
@@ -420,7 +456,6 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
                     if (lane < take) {
                         u32 at = fill + lane, z = s0 + off + lane;
                         for (int d = 0; d < D; ++d) s_pos[w][at][d] = job.spos[d][z];
-                        s_rank[w][at] = job.sorig[z] + 1;
                         s_z[w][at] = z;
                         s_want[w][at] = wm;
                     }
@@ -434,6 +469,9 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
                 }
             }
             if (fill > 0) flush(fill);
+#if ZT_QUEUE
+            drain();
+#endif
             if (!active) continue;
             u32 n = 0;
 ZT_UNROLL
@@ -451,7 +489,6 @@ ZT_UNROLL
                 }
             }
             found += n;
-            has_last = true;
             active = n == need && found < kk;
         }
         if (!live) continue;
