@@ -205,10 +205,6 @@ struct ZtKnnOut {
 #ifndef ZT_PASS
 #define ZT_PASS 16
 #endif
-// Survivors of the leaf pass's distance test each lane queues before inserting (0: none).
-#ifndef ZT_QUEUE
-#define ZT_QUEUE 0
-#endif
 // Blocks per multiprocessor the leaf kernel's registers must allow (launch bounds).
 #ifndef ZT_LEAF_MIN_BLOCKS
 #define ZT_LEAF_MIN_BLOCKS 1
@@ -299,12 +295,6 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
     __shared__ T s_min[ZT_WARPS][ZT_KEPT_SORTED];
     __shared__ unsigned short s_order[ZT_WARPS][ZT_KEPT_SORTED];
     __shared__ T s_pos[ZT_WARPS][32][3];
-#if ZT_QUEUE
-    // Each lane's survivors waiting for insertion (ZT_QUEUE: f64 half as many).
-    constexpr u32 queue = sizeof(T) == 4 ? ZT_QUEUE : ZT_QUEUE / 2;
-    __shared__ T s_qd[ZT_WARPS][queue][32];
-    __shared__ u32 s_qz[ZT_WARPS][queue][32];
-#endif
     __shared__ u32 s_z[ZT_WARPS][32];
     __shared__ u32 s_want[ZT_WARPS][32];
     u32 a = zt_grid_warp(), lane = zt_lane(), w = threadIdx.x >> 5;
@@ -368,7 +358,9 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
             // All lanes work in the distance test; insertion costs the warp the largest
             // survivor count of the tile, not one step per source that any lane takes.
             // (One lane per query testing every staged source, the kernel before this one:
-            // walk stage 44 / 488 ms at 1e7 / 1e8 against 30 / 339 ms, H200.)
+            // walk stage 44 / 488 ms at 1e7 / 1e8 against 30 / 339 ms, H200. Survivors
+            // queued per lane in shared memory and inserted by the warp together when a
+            // queue filled: 5% slower.)
             T thr = R2;
             u32 fill = 0, tile_q = 0;
             // Takes (dd, z) into the best list if it belongs there (the exact filters).
@@ -377,16 +369,6 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
                 if ((dd == last_d && rank(z) <= last_r) || !best.takes(dd, z, rank)) return;
                 best.insert(dd, z, rank);
             };
-#if ZT_QUEUE
-            // Survivors wait in the lane's queue, so that the warp inserts for all lanes
-            // at once (when some lane's queue is full, and at the end of the pass) rather
-            // than for the one or two lanes that take a source of a late tile.
-            u32 qlen = 0;
-            auto drain = [&]() {
-                for (u32 j = 0; j < qlen; ++j) consider(s_qd[w][j][lane], s_qz[w][j][lane]);
-                qlen = 0;
-            };
-#endif
             auto flush = [&](u32 n) {
                 __syncwarp();
                 u32 want = lane < n ? s_want[w][lane] : 0u;
@@ -418,19 +400,8 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
                     mine &= mine - 1u;
                     T dd = m.dist2(qp, s_pos[w][i]);
                     u32 z = s_z[w][i];
-#if ZT_QUEUE
-                    if (qlen < queue && dd <= R2 && dd <= best.d[ZT_PASS - 1] && dd >= last_d) {
-                        s_qd[w][qlen][lane] = dd;
-                        s_qz[w][qlen][lane] = z;
-                        ++qlen;
-                        continue;
-                    }
-#endif
                     consider(dd, z);
                 }
-#if ZT_QUEUE
-                if (__any_sync(full, qlen == queue)) drain();
-#endif
                 thr = zt_fmin(R2, best.d[ZT_PASS - 1]);
                 __syncwarp();
             };
@@ -469,9 +440,6 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
                 }
             }
             if (fill > 0) flush(fill);
-#if ZT_QUEUE
-            drain();
-#endif
             if (!active) continue;
             u32 n = 0;
 ZT_UNROLL
