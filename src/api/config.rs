@@ -18,11 +18,12 @@ impl Default for Config {
     }
 }
 
-/// Shape parameters of the plane hierarchy (jz-tree's defaults).
+/// Shape parameters of the plane hierarchy (jz-tree's defaults, but for the leaf size).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TreeParams {
     /// Most points of one type in a leaf (except chunks of identical points, which are
-    /// also cut at this size).
+    /// also cut at this size). 0 (the default): chosen per job and back end — 64 for a kNN
+    /// search with k >= 2 on the CPU, 48 (jz-tree's) otherwise. Results never depend on it.
     pub leaf_size: usize,
     /// Capacity ratio between consecutive planes.
     pub coarsening: usize,
@@ -37,15 +38,27 @@ pub struct TreeParams {
 
 impl Default for TreeParams {
     fn default() -> Self {
-        Self { leaf_size: 48, coarsening: 8, top_target: 2048, super_group: 32, max_volume_factor: 20.0 }
+        Self { leaf_size: 0, coarsening: 8, top_target: 2048, super_group: 32, max_volume_factor: 20.0 }
     }
 }
 
+/// What a tree is built for, when the leaf size is chosen automatically.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum LeafJob {
+    Knn { k: usize },
+    Fof,
+}
+
 impl TreeParams {
+    /// These parameters with the leaf size resolved: `leaf_size`, or `auto` when it is 0.
+    pub(crate) fn with_auto_leaf(&self, auto: usize) -> TreeParams {
+        if self.leaf_size == 0 { TreeParams { leaf_size: auto, ..*self } } else { *self }
+    }
+
     pub fn validate(&self) -> Result<()> {
         let bad = |name, why: &str| Err(Error::InvalidParameter { name, why: why.to_string() });
-        if self.leaf_size < 1 || self.leaf_size > 1 << 20 {
-            return bad("leaf_size", "must be in 1..=2^20");
+        if self.leaf_size > 1 << 20 {
+            return bad("leaf_size", "must be in 0..=2^20 (0: automatic)");
         }
         if self.coarsening < 2 {
             return bad("coarsening", "must be at least 2");
@@ -63,3 +76,24 @@ impl TreeParams {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Backend;
+    use crate::backend::cpu::Cpu;
+
+    #[test]
+    fn an_automatic_leaf_size_is_chosen_per_job_and_an_explicit_one_kept() {
+        assert_eq!(TreeParams::default().leaf_size, 0);
+        assert!(TreeParams::default().validate().is_ok());
+        assert_eq!(Cpu.auto_leaf_size(LeafJob::Knn { k: 16 }), 64);
+        assert_eq!(Cpu.auto_leaf_size(LeafJob::Knn { k: 2 }), 64);
+        assert_eq!(Cpu.auto_leaf_size(LeafJob::Knn { k: 1 }), 48);
+        assert_eq!(Cpu.auto_leaf_size(LeafJob::Fof), 48);
+        let auto = TreeParams::default().with_auto_leaf(64);
+        assert_eq!(auto, TreeParams { leaf_size: 64, ..TreeParams::default() });
+        let mine = TreeParams { leaf_size: 8, ..TreeParams::default() };
+        assert_eq!(mine.with_auto_leaf(64), mine);
+    }
+}

@@ -1,7 +1,7 @@
 //! The Rust public API, in one place: the context a simulation keeps, its configuration,
 //! and the kNN and FoF calls (serial here, distributed in `dist` with the `mpi` feature).
 
-mod config;
+pub(crate) mod config;
 mod context;
 #[cfg(feature = "mpi")]
 mod dist;

@@ -14,6 +14,7 @@ pub(crate) mod cpu;
 pub(crate) mod cuda;
 
 use crate::api::TreeParams;
+pub(crate) use crate::api::config::LeafJob;
 use crate::error::Result;
 use crate::fof::catalogue::{Catalogue, CatalogueRequest};
 use crate::geom::Real;
@@ -56,6 +57,12 @@ pub(crate) trait Backend: Sync + Sized {
 
     #[allow(dead_code)] // for messages and statistics once a second back end exists
     fn name(&self) -> &'static str;
+    /// The leaf size for `job` when the caller leaves it to ztree (`TreeParams::leaf_size`
+    /// 0): jz-tree's 48 unless a back end measured better.
+    fn auto_leaf_size(&self, job: LeafJob) -> usize {
+        let _ = job;
+        48
+    }
     fn len<T: Elem>(b: &Self::Buf<T>) -> usize;
     /// Bytes held by a buffer.
     fn bytes<T: Elem>(b: &Self::Buf<T>) -> usize;

@@ -168,9 +168,9 @@ fn check_config(c: &ztree_config) -> Result<Config, Fail> {
     if !(c.particle_mass.is_finite() && c.particle_mass > 0.0) {
         return bad(format!("config.particle_mass must be finite and > 0 (got {})", c.particle_mass));
     }
-    let pos = |name: &str, v: i32| if v < 1 { Err(fail(ztree_status::ZTREE_ERR_INVALID_ARGUMENT, format!("config.{name} must be >= 1 (got {v})"))) } else { Ok(v as usize) };
+    let pos = |name: &str, v: i32| if v < 1 { Err(fail(ztree_status::ZTREE_ERR_INVALID_ARGUMENT, format!("config.{name} must be >= 1{} (got {v})", if name == "leaf_size" { ", or 0 for automatic" } else { "" }))) } else { Ok(v as usize) };
     let tree = TreeParams {
-        leaf_size: pos("leaf_size", c.leaf_size)?,
+        leaf_size: if c.leaf_size == 0 { 0 } else { pos("leaf_size", c.leaf_size)? },
         coarsening: pos("coarsening", c.coarsening)?,
         top_target: pos("top_target", c.top_target)?,
         super_group: pos("super_group", c.super_group)?,

@@ -2,7 +2,7 @@
 //! the leaf pass, contraction into roots; then the catalogue.
 
 use crate::api::{Timings, TreeParams, WalkStats};
-use crate::backend::{Backend, Ingest};
+use crate::backend::{Backend, Ingest, LeafJob};
 use crate::error::Result;
 use crate::fof::FofStats;
 use crate::fof::catalogue::{Catalogue, CatalogueRequest};
@@ -65,6 +65,7 @@ where
     P: ?Sized,
     B: Ingest<P, T, D>,
 {
+    let params = &params.with_auto_leaf(b.auto_leaf_size(LeafJob::Fof));
     let zs = match keys {
         Some(k) => prepare_with_keys(b, points, k, params, timings)?,
         None => prepare(b, domain, points, None::<&P>, params, timings)?,

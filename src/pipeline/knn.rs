@@ -2,7 +2,7 @@
 //! leaf pass (which writes every query's neighbours and reductions to the sinks).
 
 use crate::api::{Timings, TreeParams, WalkStats};
-use crate::backend::{Backend, Ingest};
+use crate::backend::{Backend, Ingest, LeafJob};
 use crate::error::Result;
 use crate::geom::Real;
 use crate::geom::metric::{Metric, Open, Periodic};
@@ -38,6 +38,7 @@ where
     B: Ingest<S, T, D> + Ingest<Q, T, D>,
 {
     let mut timings = Timings::default();
+    let params = &params.with_auto_leaf(b.auto_leaf_size(LeafJob::Knn { k }));
     let zs = prepare(b, domain, sources, queries, params, &mut timings)?;
     let (masses, scalar) = timings.time("fields", || -> Result<_> {
         let g = |f: Option<B::Scalar<'_>>| f.map(|f| b.gather_scalar(f, &zs.src_orig)).transpose();

@@ -119,6 +119,8 @@ where
     Q: ?Sized,
     B: Ingest<S, T, D> + Ingest<Q, T, D>,
 {
+    // The job resolved an automatic leaf size (TreeParams::with_auto_leaf) before this.
+    debug_assert!(params.leaf_size > 0, "leaf size 0 reached the tree build");
     let n = B::len(&keys);
     let ns = b.count(sources);
     let mut perm = b.iota(n)?;

@@ -91,7 +91,7 @@ fn planes_hold_their_invariants() {
     let params = [
         TreeParams { leaf_size: 4, coarsening: 2, top_target: 8, super_group: 3, ..Default::default() },
         TreeParams { leaf_size: 8, coarsening: 8, top_target: 16, super_group: 4, ..Default::default() },
-        TreeParams::default(),
+        TreeParams { leaf_size: 48, ..TreeParams::default() },
         TreeParams { leaf_size: 5, coarsening: 3, top_target: 10, super_group: 2, max_volume_factor: 0.0 },
     ];
     let mut seed = 0;
@@ -134,7 +134,7 @@ fn far_outliers_do_not_collapse_the_tree() {
     let mut pts: Vec<[f64; 3]> = (0..20_000).map(|_| [rng.normal(), rng.normal(), rng.normal()]).collect();
     pts.push([1e6, -1e6, 1e6]);
     pts.push([-1e6, 1e6, -1e6]);
-    let params = TreeParams::default();
+    let params = TreeParams { leaf_size: 48, ..TreeParams::default() };
     check(&pts, None, Domain::Open, &params, "outliers");
     let mut t = Timings::default();
     let zs = prepare(&Cpu, &Domain::Open, &pts, None::<&Vec<[f64; 3]>>, &params, &mut t).unwrap();

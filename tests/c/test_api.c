@@ -372,7 +372,7 @@ int main(void) {
   CHECK(strcmp(v, ztree_version()) == 0, "header %s vs library %s", v, ztree_version());
   CHECK(ztree_config_default(NULL) == ZTREE_ERR_NULL_POINTER, "config_default(NULL)");
   ztree_config cfg;
-  CHECK(ztree_config_default(&cfg) == ZTREE_OK && cfg.dims == 3 && cfg.leaf_size == 48, "defaults");
+  CHECK(ztree_config_default(&cfg) == ZTREE_OK && cfg.dims == 3 && cfg.leaf_size == 0, "defaults");
   ztree_context *ctx = (ztree_context *)1;
   CHECK(ztree_create(NULL, &ctx) == ZTREE_ERR_NULL_POINTER && ctx == NULL, "create(NULL)");
   CHECK(strlen(ztree_last_error(NULL)) > 0, "create error message");

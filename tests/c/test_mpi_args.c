@@ -227,7 +227,7 @@ int main(int argc, char **argv) {
   /* Contexts: a bad configuration on one rank, or configurations that disagree. */
   for (int bad = 0; bad < size; bad++) {
     ztree_config c2 = cfg;
-    if (rank == bad) c2.leaf_size = 0;
+    if (rank == bad) c2.leaf_size = -1;
     ztree_context *ctx = NULL;
     ztree_status s = ztree_create_mpi(&c2, (int32_t)MPI_Comm_c2f(MPI_COMM_WORLD), &ctx);
     CHECK(s == (rank == bad ? ZTREE_ERR_INVALID_ARGUMENT : ZTREE_ERR_REMOTE) && ctx == NULL, "bad config on rank %d: %d", bad, (int)s);

@@ -74,7 +74,8 @@ fn bad_input_is_an_error_not_a_panic() {
     let r = c.knn_self(&Domain::Open, &good, &none, &k1, &mut KnnOutput { scalar_mean: Some(&mut sm), ..Default::default() });
     assert!(matches!(r, Err(Error::InvalidParameter { .. })));
     // Bad tree parameters.
-    assert!(Context::new(Config { threads: 1, tree: TreeParams { leaf_size: 0, ..Default::default() } }).is_err());
+    assert!(Context::new(Config { threads: 1, tree: TreeParams { leaf_size: (1 << 20) + 1, ..Default::default() } }).is_err());
+    assert!(Context::new(Config { threads: 1, tree: TreeParams { leaf_size: 0, ..Default::default() } }).is_ok(), "0: automatic");
     assert!(Context::new(Config { threads: 1, tree: TreeParams { coarsening: 1, ..Default::default() } }).is_err());
     // Errors have readable messages.
     assert!(Error::OutsideBox { what: "sources", index: 3, dim: 1, value: 2.0, length: 1.0 }.to_string().contains("outside the periodic box"));

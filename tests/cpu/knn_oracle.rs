@@ -81,11 +81,12 @@ fn knn_exact_f32_2d() {
 
 #[test]
 fn knn_large_k_and_default_tree() {
+    // The default tree: its leaf size chosen per job (48 at k = 1, 64 above on the CPU).
     let c = Context::new(Config { threads: 2, ..Default::default() }).unwrap();
     let mut rng = Rng::new(7);
     for &shape in &[Shape::Uniform, Shape::Clustered, Shape::Lattice] {
         let pts: Vec<[f64; 3]> = points(shape, 4000, [1.0; 3], &mut rng);
-        for &k in &[29usize, 64, 200, 600] {
+        for &k in &[1usize, 2, 16, 29, 64, 200, 600] {
             check(&c, &pts, None, k, Some([1.0; 3]), &format!("{shape:?} k={k} periodic"));
             check(&c, &pts[..1000], Some(&pts[1000..]), k, None, &format!("{shape:?} k={k} open queries"));
         }

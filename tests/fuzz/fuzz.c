@@ -130,7 +130,7 @@ int main(int argc, char **argv) {
     double box = pick(10) ? 1.0 : (pick(2) ? 1e10 : 1e-10);
     for (int d = 0; d < 3; d++) cfg.box_size[d] = !bad(30) ? box : (pick(2) ? -1.0 : 1e300);
     cfg.threads = 1 + pick(2);
-    if (pick(10) == 0) cfg.leaf_size = clean ? 1 + pick(5) : pick(5);
+    if (pick(10) == 0) cfg.leaf_size = clean ? pick(6) : pick(5) - 2; /* 0: automatic */
     if (pick(10) == 0) cfg.particle_mass = clean || pick(2) ? 1e300 : -1.0;
     /* A ceiling, mostly generous (huge requests must fail with a status either way: the
      * driver runs with ASan's allocations capped, see `make fuzz`). */

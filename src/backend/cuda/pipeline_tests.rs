@@ -71,7 +71,9 @@ fn out<T: crate::backend::Elem>(b: &DevBuf<T>) -> DevOut<'_, T> {
 }
 
 fn knn_case<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, domain: &Domain<D>, pts: &[[T; D]], qry: Option<&[[T; D]]>, k: usize) {
-    knn_case_with(dev, name, domain, pts, qry, k, &TreeParams::default());
+    // One leaf size for both back ends (their automatic choices differ), so that the
+    // planes can be compared too.
+    knn_case_with(dev, name, domain, pts, qry, k, &TreeParams { leaf_size: 48, ..TreeParams::default() });
 }
 
 fn knn_case_with<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, domain: &Domain<D>, pts: &[[T; D]], qry: Option<&[[T; D]]>, k: usize, params: &TreeParams) {
@@ -106,7 +108,7 @@ fn knn_case_with<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, dom
 }
 
 fn fof_case<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, domain: &Domain<D>, pts: &[[T; D]], l: f64) {
-    let params = TreeParams::default();
+    let params = TreeParams { leaf_size: 48, ..TreeParams::default() };
     let n = pts.len();
     // Velocities, masses and ids as a code holds them: f32 velocities, f64 masses, u64 ids.
     let mut r = Lcg(5);
@@ -392,7 +394,8 @@ fn planes_on_the_device_equal_the_cpu_planes() {
         }
         h.level_caps.iter().any(Option::is_some)
     }
-    let variants = [TreeParams::default(), TreeParams { leaf_size: 2, coarsening: 3, top_target: 4, ..TreeParams::default() }, TreeParams { max_volume_factor: 0.0, ..TreeParams::default() }];
+    let jz = TreeParams { leaf_size: 48, ..TreeParams::default() };
+    let variants = [jz, TreeParams { leaf_size: 2, coarsening: 3, top_target: 4, ..jz }, TreeParams { max_volume_factor: 0.0, ..jz }];
     for dev in devices() {
         let mut capped = false;
         for params in &variants {
