@@ -22,8 +22,8 @@ impl Default for Config {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TreeParams {
     /// Most points of one type in a leaf (except chunks of identical points, which are
-    /// also cut at this size). 0 (the default): chosen per job and back end — 64 for a kNN
-    /// search with k >= 2 on the CPU, 48 (jz-tree's) otherwise. Results never depend on it.
+    /// also cut at this size). 0 (the default): chosen per job and back end — 64 on the
+    /// CPU but for kNN with k = 1, 48 (jz-tree's) otherwise. Results never depend on it.
     pub leaf_size: usize,
     /// Capacity ratio between consecutive planes.
     pub coarsening: usize,
@@ -90,7 +90,7 @@ mod tests {
         assert_eq!(Cpu.auto_leaf_size(LeafJob::Knn { k: 16 }), 64);
         assert_eq!(Cpu.auto_leaf_size(LeafJob::Knn { k: 2 }), 64);
         assert_eq!(Cpu.auto_leaf_size(LeafJob::Knn { k: 1 }), 48);
-        assert_eq!(Cpu.auto_leaf_size(LeafJob::Fof), 48);
+        assert_eq!(Cpu.auto_leaf_size(LeafJob::Fof), 64);
         let auto = TreeParams::default().with_auto_leaf(64);
         assert_eq!(auto, TreeParams { leaf_size: 64, ..TreeParams::default() });
         let mine = TreeParams { leaf_size: 8, ..TreeParams::default() };

@@ -56,7 +56,7 @@ fn lattice<T: Real>(l: f64, seed: u64) -> Vec<[T; 3]> {
 fn check<T: Real>() {
     let _one = FORCING.lock().unwrap_or_else(|e| e.into_inner());
     // 200: leaves over 64 points, long ones found by the sweep.
-    for leaf_size in [8, 48, 200] {
+    for leaf_size in [0, 8, 48, 200] {
         let ctx = Context::new(Config { threads: 2, tree: TreeParams { leaf_size, ..TreeParams::default() } }).unwrap();
         for shape in ["uniform", "clustered", "duplicates", "lattice"] {
             // 5/64 and 1/32 are exact in f32 and f64: lattice neighbours at exactly l.

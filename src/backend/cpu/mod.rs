@@ -47,14 +47,16 @@ impl Backend for Cpu {
         "cpu"
     }
 
-    /// kNN with k >= 2 on 64-point leaves: clustered 1e6, k = 16, 0.50-0.62 s at 48 against
-    /// 0.44-0.47 s at 64 (clustered 4e6 7-10% faster; k = 4 and 8 faster too; uniform,
-    /// periodic and k = 64 level). k = 1 is 10% slower at 64 on uniform points, and FoF
-    /// level at 64 and slower above (2-core AVX-512 VM, examples/profile, interleaved).
+    /// 64-point leaves but for kNN with k = 1 (2-core AVX-512 VM, examples/profile,
+    /// interleaved medians): kNN clustered 1e6, k = 16, 0.50-0.62 s at 48 against 0.44-0.47 s
+    /// at 64 (clustered 4e6 7-10% faster; k = 4 and 8 faster too; uniform, periodic and
+    /// k = 64 level); FoF clustered 1e6 0.080-0.092 → 0.076-0.082 s, clustered 4e6 and the
+    /// tiled GADGET-4 box 2-6% faster, the snapshot level (96 and 128 slower). kNN with
+    /// k = 1 is 10% slower at 64 on uniform points.
     fn auto_leaf_size(&self, job: LeafJob) -> usize {
         match job {
-            LeafJob::Knn { k } if k >= 2 => 64,
-            _ => 48,
+            LeafJob::Knn { k } if k < 2 => 48,
+            _ => 64,
         }
     }
 
