@@ -35,6 +35,28 @@ const OWN_MAX_K: usize = 8;
 /// `TopK` 10% faster at k = 24, `CandBuf` 5% at k = 32, 28% at k = 64, 2.6x at k = 400.
 const SORTED_MAX_K: usize = 28;
 
+/// The guessed radius² of a query starts at this multiple of the previous query's k-th
+/// distance², and adapts: up by `GUESS_MISS` when it held fewer than k sources (the
+/// query is then scanned again), down by `GUESS_HIT` when it held them.
+const GUESS_START: f64 = 1.3;
+const GUESS_MISS: f64 = 1.25;
+const GUESS_HIT: f64 = 0.99;
+const GUESS_RANGE: (f64, f64) = (1.0, 4.0);
+
+/// The guess is used from this k on.
+const GUESS_MIN_K: usize = 8;
+
+/// Tests: a fixed guess factor (f64 bits; `u64::MAX`: none, adaptive), and how many
+/// queries the guess held (0) and missed (1) since the last `take_guess_counts`.
+#[cfg(test)]
+pub(super) static FORCED_GUESS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+#[cfg(test)]
+static GUESS_COUNTS: [std::sync::atomic::AtomicU64; 2] = [const { std::sync::atomic::AtomicU64::new(0) }; 2];
+#[cfg(test)]
+pub(super) fn take_guess_counts() -> [u64; 2] {
+    std::array::from_fn(|i| GUESS_COUNTS[i].swap(0, std::sync::atomic::Ordering::Relaxed))
+}
+
 /// Per-task scratch of the walk.
 pub(crate) struct Scratch<T, const D: usize> {
     /// d_min² from the receiving node to each candidate group's source node.
@@ -53,6 +75,10 @@ pub(crate) struct Scratch<T, const D: usize> {
     best: TopK<T>,
     /// ... or above.
     cand: CandBuf<T>,
+    /// The previous query's k-th distance² (+inf when it had fewer than k), and the
+    /// factor that turns it into the next query's guessed radius² (`leaf_queries`).
+    last_kth: f64,
+    guess: f64,
 }
 
 impl<T: Real, const D: usize> Scratch<T, D> {
@@ -66,6 +92,8 @@ impl<T: Real, const D: usize> Scratch<T, D> {
             order: Vec::new(),
             best: TopK::new(),
             cand: CandBuf::new(),
+            last_kth: f64::INFINITY,
+            guess: GUESS_START,
         }
     }
 }
@@ -207,25 +235,34 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             Simd::Avx512 => unsafe { self.leaf_avx512(metric, a, r2, s, sinks) },
             #[cfg(target_arch = "x86_64")]
             Simd::Avx2 => unsafe { self.leaf_avx2(metric, a, r2, s, sinks) },
-            _ => self.leaf_queries::<M, false>(metric, a, r2, s, sinks),
+            _ if self.guessing() => self.leaf_queries::<M, false, true>(metric, a, r2, s, sinks),
+            _ => self.leaf_queries::<M, false, false>(metric, a, r2, s, sinks),
         }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,bmi1,bmi2,popcnt,lzcnt")]
     unsafe fn leaf_avx2<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
-        self.leaf_queries::<M, true>(metric, a, r2, s, sinks)
+        if self.guessing() { self.leaf_queries::<M, true, true>(metric, a, r2, s, sinks) } else { self.leaf_queries::<M, true, false>(metric, a, r2, s, sinks) }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,bmi1,bmi2,popcnt,lzcnt,avx512f,avx512vl")]
     unsafe fn leaf_avx512<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
-        self.leaf_queries::<M, true>(metric, a, r2, s, sinks)
+        if self.guessing() { self.leaf_queries::<M, true, true>(metric, a, r2, s, sinks) } else { self.leaf_queries::<M, true, false>(metric, a, r2, s, sinks) }
     }
 
-    /// The leaf pass body; `AVX`: compiled into a function with AVX2 enabled.
+    /// Whether the queries start within a guessed radius (`leaf_queries`): with the sorted
+    /// top-k from `GUESS_MIN_K` on (below, the first pass costs more than it saves).
     #[inline(always)]
-    fn leaf_queries<M: Metric<T, D>, const AVX: bool>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
+    fn guessing(&self) -> bool {
+        (GUESS_MIN_K..=SORTED_MAX_K).contains(&self.kk)
+    }
+
+    /// The leaf pass body; `AVX`: compiled into a function with AVX2 enabled; `GUESS`:
+    /// `guessing()`.
+    #[inline(always)]
+    fn leaf_queries<M: Metric<T, D>, const AVX: bool, const GUESS: bool>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
         let zs = self.zs;
         let tree = &zs.tree;
         let (qpos, qorig) = zs.queries();
@@ -276,108 +313,142 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             } else {
                 s.best.reset(self.kk);
             }
-            // The kept leaves, `B` at a time: the query's bounds to their boxes by vector
-            // code, then the leaves within the threshold in order (fewer, less random
-            // branches than a box test per leaf).
-            let nk = s.kept.len();
-            'leaves: for (c, boxes) in s.boxes.iter().enumerate() {
-                let j0 = c * B;
-                // Kept leaves come by ascending d_min to this leaf, a lower bound of the
-                // query's distance to them: past the threshold, no later leaf can hold a
-                // candidate.
-                if s.kept[j0].min > thr {
-                    break;
-                }
-                let bound = boxes.min2(&qp);
-                // SAFETY: AVX only in the AVX2 and AVX-512 versions.
-                let mut lm = if AVX { unsafe { T::le_mask_avx(&bound, thr) } } else { T::le_mask(&bound, thr) };
-                if nk - j0 < B {
-                    lm &= (1u32 << (nk - j0)) - 1;
-                }
-                while lm != 0 {
-                    let i = lm.trailing_zeros() as usize;
-                    lm &= lm - 1;
-                    let kl = &s.kept[j0 + i];
-                    if kl.min > thr {
-                        break 'leaves;
+            // A guess below the bound: the previous query's k-th distance² times a
+            // factor. The scan within it finds the same k best as the scan within the
+            // bound whenever it finds k (every source not offered lies beyond the guess,
+            // so beyond the k-th); when it finds fewer, a second scan offers the sources
+            // between the guess and the bound. Fewer candidates pass a tighter threshold
+            // (most insertions into the top-k are of sources later displaced).
+            let wide = thr;
+            #[cfg(test)]
+            if let forced @ 0..u64::MAX = FORCED_GUESS.load(std::sync::atomic::Ordering::Relaxed) {
+                s.guess = f64::from_bits(forced);
+            }
+            let guess = T::from_f64(s.last_kth * s.guess);
+            let two_pass = GUESS && guess < wide;
+            if two_pass {
+                thr = guess;
+            }
+            // Sources at or below `lo` were offered by the first pass.
+            let (mut pass, mut lo) = (0, T::NEG_INFINITY);
+            loop {
+                // The kept leaves, `B` at a time: the query's bounds to their boxes by vector
+                // code, then the leaves within the threshold in order (fewer, less random
+                // branches than a box test per leaf).
+                let nk = s.kept.len();
+                'leaves: for (c, boxes) in s.boxes.iter().enumerate() {
+                    let j0 = c * B;
+                    // Kept leaves come by ascending d_min to this leaf, a lower bound of the
+                    // query's distance to them: past the threshold, no later leaf can hold a
+                    // candidate.
+                    if s.kept[j0].min > thr {
+                        break;
                     }
-                    if bound[i] > thr || (kl.wrap && metric.box_min2(&qp, &qp, &kl.lo, &kl.hi) > thr) {
-                        continue;
+                    let bound = boxes.min2(&qp);
+                    // SAFETY: AVX only in the AVX2 and AVX-512 versions.
+                    let mut lm = if AVX { unsafe { T::le_mask_avx(&bound, thr) } } else { T::le_mask(&bound, thr) };
+                    if nk - j0 < B {
+                        lm &= (1u32 << (nk - j0)) - 1;
                     }
-                    // Blocks of B sources: distances and the mask of those within the threshold
-                    // by vector code. A block may run past the leaf into the next sources
-                    // (masked off); the last block of the array is computed one source at a
-                    // time.
-                    let s0 = kl.start as usize;
-                    let cnt = kl.count as usize;
-                    let wrap = kl.wrap;
-                    // (A macro, not a closure: a closure would be compiled without the AVX2
-                    // features of the enclosing function and keep the vector block out of line.)
-                    macro_rules! block {
-                        ($base:expr, $thr:expr, $d2b:expr) => {{
-                            let (base, thr, d2b): (usize, T, &mut [T; B]) = ($base, $thr, $d2b);
-                            if base + B <= nsrc {
-                                // SAFETY: every column holds `nsrc >= base + B` points; AVX only
-                                // in the AVX2 and AVX-512 versions.
-                                unsafe {
-                                    if AVX && !wrap {
-                                        T::open_block_avx(&qp, &sp, base, thr, d2b)
-                                    } else {
-                                        *d2b = if wrap { distances_block_at::<T, D, B, M>(metric, &qp, &sp, base) } else { distances_block_at::<T, D, B, Open>(&Open, &qp, &sp, base) };
-                                        if AVX { T::le_mask_avx(d2b, thr) } else { T::le_mask(d2b, thr) }
+                    while lm != 0 {
+                        let i = lm.trailing_zeros() as usize;
+                        lm &= lm - 1;
+                        let kl = &s.kept[j0 + i];
+                        if kl.min > thr {
+                            break 'leaves;
+                        }
+                        if bound[i] > thr || (kl.wrap && metric.box_min2(&qp, &qp, &kl.lo, &kl.hi) > thr) {
+                            continue;
+                        }
+                        // Blocks of B sources: distances and the mask of those within the threshold
+                        // by vector code. A block may run past the leaf into the next sources
+                        // (masked off); the last block of the array is computed one source at a
+                        // time.
+                        let s0 = kl.start as usize;
+                        let cnt = kl.count as usize;
+                        let wrap = kl.wrap;
+                        // (A macro, not a closure: a closure would be compiled without the AVX2
+                        // features of the enclosing function and keep the vector block out of line.)
+                        macro_rules! block {
+                            ($base:expr, $thr:expr, $d2b:expr) => {{
+                                let (base, thr, d2b): (usize, T, &mut [T; B]) = ($base, $thr, $d2b);
+                                if base + B <= nsrc {
+                                    // SAFETY: every column holds `nsrc >= base + B` points; AVX only
+                                    // in the AVX2 and AVX-512 versions.
+                                    unsafe {
+                                        if AVX && !wrap {
+                                            T::open_block_avx(&qp, &sp, base, thr, d2b)
+                                        } else {
+                                            *d2b = if wrap { distances_block_at::<T, D, B, M>(metric, &qp, &sp, base) } else { distances_block_at::<T, D, B, Open>(&Open, &qp, &sp, base) };
+                                            if AVX { T::le_mask_avx(d2b, thr) } else { T::le_mask(d2b, thr) }
+                                        }
                                     }
+                                } else {
+                                    *d2b = std::array::from_fn(|i| if base + i < nsrc { metric.dist2(&qp, &std::array::from_fn(|d| spos[d][base + i])) } else { T::INFINITY });
+                                    T::le_mask(d2b, thr)
                                 }
-                            } else {
-                                *d2b = std::array::from_fn(|i| if base + i < nsrc { metric.dist2(&qp, &std::array::from_fn(|d| spos[d][base + i])) } else { T::INFINITY });
-                                T::le_mask(d2b, thr)
+                            }};
+                        }
+                        if buffered {
+                            // Above `SORTED_MAX_K` each block goes into the buffer without a branch.
+                            let mut b0 = 0;
+                            while b0 < cnt {
+                                let base = s0 + b0;
+                                let mut d2b = [T::ZERO; B];
+                                let mut m = block!(base, thr, &mut d2b);
+                                if cnt - b0 < B {
+                                    m &= (1u32 << (cnt - b0)) - 1;
+                                }
+                                if s.cand.offer(&d2b, base as u32, m, &rank) {
+                                    thr = s.cand.kth();
+                                }
+                                b0 += B;
                             }
-                        }};
-                    }
-                    if buffered {
-                        // Above `SORTED_MAX_K` each block goes into the buffer without a branch.
+                            continue;
+                        }
+                        // Up to `SORTED_MAX_K`: runs of up to `RUN` blocks, then the sources in the
+                        // run's mask offered one by one, re-tested as the threshold shrinks. One
+                        // mask per run rather than per block: the loop over its bits ends (a
+                        // mispredicted branch) once per run.
                         let mut b0 = 0;
                         while b0 < cnt {
-                            let base = s0 + b0;
-                            let mut d2b = [T::ZERO; B];
-                            let mut m = block!(base, thr, &mut d2b);
-                            if cnt - b0 < B {
-                                m &= (1u32 << (cnt - b0)) - 1;
+                            let left = cnt - b0;
+                            let nb = left.div_ceil(B).min(RUN);
+                            let mut d2r = [[T::ZERO; B]; RUN];
+                            let mut m = 0u32;
+                            for (j, d2b) in d2r.iter_mut().enumerate().take(nb) {
+                                m |= block!(s0 + b0 + j * B, thr, d2b) << (j * B);
                             }
-                            if s.cand.offer(&d2b, base as u32, m, &rank) {
-                                thr = s.cand.kth();
+                            if left < RUN * B {
+                                m &= (1u32 << left) - 1;
                             }
-                            b0 += B;
-                        }
-                        continue;
-                    }
-                    // Up to `SORTED_MAX_K`: runs of up to `RUN` blocks, then the sources in the
-                    // run's mask offered one by one, re-tested as the threshold shrinks. One
-                    // mask per run rather than per block: the loop over its bits ends (a
-                    // mispredicted branch) once per run.
-                    let mut b0 = 0;
-                    while b0 < cnt {
-                        let left = cnt - b0;
-                        let nb = left.div_ceil(B).min(RUN);
-                        let mut d2r = [[T::ZERO; B]; RUN];
-                        let mut m = 0u32;
-                        for (j, d2b) in d2r.iter_mut().enumerate().take(nb) {
-                            m |= block!(s0 + b0 + j * B, thr, d2b) << (j * B);
-                        }
-                        if left < RUN * B {
-                            m &= (1u32 << left) - 1;
-                        }
-                        let d2r = d2r.as_flattened();
-                        while m != 0 {
-                            let i = m.trailing_zeros() as usize;
-                            m &= m - 1;
-                            let d2 = d2r[i];
-                            if d2 <= thr && s.best.push(d2, (s0 + b0 + i) as u32, &rank) {
-                                thr = s.best.kth();
+                            let d2r = d2r.as_flattened();
+                            while m != 0 {
+                                let i = m.trailing_zeros() as usize;
+                                m &= m - 1;
+                                let d2 = d2r[i];
+                                if d2 <= thr && (!GUESS || d2 > lo) && s.best.push(d2, (s0 + b0 + i) as u32, &rank) {
+                                    thr = s.best.kth();
+                                }
                             }
+                            b0 += RUN * B;
                         }
-                        b0 += RUN * B;
                     }
                 }
+                // After the pass within the guess: done when it held k (then the guess
+                // shrinks a little), else (it grows) the pass beyond it.
+                if !two_pass || pass == 1 {
+                    break;
+                }
+                let held = s.best.zs().len() == self.kk;
+                #[cfg(test)]
+                GUESS_COUNTS[usize::from(!held)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if held {
+                    s.guess = (s.guess * GUESS_HIT).max(GUESS_RANGE.0);
+                    break;
+                }
+                s.guess = (s.guess * GUESS_MISS).min(GUESS_RANGE.1);
+                (pass, lo, thr) = (1, guess, wide);
             }
             let row = if sinks.zorder { q } else { qorig[q] as usize };
             if buffered {
@@ -385,6 +456,9 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 self.emit(row, s.cand.d2s(), s.cand.zs(), sinks);
             } else {
                 s.best.finish(&rank);
+                if GUESS {
+                    s.last_kth = if s.best.zs().len() == self.kk { s.best.kth().to_f64() } else { f64::INFINITY };
+                }
                 self.emit(row, s.best.d2s(), s.best.zs(), sinks);
             }
         }

@@ -62,6 +62,58 @@ fn brute<T: Real, M: Metric<T, 3>>(metric: &M, pts: &[[T; 3]], k: usize) -> (Vec
     (idx, dist)
 }
 
+/// Runs `knn_self` and compares it with brute force (bit for bit).
+fn compare<T: Real>(ctx: &Context, pts: &[[T; 3]], periodic: bool, k: usize, what: &str) {
+    let domain = if periodic { Domain::Periodic([1.0; 3]) } else { Domain::Open };
+    let want = if periodic { brute(&Periodic::<T, 3>::new(&[1.0; 3]), pts, k) } else { brute(&Open, pts, k) };
+    let (mut idx, mut dist) = (vec![0i64; pts.len() * k], vec![T::ZERO; pts.len() * k]);
+    let mut out = KnnOutput { indices: Some(&mut idx), distances: Some(&mut dist), ..Default::default() };
+    ctx.knn_self(&domain, pts, &SourceFields::default(), &KnnParams { k }, &mut out).unwrap();
+    assert!(idx == want.0, "{what} periodic {periodic} k {k}: indices differ");
+    let same = dist.iter().zip(&want.1).all(|(a, b)| a.to_f64().to_bits() == b.to_f64().to_bits());
+    assert!(same, "{what} periodic {periodic} k {k}: distances differ");
+}
+
+/// The guessed first radius (`knn_leaf`) at fixed factors: 0 (it misses for nearly every
+/// query: the second pass does the work), below 1 (misses often), about right, and far
+/// too large (never below the bound: one pass). Both passes must have run.
+fn guesses<T: Real>() {
+    use super::knn_leaf::{FORCED_GUESS, take_guess_counts};
+    use std::sync::atomic::Ordering;
+    let _one = FORCING.lock().unwrap_or_else(|e| e.into_inner());
+    let ctx = Context::new(Config { threads: 2, tree: TreeParams { leaf_size: 8, ..TreeParams::default() } }).unwrap();
+    take_guess_counts();
+    let mut counts = [0u64; 2];
+    for factor in [0.0, 0.6, 1.0, 1.3, 1e30] {
+        FORCED_GUESS.store(f64::to_bits(factor), Ordering::Relaxed);
+        for shape in ["uniform", "clustered", "duplicates"] {
+            let pts = points::<T>(shape, 900, 11);
+            for periodic in [false, true] {
+                for k in [1usize, 2, 16, 28] {
+                    compare(&ctx, &pts, periodic, k, &format!("{shape} guess factor {factor}"));
+                }
+            }
+        }
+        let [held, missed] = take_guess_counts();
+        if factor == 0.0 {
+            assert!(missed > 10 * held, "factor 0: {held} held, {missed} missed");
+        }
+        counts = [counts[0] + held, counts[1] + missed];
+    }
+    FORCED_GUESS.store(u64::MAX, Ordering::Relaxed);
+    assert!(counts[0] > 0 && counts[1] > 0, "both passes: {counts:?}");
+}
+
+#[test]
+fn guessed_radius_equals_brute_force_f64() {
+    guesses::<f64>();
+}
+
+#[test]
+fn guessed_radius_equals_brute_force_f32() {
+    guesses::<f32>();
+}
+
 fn check<T: Real>() {
     let _one = FORCING.lock().unwrap_or_else(|e| e.into_inner());
     let ctx = Context::new(Config { threads: 2, tree: TreeParams { leaf_size: 8, ..TreeParams::default() } }).unwrap();
