@@ -83,6 +83,12 @@ impl<T: Real> CandBuf<T> {
         true
     }
 
+    /// How many entries are held (at least k once the buffer was cut).
+    #[inline(always)]
+    pub(crate) fn held(&self) -> usize {
+        self.n
+    }
+
     /// The threshold after the last cut (+inf before the first).
     #[inline(always)]
     pub(crate) fn kth(&self) -> T {

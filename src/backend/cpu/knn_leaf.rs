@@ -252,11 +252,11 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         if self.guessing() { self.leaf_queries::<M, true, true>(metric, a, r2, s, sinks) } else { self.leaf_queries::<M, true, false>(metric, a, r2, s, sinks) }
     }
 
-    /// Whether the queries start within a guessed radius (`leaf_queries`): with the sorted
-    /// top-k from `GUESS_MIN_K` on (below, the first pass costs more than it saves).
+    /// Whether the queries start within a guessed radius (`leaf_queries`): from
+    /// `GUESS_MIN_K` on (below, the first pass costs more than it saves).
     #[inline(always)]
     fn guessing(&self) -> bool {
-        (GUESS_MIN_K..=SORTED_MAX_K).contains(&self.kk)
+        self.kk >= GUESS_MIN_K
     }
 
     /// The leaf pass body; `AVX`: compiled into a function with AVX2 enabled; `GUESS`:
@@ -399,6 +399,9 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                                 if cnt - b0 < B {
                                     m &= (1u32 << (cnt - b0)) - 1;
                                 }
+                                if GUESS && pass == 1 {
+                                    m &= !T::le_mask(&d2b, lo);
+                                }
                                 if s.cand.offer(&d2b, base as u32, m, &rank) {
                                     thr = s.cand.kth();
                                 }
@@ -440,7 +443,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 if !two_pass || pass == 1 {
                     break;
                 }
-                let held = s.best.zs().len() == self.kk;
+                let held = if buffered { s.cand.held() >= self.kk } else { s.best.zs().len() == self.kk };
                 #[cfg(test)]
                 GUESS_COUNTS[usize::from(!held)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if held {
@@ -451,16 +454,17 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 (pass, lo, thr) = (1, guess, wide);
             }
             let row = if sinks.zorder { q } else { qorig[q] as usize };
-            if buffered {
+            let (ed, ez) = if buffered {
                 s.cand.finish(&rank);
-                self.emit(row, s.cand.d2s(), s.cand.zs(), sinks);
+                (s.cand.d2s(), s.cand.zs())
             } else {
                 s.best.finish(&rank);
-                if GUESS {
-                    s.last_kth = if s.best.zs().len() == self.kk { s.best.kth().to_f64() } else { f64::INFINITY };
-                }
-                self.emit(row, s.best.d2s(), s.best.zs(), sinks);
+                (s.best.d2s(), s.best.zs())
+            };
+            if GUESS {
+                s.last_kth = if ed.len() == self.kk { ed[self.kk - 1].to_f64() } else { f64::INFINITY };
             }
+            self.emit(row, ed, ez, sinks);
         }
     }
 

@@ -89,7 +89,7 @@ fn guesses<T: Real>() {
         for shape in ["uniform", "clustered", "duplicates"] {
             let pts = points::<T>(shape, 900, 11);
             for periodic in [false, true] {
-                for k in [1usize, 2, 16, 28] {
+                for k in [1usize, 2, 8, 16, 28, 40, 64] {
                     compare(&ctx, &pts, periodic, k, &format!("{shape} guess factor {factor}"));
                 }
             }
