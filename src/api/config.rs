@@ -22,8 +22,9 @@ impl Default for Config {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TreeParams {
     /// Most points of one type in a leaf (except chunks of identical points, which are
-    /// also cut at this size). 0 (the default): chosen per job and back end — 64 on the
-    /// CPU but for kNN with k = 1, 48 (jz-tree's) otherwise. Results never depend on it.
+    /// also cut at this size). 0 (the default): chosen per job and back end — on the CPU
+    /// 96 for kNN with k >= 16, 48 for k = 1, else 64; 48 (jz-tree's) on a GPU. Results
+    /// never depend on it.
     pub leaf_size: usize,
     /// Capacity ratio between consecutive planes.
     pub coarsening: usize,
@@ -87,7 +88,8 @@ mod tests {
     fn an_automatic_leaf_size_is_chosen_per_job_and_an_explicit_one_kept() {
         assert_eq!(TreeParams::default().leaf_size, 0);
         assert!(TreeParams::default().validate().is_ok());
-        assert_eq!(Cpu.auto_leaf_size(LeafJob::Knn { k: 16 }), 64);
+        assert_eq!(Cpu.auto_leaf_size(LeafJob::Knn { k: 16 }), 96);
+        assert_eq!(Cpu.auto_leaf_size(LeafJob::Knn { k: 8 }), 64);
         assert_eq!(Cpu.auto_leaf_size(LeafJob::Knn { k: 2 }), 64);
         assert_eq!(Cpu.auto_leaf_size(LeafJob::Knn { k: 1 }), 48);
         assert_eq!(Cpu.auto_leaf_size(LeafJob::Fof), 64);
