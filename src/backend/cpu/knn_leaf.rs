@@ -321,8 +321,11 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             // (most insertions into the top-k are of sources later displaced).
             let wide = thr;
             #[cfg(test)]
-            if let forced @ 0..u64::MAX = FORCED_GUESS.load(std::sync::atomic::Ordering::Relaxed) {
-                s.guess = f64::from_bits(forced);
+            {
+                let forced = FORCED_GUESS.load(std::sync::atomic::Ordering::Relaxed);
+                if forced != u64::MAX {
+                    s.guess = f64::from_bits(forced);
+                }
             }
             let guess = T::from_f64(s.last_kth * s.guess);
             let two_pass = GUESS && guess < wide;
