@@ -552,54 +552,5 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `LeafBoxes::min2` gives the bits of `Open::box_min2` for each box (queries inside,
-    /// outside and on the faces; degenerate boxes), 0 for an unbounded box, +inf for the
-    /// empty pad, and never more than the distance to a point of the box (its corners).
-    fn bounds_match<T: Real, const D: usize>() {
-        let mut rng = super::super::knn_tests::Rng(0x9E37_79B9_7F4A_7C15);
-        let mut r = || rng.f64();
-        for round in 0..200 {
-            let mut boxes = LeafBoxes { lo: [[T::INFINITY; B]; D], hi: [[T::INFINITY; B]; D] };
-            let mut want = [T::INFINITY; B];
-            let q: [T; D] = std::array::from_fn(|_| T::from_f64(r()));
-            for i in 0..B - 1 {
-                let (lo, hi): ([T; D], [T; D]) = if i == 5 {
-                    (std::array::from_fn(|_| T::NEG_INFINITY), std::array::from_fn(|_| T::INFINITY))
-                } else {
-                    let a: [T; D] = std::array::from_fn(|d| match (round + i + d) % 4 {
-                        0 => q[d],
-                        _ => T::from_f64(r()),
-                    });
-                    let b: [T; D] = std::array::from_fn(|d| if i == 3 { a[d] } else { T::from_f64(r()) });
-                    (std::array::from_fn(|d| if a[d] < b[d] { a[d] } else { b[d] }), std::array::from_fn(|d| if a[d] < b[d] { b[d] } else { a[d] }))
-                };
-                for d in 0..D {
-                    boxes.lo[d][i] = lo[d];
-                    boxes.hi[d][i] = hi[d];
-                }
-                want[i] = if i == 5 { T::ZERO } else { Open.box_min2(&q, &q, &lo, &hi) };
-                if i != 5 {
-                    for corner in 0..1usize << D {
-                        let p: [T; D] = std::array::from_fn(|d| if corner >> d & 1 == 1 { hi[d] } else { lo[d] });
-                        assert!(want[i] <= Open.dist2(&q, &p), "{} D {D}: bound above a corner's distance", T::NAME);
-                    }
-                }
-            }
-            let got = boxes.min2(&q);
-            for i in 0..B {
-                assert_eq!(got[i].to_f64().to_bits(), want[i].to_f64().to_bits(), "{} D {D} round {round} box {i}", T::NAME);
-            }
-        }
-    }
-
-    #[test]
-    fn leaf_box_bounds_match_the_metric() {
-        bounds_match::<f64, 3>();
-        bounds_match::<f32, 3>();
-        bounds_match::<f64, 2>();
-        bounds_match::<f32, 2>();
-    }
-}
+#[path = "knn_leaf_tests.rs"]
+mod tests;

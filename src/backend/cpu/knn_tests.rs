@@ -62,10 +62,14 @@ fn brute<T: Real, M: Metric<T, 3>>(metric: &M, pts: &[[T; 3]], k: usize) -> (Vec
     (idx, dist)
 }
 
-/// Runs `knn_self` and compares it with brute force (bit for bit).
-fn compare<T: Real>(ctx: &Context, pts: &[[T; 3]], periodic: bool, k: usize, what: &str) {
+/// Brute force for `pts` in the unit box (periodic or open).
+fn brute_answer<T: Real>(pts: &[[T; 3]], periodic: bool, k: usize) -> (Vec<i64>, Vec<T>) {
+    if periodic { brute(&Periodic::<T, 3>::new(&[1.0; 3]), pts, k) } else { brute(&Open, pts, k) }
+}
+
+/// Runs the search on `ctx` and asserts it equals `want` bit for bit.
+fn assert_search_equals<T: Real>(ctx: &Context, pts: &[[T; 3]], periodic: bool, k: usize, want: &(Vec<i64>, Vec<T>), what: &str) {
     let domain = if periodic { Domain::Periodic([1.0; 3]) } else { Domain::Open };
-    let want = if periodic { brute(&Periodic::<T, 3>::new(&[1.0; 3]), pts, k) } else { brute(&Open, pts, k) };
     let (mut idx, mut dist) = (vec![0i64; pts.len() * k], vec![T::ZERO; pts.len() * k]);
     let mut out = KnnOutput { indices: Some(&mut idx), distances: Some(&mut dist), ..Default::default() };
     ctx.knn_self(&domain, pts, &SourceFields::default(), &KnnParams { k }, &mut out).unwrap();
@@ -90,7 +94,8 @@ fn guesses<T: Real>() {
             let pts = points::<T>(shape, 900, 11);
             for periodic in [false, true] {
                 for k in [1usize, 2, 8, 16, 28, 40, 64] {
-                    compare(&ctx, &pts, periodic, k, &format!("{shape} guess factor {factor}"));
+                    let want = brute_answer(&pts, periodic, k);
+                    assert_search_equals(&ctx, &pts, periodic, k, &want, &format!("{shape} guess factor {factor}"));
                 }
             }
         }
@@ -120,18 +125,12 @@ fn check<T: Real>() {
     for shape in ["uniform", "clustered", "duplicates"] {
         let pts = points::<T>(shape, 1200, 7);
         for periodic in [false, true] {
-            let domain = if periodic { Domain::Periodic([1.0; 3]) } else { Domain::Open };
             for k in [1usize, 16, 40, 133] {
-                let want = if periodic { brute(&Periodic::<T, 3>::new(&[1.0; 3]), &pts, k) } else { brute(&Open, &pts, k) };
+                let want = brute_answer(&pts, periodic, k);
                 for level in Simd::available() {
                     simd::force(Some(level));
-                    let (mut idx, mut dist) = (vec![0i64; pts.len() * k], vec![T::ZERO; pts.len() * k]);
-                    let mut out = KnnOutput { indices: Some(&mut idx), distances: Some(&mut dist), ..Default::default() };
-                    ctx.knn_self(&domain, &pts[..], &SourceFields::default(), &KnnParams { k }, &mut out).unwrap();
+                    assert_search_equals(&ctx, &pts, periodic, k, &want, &format!("{shape} {level:?}"));
                     simd::force(None);
-                    assert!(idx == want.0, "{shape} periodic {periodic} k {k} {level:?}: indices differ");
-                    let same = dist.iter().zip(&want.1).all(|(a, b)| a.to_f64().to_bits() == b.to_f64().to_bits());
-                    assert!(same, "{shape} periodic {periodic} k {k} {level:?}: distances differ");
                 }
             }
         }
