@@ -146,3 +146,30 @@ fn every_vector_level_equals_brute_force_f64() {
 fn every_vector_level_equals_brute_force_f32() {
     check::<f32>();
 }
+
+/// Leaves larger than one run of distance blocks (`knn_leaf::RUN`): the scan's runs,
+/// their masks' top bits and the last, partial run of a leaf.
+fn large_leaves<T: Real>() {
+    for leaf_size in [64usize, 96, 200] {
+        let ctx = Context::new(Config { threads: 2, tree: TreeParams { leaf_size, ..TreeParams::default() } }).unwrap();
+        for shape in ["uniform", "clustered", "duplicates"] {
+            let pts = points::<T>(shape, 1500, 5);
+            for periodic in [false, true] {
+                for k in [1usize, 2, 16, 28, 40] {
+                    let want = brute_answer(&pts, periodic, k);
+                    assert_search_equals(&ctx, &pts, periodic, k, &want, &format!("{shape} leaf {leaf_size}"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn large_leaves_equal_brute_force_f64() {
+    large_leaves::<f64>();
+}
+
+#[test]
+fn large_leaves_equal_brute_force_f32() {
+    large_leaves::<f32>();
+}
