@@ -146,7 +146,10 @@ impl<T: Real, const D: usize> LeafBoxes<T, D> {
 #[inline(always)]
 fn f32_below(x: f64) -> f32 {
     let f = x as f32;
-    if f as f64 > x { f.next_down() } else { f }
+    // One step down when rounding went up (no branch: its outcome is random). For
+    // x >= 0, f >= 0, and it is above x only when positive (+inf included), so the
+    // next f32 down is the previous bit pattern.
+    f32::from_bits(f.to_bits() - u32::from(f as f64 > x))
 }
 
 impl<T: Real, const D: usize> KnnJob<'_, T, D> {

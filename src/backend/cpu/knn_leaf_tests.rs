@@ -49,3 +49,21 @@ fn leaf_box_bounds_match_the_metric() {
     bounds_match::<f64, 2>();
     bounds_match::<f32, 2>();
 }
+
+/// `f32_below` is the largest f32 at most `x`: at zero, subnormals, exact f32 values,
+/// values between two f32, past `f32::MAX` and at +inf.
+#[test]
+fn f32_below_is_the_largest_f32_not_above() {
+    let mut rng = super::super::knn_tests::Rng(0x2545_F491_4F6C_DD1D);
+    let mut xs = vec![0.0, f64::from(f32::from_bits(1)), 1e-45, 1.0, 1.0 + 1e-12, 0.1, 3e38, f64::from(f32::MAX), 1e39, f64::MAX, f64::INFINITY];
+    for _ in 0..100_000 {
+        let e = rng.f64() * 80.0 - 40.0;
+        xs.push(rng.f64() * 10f64.powf(e));
+    }
+    for x in xs {
+        let f = f32_below(x);
+        assert!(f as f64 <= x, "{x}: {f} is above");
+        let up = f.next_up();
+        assert!(up as f64 > x || f == f32::INFINITY, "{x}: {up} is not above");
+    }
+}
