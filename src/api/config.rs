@@ -23,7 +23,7 @@ impl Default for Config {
 pub struct TreeParams {
     /// Most points of one type in a leaf (except chunks of identical points, which are
     /// also cut at this size). 0 (the default): chosen per job and back end — on the CPU
-    /// 96 for kNN with k >= 16, 48 for k = 1, else 64; 48 (jz-tree's) on a GPU. Results
+    /// 96 for kNN with k >= 2, 48 for k = 1, 64 for FoF; 48 (jz-tree's) on a GPU. Results
     /// never depend on it.
     pub leaf_size: usize,
     /// Capacity ratio between consecutive planes.
@@ -89,8 +89,8 @@ mod tests {
         assert_eq!(TreeParams::default().leaf_size, 0);
         assert!(TreeParams::default().validate().is_ok());
         assert_eq!(Cpu.auto_leaf_size(LeafJob::Knn { k: 16 }), 96);
-        assert_eq!(Cpu.auto_leaf_size(LeafJob::Knn { k: 8 }), 64);
-        assert_eq!(Cpu.auto_leaf_size(LeafJob::Knn { k: 2 }), 64);
+        assert_eq!(Cpu.auto_leaf_size(LeafJob::Knn { k: 8 }), 96);
+        assert_eq!(Cpu.auto_leaf_size(LeafJob::Knn { k: 2 }), 96);
         assert_eq!(Cpu.auto_leaf_size(LeafJob::Knn { k: 1 }), 48);
         assert_eq!(Cpu.auto_leaf_size(LeafJob::Fof), 64);
         let auto = TreeParams::default().with_auto_leaf(64);

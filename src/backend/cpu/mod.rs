@@ -47,21 +47,24 @@ impl Backend for Cpu {
         "cpu"
     }
 
-    /// 64-point leaves but for kNN with k = 1 (48) and k >= 16 (96). Measured on the 2-core
+    /// kNN on 96-point leaves (48 for k = 1), FoF on 64. Measured on the 2-core
     /// AVX-512 VM (examples/profile, interleaved, min / median of 6-9 runs):
     /// - kNN, 48 → 64: clustered 1e6 k = 16 0.50-0.62 → 0.44-0.47 s, clustered 4e6 7-10%
     ///   faster, k = 4 and 8 faster; k = 1 10% slower on uniform points.
     /// - kNN, 64 → 96 (with the guessed first radius of the leaf pass): k = 16 clustered 1e6
     ///   0.414 → 0.394-0.399 s, clustered 4e6 2.08 → 1.92 s, tiled GADGET-4 box 1.00 → 0.95 s,
     ///   k = 64 uniform 1.27 → 1.20 s, uniform level (0.390 → 0.383), periodic 2% slower;
-    ///   k = 8 4% slower, so below 16 it stays 64.
+    ///   k = 8 4% slower, so below 16 it stayed 64 — until the leaf scan's runs of 8 blocks
+    ///   (64 sources): since then 96 is faster from k = 2 on too (k = 2 uniform / clustered
+    ///   0.164-0.175 → 0.157-0.160 s / 0.174-0.186 → 0.162-0.167 s, k = 4 5%, k = 8
+    ///   clustered 6%, uniform level).
     /// - FoF, 48 → 64: clustered 1e6 0.080-0.092 → 0.076-0.082 s, clustered 4e6 and the
     ///   tiled GADGET-4 box 2-6% faster, the snapshot level (96 and 128 slower).
     fn auto_leaf_size(&self, job: LeafJob) -> usize {
         match job {
             LeafJob::Knn { k } if k < 2 => 48,
-            LeafJob::Knn { k } if k >= 16 => 96,
-            _ => 64,
+            LeafJob::Knn { .. } => 96,
+            LeafJob::Fof => 64,
         }
     }
 
