@@ -67,15 +67,20 @@ fn brute_answer<T: Real>(pts: &[[T; 3]], periodic: bool, k: usize) -> (Vec<i64>,
     if periodic { brute(&Periodic::<T, 3>::new(&[1.0; 3]), pts, k) } else { brute(&Open, pts, k) }
 }
 
-/// Runs the search on `ctx` and asserts it equals `want` bit for bit.
-fn assert_search_equals<T: Real>(ctx: &Context, pts: &[[T; 3]], periodic: bool, k: usize, want: &(Vec<i64>, Vec<T>), what: &str) {
+/// The search on `ctx`: (indices, distances), `k` per row.
+fn search<T: Real>(ctx: &Context, pts: &[[T; 3]], periodic: bool, k: usize) -> (Vec<i64>, Vec<T>) {
     let domain = if periodic { Domain::Periodic([1.0; 3]) } else { Domain::Open };
     let (mut idx, mut dist) = (vec![0i64; pts.len() * k], vec![T::ZERO; pts.len() * k]);
     let mut out = KnnOutput { indices: Some(&mut idx), distances: Some(&mut dist), ..Default::default() };
     ctx.knn_self(&domain, pts, &SourceFields::default(), &KnnParams { k }, &mut out).unwrap();
-    assert!(idx == want.0, "{what} periodic {periodic} k {k}: indices differ");
-    let same = dist.iter().zip(&want.1).all(|(a, b)| a.to_f64().to_bits() == b.to_f64().to_bits());
-    assert!(same, "{what} periodic {periodic} k {k}: distances differ");
+    (idx, dist)
+}
+
+/// Asserts that `got` equals `want` bit for bit.
+fn assert_same<T: Real>(got: &(Vec<i64>, Vec<T>), want: &(Vec<i64>, Vec<T>), what: &str) {
+    assert!(got.0 == want.0, "{what}: indices differ");
+    let same = got.1.iter().zip(&want.1).all(|(a, b)| a.to_f64().to_bits() == b.to_f64().to_bits());
+    assert!(same, "{what}: distances differ");
 }
 
 /// The guessed first radius (`knn_leaf`) at fixed factors: 0 (it misses for nearly every
@@ -94,8 +99,8 @@ fn guesses<T: Real>() {
             let pts = points::<T>(shape, 900, 11);
             for periodic in [false, true] {
                 for k in [1usize, 2, 8, 16, 28, 40, 64] {
-                    let want = brute_answer(&pts, periodic, k);
-                    assert_search_equals(&ctx, &pts, periodic, k, &want, &format!("{shape} guess factor {factor}"));
+                    let what = format!("{shape} guess factor {factor} periodic {periodic} k {k}");
+                    assert_same(&search(&ctx, &pts, periodic, k), &brute_answer(&pts, periodic, k), &what);
                 }
             }
         }
@@ -129,8 +134,9 @@ fn check<T: Real>() {
                 let want = brute_answer(&pts, periodic, k);
                 for level in Simd::available() {
                     simd::force(Some(level));
-                    assert_search_equals(&ctx, &pts, periodic, k, &want, &format!("{shape} {level:?}"));
+                    let got = search(&ctx, &pts, periodic, k);
                     simd::force(None);
+                    assert_same(&got, &want, &format!("{shape} {level:?} periodic {periodic} k {k}"));
                 }
             }
         }
@@ -156,8 +162,8 @@ fn large_leaves<T: Real>() {
             let pts = points::<T>(shape, 1500, 5);
             for periodic in [false, true] {
                 for k in [1usize, 2, 16, 28, 40] {
-                    let want = brute_answer(&pts, periodic, k);
-                    assert_search_equals(&ctx, &pts, periodic, k, &want, &format!("{shape} leaf {leaf_size}"));
+                    let what = format!("{shape} leaf {leaf_size} periodic {periodic} k {k}");
+                    assert_same(&search(&ctx, &pts, periodic, k), &brute_answer(&pts, periodic, k), &what);
                 }
             }
         }
