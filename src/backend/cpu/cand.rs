@@ -74,13 +74,35 @@ impl<T: Real> CandBuf<T> {
         if n < self.cap {
             return false;
         }
-        self.select(rank);
-        let k = self.k;
+        self.cut(rank);
+        true
+    }
+
+    /// Cuts the buffer to its k best, unordered (only `finish` orders them), and lowers
+    /// the threshold to their largest distance². The k smallest sort keys (`select`) are
+    /// the k best whenever no other entry shares the k-th key's truncated distance (all
+    /// others are then farther); otherwise (rare) the full selection decides.
+    fn cut(&mut self, rank: &impl Fn(u32) -> u32) {
+        let (n, k, ib) = (self.n, self.k, self.ib);
+        debug_assert!(n > k && n <= 1 << ib);
+        let low = (1u64 << ib) - 1;
+        self.keys.clear();
+        self.keys.extend(self.d[..n].iter().enumerate().map(|(i, x)| (x.to_f64().to_bits() & !low) | i as u64));
+        self.keys.select_nth_unstable(k - 1);
+        let v = self.keys[k - 1] >> ib;
+        if self.keys[k..n].iter().any(|&x| x >> ib == v) {
+            self.select(rank);
+        } else {
+            let (d, z) = (&self.d, &self.z);
+            self.out_d.clear();
+            self.out_z.clear();
+            self.out_d.extend(self.keys[..k].iter().map(|&x| d[(x & low) as usize]));
+            self.out_z.extend(self.keys[..k].iter().map(|&x| z[(x & low) as usize]));
+        }
         self.d[..k].copy_from_slice(&self.out_d);
         self.z[..k].copy_from_slice(&self.out_z);
         self.n = k;
-        self.kth = self.out_d[k - 1];
-        true
+        self.kth = self.out_d.iter().fold(T::ZERO, |m, &x| if x > m { x } else { m });
     }
 
     /// How many entries are held (at least k once the buffer was cut).
