@@ -3,9 +3,10 @@
 //!
 //! Candidates within the threshold are appended unsorted, a whole block of sources at a
 //! time without a branch (each source is written, and the end advances only past those in
-//! the mask). When the buffer holds 2k, it is cut to its k best and the threshold drops
-//! to their k-th distance; at the end the best k are taken once. Both sort the held
-//! entries as integers (`select`). Against keeping a sorted array, this drops the
+//! the mask). When the buffer holds 2k, it is cut to its k best (left unordered) and the
+//! threshold drops to their k-th distance; at the end the best k are taken once and
+//! ordered. Both select among the held entries as integers (`fill_keys`); only the end
+//! sorts them. Against keeping a sorted array, this drops the
 //! per-candidate insertion (k/2 moves and a mispredicted loop exit each), which took half
 //! the leaf pass at k = 64; against a heap (k > 256 before), O(log k) mispredicted steps
 //! per candidate.
@@ -86,8 +87,7 @@ impl<T: Real> CandBuf<T> {
         let (n, k, ib) = (self.n, self.k, self.ib);
         debug_assert!(n > k && n <= 1 << ib);
         let low = (1u64 << ib) - 1;
-        self.keys.clear();
-        self.keys.extend(self.d[..n].iter().enumerate().map(|(i, x)| (x.to_f64().to_bits() & !low) | i as u64));
+        self.fill_keys();
         self.keys.select_nth_unstable(k - 1);
         let v = self.keys[k - 1] >> ib;
         if self.keys[k..n].iter().any(|&x| x >> ib == v) {
@@ -103,6 +103,15 @@ impl<T: Real> CandBuf<T> {
         self.z[..k].copy_from_slice(&self.out_z);
         self.n = k;
         self.kth = self.out_d.iter().fold(T::ZERO, |m, &x| if x > m { x } else { m });
+    }
+
+    /// The sort keys of the held entries: a distance²'s bits (ordered as the distances,
+    /// all >= 0) with the lowest `ib` replaced by the entry's index.
+    #[inline(always)]
+    fn fill_keys(&mut self) {
+        let low = (1u64 << self.ib) - 1;
+        self.keys.clear();
+        self.keys.extend(self.d[..self.n].iter().enumerate().map(|(i, x)| (x.to_f64().to_bits() & !low) | i as u64));
     }
 
     /// How many entries are held (at least k once the buffer was cut).
@@ -134,8 +143,7 @@ impl<T: Real> CandBuf<T> {
         let (n, k, ib) = (self.n, self.k, self.ib);
         debug_assert!(n <= 1 << ib);
         let low = (1u64 << ib) - 1;
-        self.keys.clear();
-        self.keys.extend(self.d[..n].iter().enumerate().map(|(i, x)| (x.to_f64().to_bits() & !low) | i as u64));
+        self.fill_keys();
         // Only the best k need sorting: those below the k-th key's truncated distance,
         // and all those equal to it (on either side of the k-th: their order is decided
         // below).
