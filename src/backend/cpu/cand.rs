@@ -5,7 +5,7 @@
 //! time without a branch (each source is written, and the end advances only past those in
 //! the mask). When the buffer holds 2k, it is cut to its k best (left unordered) and the
 //! threshold drops to their k-th distance; at the end the best k are taken once and
-//! ordered. Both select among the held entries as integers (`fill_keys`); only the end
+//! ordered. Both select among the held entries as integers (`select`); only the end
 //! sorts them. Against keeping a sorted array, this drops the
 //! per-candidate insertion (k/2 moves and a mispredicted loop exit each), which took half
 //! the leaf pass at k = 64; against a heap (k > 256 before), O(log k) mispredicted steps
@@ -80,38 +80,15 @@ impl<T: Real> CandBuf<T> {
     }
 
     /// Cuts the buffer to its k best, unordered (only `finish` orders them), and lowers
-    /// the threshold to their largest distance². The k smallest sort keys (`select`) are
-    /// the k best whenever no other entry shares the k-th key's truncated distance (all
-    /// others are then farther); otherwise (rare) the full selection decides.
+    /// the threshold to their largest distance².
     fn cut(&mut self, rank: &impl Fn(u32) -> u32) {
-        let (n, k, ib) = (self.n, self.k, self.ib);
-        debug_assert!(n > k && n <= 1 << ib);
-        let low = (1u64 << ib) - 1;
-        self.fill_keys();
-        self.keys.select_nth_unstable(k - 1);
-        let v = self.keys[k - 1] >> ib;
-        if self.keys[k..n].iter().any(|&x| x >> ib == v) {
-            self.select(rank);
-        } else {
-            let (d, z) = (&self.d, &self.z);
-            self.out_d.clear();
-            self.out_z.clear();
-            self.out_d.extend(self.keys[..k].iter().map(|&x| d[(x & low) as usize]));
-            self.out_z.extend(self.keys[..k].iter().map(|&x| z[(x & low) as usize]));
-        }
+        debug_assert!(self.n > self.k);
+        self.select(rank, false);
+        let k = self.k;
         self.d[..k].copy_from_slice(&self.out_d);
         self.z[..k].copy_from_slice(&self.out_z);
         self.n = k;
         self.kth = self.out_d.iter().fold(T::ZERO, |m, &x| if x > m { x } else { m });
-    }
-
-    /// The sort keys of the held entries: a distance²'s bits (ordered as the distances,
-    /// all >= 0) with the lowest `ib` replaced by the entry's index.
-    #[inline(always)]
-    fn fill_keys(&mut self) {
-        let low = (1u64 << self.ib) - 1;
-        self.keys.clear();
-        self.keys.extend(self.d[..self.n].iter().enumerate().map(|(i, x)| (x.to_f64().to_bits() & !low) | i as u64));
     }
 
     /// How many entries are held (at least k once the buffer was cut).
@@ -129,7 +106,7 @@ impl<T: Real> CandBuf<T> {
     /// Selects and sorts the result.
     #[inline(always)]
     pub(crate) fn finish(&mut self, rank: &impl Fn(u32) -> u32) {
-        self.select(rank);
+        self.select(rank, true);
     }
 
     /// The best min(k, n) held entries, in order, into `out_d`/`out_z`: the entries are
@@ -137,13 +114,16 @@ impl<T: Real> CandBuf<T> {
     /// the lowest `ib` replaced by the entry's index; the k-th selected first when there
     /// are more — and then each run of equal truncated distances (rare: ties, or f64
     /// distances within 2^(ib - 52) relative; f32 distances lose nothing up to ib = 29)
-    /// by (distance², rank).
+    /// by (distance², rank). Not `ordered` (a cut), the sort is skipped when no other
+    /// entry shares the k-th key's truncated distance: the k smallest keys are then the k
+    /// best (every other entry is farther), in no particular order.
     #[inline(always)]
-    fn select(&mut self, rank: &impl Fn(u32) -> u32) {
+    fn select(&mut self, rank: &impl Fn(u32) -> u32, ordered: bool) {
         let (n, k, ib) = (self.n, self.k, self.ib);
         debug_assert!(n <= 1 << ib);
         let low = (1u64 << ib) - 1;
-        self.fill_keys();
+        self.keys.clear();
+        self.keys.extend(self.d[..n].iter().enumerate().map(|(i, x)| (x.to_f64().to_bits() & !low) | i as u64));
         // Only the best k need sorting: those below the k-th key's truncated distance,
         // and all those equal to it (on either side of the k-th: their order is decided
         // below).
@@ -161,15 +141,17 @@ impl<T: Real> CandBuf<T> {
             n = e;
         }
         let keys = &mut self.keys[..n];
-        keys.sort_unstable();
         let (d, z) = (&self.d, &self.z);
-        let mut a = 0;
-        for j in 1..=n {
-            if j == n || keys[j] >> ib != keys[a] >> ib {
-                if j - a > 1 {
-                    sort_run(&mut keys[a..j], low, d, z, rank);
+        if ordered || n > k {
+            keys.sort_unstable();
+            let mut a = 0;
+            for j in 1..=n {
+                if j == n || keys[j] >> ib != keys[a] >> ib {
+                    if j - a > 1 {
+                        sort_run(&mut keys[a..j], low, d, z, rank);
+                    }
+                    a = j;
                 }
-                a = j;
             }
         }
         let m = n.min(k);
