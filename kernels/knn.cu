@@ -205,9 +205,19 @@ struct ZtKnnOut {
 #ifndef ZT_PASS
 #define ZT_PASS 16
 #endif
-// Blocks per multiprocessor the leaf kernel's registers must allow (launch bounds).
-#ifndef ZT_LEAF_MIN_BLOCKS
-#define ZT_LEAF_MIN_BLOCKS 1
+// Warps per block of the leaf kernel (the host launches it with as many: device.rs
+// LEAF_WARPS, which it passes here on a real device).
+#ifndef ZT_LEAF_WARPS
+#define ZT_LEAF_WARPS 4
+#endif
+// Registers per thread the f32 leaf kernels may use: 96 lets five warps share each SM
+// sub-partition's 16384 registers (four at the 106 they take uncapped), without spills.
+#ifndef ZT_LEAF_MAXNREG_F32
+#define ZT_LEAF_MAXNREG_F32 96
+#endif
+// The f64 kernels' (they take about 144; at 128 ptxas spills).
+#ifndef ZT_LEAF_MAXNREG_F64
+#define ZT_LEAF_MAXNREG_F64 168
 #endif
 
 // (d, r) orders before (e, s): by distance², then rank.
@@ -291,13 +301,13 @@ ZT_HD double zt_ball_volume(double r) {
 
 template <class T, int D>
 __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists kept, const T* leaf_r2, ZtKnnJob<T> job, ZtKnnOut<T> out) {
-    __shared__ u32 s_node[ZT_WARPS][ZT_KEPT_SORTED];
-    __shared__ T s_min[ZT_WARPS][ZT_KEPT_SORTED];
-    __shared__ unsigned short s_order[ZT_WARPS][ZT_KEPT_SORTED];
-    __shared__ T s_pos[ZT_WARPS][32][3];
-    __shared__ u32 s_z[ZT_WARPS][32];
-    __shared__ u32 s_want[ZT_WARPS][32];
-    u32 a = zt_grid_warp(), lane = zt_lane(), w = threadIdx.x >> 5;
+    __shared__ u32 s_node[ZT_LEAF_WARPS][ZT_KEPT_SORTED];
+    __shared__ T s_min[ZT_LEAF_WARPS][ZT_KEPT_SORTED];
+    __shared__ unsigned short s_order[ZT_LEAF_WARPS][ZT_KEPT_SORTED];
+    __shared__ T s_pos[ZT_LEAF_WARPS][32][3];
+    __shared__ u32 s_z[ZT_LEAF_WARPS][32];
+    __shared__ u32 s_want[ZT_LEAF_WARPS][32];
+    u32 lane = zt_lane(), w = threadIdx.x >> 5, a = blockIdx.x * ZT_LEAF_WARPS + w;
     if (a >= num_leaves) return;
     u32 qn = t.qry_count[a], k0 = kept.offsets[a], mk = kept.offsets[a + 1] - k0;
     if (qn == 0 || mk == 0) return;
@@ -331,7 +341,6 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
         T qp[3];
         for (int d = 0; d < D; ++d) qp[d] = job.qpos[d][q];
         u32 self_z = job.self_query ? q : 0xffffffffu;
-        u64 row = (u64)(job.zorder ? q : job.qorig[q]);
         ZtBest<T, ZT_PASS> best;
         u32 found = 0;
         bool active = live;
@@ -339,8 +348,11 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
         // every candidate (distances² are not negative).
         T last_d = (T)-1;
         u32 last_r = 0;
-        // Sums in rank order from -0.0, as Rust's f64 `Sum`.
-        double msum = -0.0, ssum = -0.0;
+        // Sums in rank order from -0.0, as Rust's f64 `Sum` (in shared memory: used once
+        // per pass, they would take registers the distance loop needs).
+        __shared__ double s_msum[ZT_LEAF_WARPS][32], s_ssum[ZT_LEAF_WARPS][32];
+        s_msum[w][lane] = -0.0;
+        s_ssum[w][lane] = -0.0;
         // A slot's rank from its z (the input index + 1; 0 for the query itself, which
         // orders first among equals; empty slots last).
         auto rank = [&](u32 z) -> u32 { return z == 0xffffffffu ? z : z == self_z ? 0u : job.sorig[z] + 1; };
@@ -442,6 +454,7 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
             if (fill > 0) flush(fill);
             if (!active) continue;
             u32 n = 0;
+            u64 row = (u64)(job.zorder ? q : job.qorig[q]);  // recomputed: registers again
 ZT_UNROLL
             for (int i = 0; i < ZT_PASS; ++i) {
                 if ((u32)i < need && best.z[i] != 0xffffffffu) {
@@ -449,8 +462,8 @@ ZT_UNROLL
                     if (out.indices) out.indices[at] = (i64)job.sorig[best.z[i]];
                     if (out.distances) out.distances[at] = zt_sqrt(best.d[i]);
                     if (out.d2) out.d2[at] = best.d[i];
-                    if (job.masses) msum = msum + job.masses[best.z[i]];
-                    if (job.scalar) ssum = ssum + job.scalar[best.z[i]];
+                    if (job.masses) s_msum[w][lane] = s_msum[w][lane] + job.masses[best.z[i]];
+                    if (job.scalar) s_ssum[w][lane] = s_ssum[w][lane] + job.scalar[best.z[i]];
                     last_d = best.d[i];
                     last_r = rank(best.z[i]);
                     n = i + 1;
@@ -460,6 +473,7 @@ ZT_UNROLL
             active = n == need && found < kk;
         }
         if (!live) continue;
+        u64 row = (u64)(job.zorder ? q : job.qorig[q]);
         for (u32 j = found; j < k; ++j) {
             u64 at = row * k + j;
             if (out.indices) out.indices[at] = -1;
@@ -470,12 +484,12 @@ ZT_UNROLL
         T kth = zt_sqrt(kth2);
         if (out.kth_d2) out.kth_d2[row] = kth2;
         if (out.kth) out.kth[row] = kth;
-        if (out.density) out.density[row] = found < k ? 0.0 : (job.masses ? msum : (double)found) / zt_ball_volume<D>((double)kth);
-        if (out.mean) out.mean[row] = ssum / (double)found;
+        if (out.density) out.density[row] = found < k ? 0.0 : (job.masses ? s_msum[w][lane] : (double)found) / zt_ball_volume<D>((double)kth);
+        if (out.mean) out.mean[row] = s_ssum[w][lane] / (double)found;
     }
 }
 
-#define ZT_KNN(suffix, T, D)                                                                                                          \
+#define ZT_KNN(suffix, T, D, LEAF_BOUNDS)                                                                                                          \
     extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_knn_select_##suffix(ZtTree<T> t, ZtMetric<T, D> m, u32 child_first,   \
                                                                                   u32 child_len, ZtCands c, u32 k, u32 pairwise_max,  \
                                                                                   u32* cnt, T* r2, unsigned long long* pairs) {      \
@@ -488,13 +502,13 @@ ZT_UNROLL
         knn_keep<T, D>(t, m, child_first, child_len, c, r2, offsets, items);                                                        \
     }                                                                                                                                \
     ZT_EXPORT(zt_knn_keep_##suffix)                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(ZT_BLOCK, ZT_LEAF_MIN_BLOCKS) zt_knn_leaf_##suffix(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves,      \
+    extern "C" __global__ void LEAF_BOUNDS zt_knn_leaf_##suffix(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves,      \
                                                                                 ZtLists kept, const T* leaf_r2, ZtKnnJob<T> job,    \
                                                                                 ZtKnnOut<T> out) {                                  \
         knn_leaf<T, D>(t, m, num_leaves, kept, leaf_r2, job, out);                                                                  \
     }                                                                                                                                \
     ZT_EXPORT(zt_knn_leaf_##suffix)
-ZT_KNN(f32_2, float, 2)
-ZT_KNN(f32_3, float, 3)
-ZT_KNN(f64_2, double, 2)
-ZT_KNN(f64_3, double, 3)
+ZT_KNN(f32_2, float, 2, __maxnreg__(ZT_LEAF_MAXNREG_F32))
+ZT_KNN(f32_3, float, 3, __maxnreg__(ZT_LEAF_MAXNREG_F32))
+ZT_KNN(f64_2, double, 2, __maxnreg__(ZT_LEAF_MAXNREG_F64))
+ZT_KNN(f64_3, double, 3, __maxnreg__(ZT_LEAF_MAXNREG_F64))

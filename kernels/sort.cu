@@ -34,27 +34,34 @@ extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_radix_counts(const u64
 ZT_EXPORT(zt_radix_counts)
 
 // Writes every key and value of the tile to offsets[digit * gridDim.x + block] + its rank
-// among the tile's keys with that digit (in tile order: stable).
+// among the tile's keys with that digit (in tile order: stable). The tile is first put in
+// digit order in shared memory, so that consecutive threads write consecutive addresses
+// (runs of one digit) rather than one scattered word each: the writes coalesce.
 extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_radix_scatter(const u64* keys, const u32* vals, u32 n, u32 shift,
                                                                         const u32* offsets, u64* keys_out, u32* vals_out) {
-    __shared__ u32 next[ZT_RADIX];             // where the tile's next key of each digit goes
+    __shared__ u32 seen[ZT_RADIX];                 // keys of each digit in earlier rounds
     __shared__ u32 warp_base[ZT_WARPS][ZT_RADIX];  // per round: keys of each digit in earlier warps
-    __shared__ u32 round_total[ZT_RADIX];
+    __shared__ u32 local_start[ZT_RADIX];          // where each digit's run starts in the tile
+    __shared__ u32 out_shift[ZT_RADIX];            // global position of a digit's run minus its local start
+    __shared__ u64 tile_keys[ZT_TILE];
+    __shared__ u32 tile_vals[ZT_TILE];
     const unsigned full = 0xffffffffu;
     u32 t = threadIdx.x, lane = t & 31, warp = t >> 5;
-    next[t] = offsets[t * gridDim.x + blockIdx.x];
     u32 base = blockIdx.x * ZT_TILE;
+    u32 tile_n = n - base < ZT_TILE ? n - base : ZT_TILE;
+    seen[t] = 0;
+    u64 key[ZT_ITEMS];
+    u32 rank_in_digit[ZT_ITEMS];
     for (u32 j = 0; j < ZT_ITEMS; ++j) {
         for (u32 w = 0; w < ZT_WARPS; ++w) warp_base[w][t] = 0;
         __syncthreads();
-        u32 i = base + j * ZT_BLOCK + t;
-        bool valid = i < n;
-        u64 key = valid ? keys[i] : 0;
-        u32 digit = valid ? (u32)(key >> shift) & (ZT_RADIX - 1) : ZT_RADIX;  // invalid: its own class
+        u32 i = j * ZT_BLOCK + t;
+        bool valid = i < tile_n;
+        key[j] = valid ? keys[base + i] : 0;
+        u32 digit = valid ? (u32)(key[j] >> shift) & (ZT_RADIX - 1) : ZT_RADIX;  // invalid: its own class
         u32 peers = __match_any_sync(full, digit);
         u32 rank = __popc(peers & ((1u << lane) - 1));
-        bool leader = rank == 0;
-        if (valid && leader) warp_base[warp][digit] = __popc(peers);
+        if (valid && rank == 0) warp_base[warp][digit] = __popc(peers);
         __syncthreads();
         // Thread t turns digit t's per-warp counts into offsets within the round.
         u32 run = 0;
@@ -63,16 +70,30 @@ extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_radix_scatter(const u6
             warp_base[w][t] = run;
             run += c;
         }
-        round_total[t] = run;
         __syncthreads();
-        if (valid) {
-            u32 at = next[digit] + warp_base[warp][digit] + rank;
-            keys_out[at] = key;
-            vals_out[at] = vals[i];
+        rank_in_digit[j] = valid ? seen[digit] + warp_base[warp][digit] + rank : 0;
+        __syncthreads();
+        seen[t] += run;
+    }
+    u32 total;
+    u32 start = zt_block_exclusive_scan(seen[t], &total);
+    local_start[t] = start;
+    out_shift[t] = offsets[t * gridDim.x + blockIdx.x] - start;
+    __syncthreads();
+    for (u32 j = 0; j < ZT_ITEMS; ++j) {
+        u32 i = j * ZT_BLOCK + t;
+        if (i < tile_n) {
+            u32 at = local_start[(u32)(key[j] >> shift) & (ZT_RADIX - 1)] + rank_in_digit[j];
+            tile_keys[at] = key[j];
+            tile_vals[at] = vals[base + i];
         }
-        __syncthreads();
-        next[t] += round_total[t];
-        __syncthreads();
+    }
+    __syncthreads();
+    for (u32 p = t; p < tile_n; p += ZT_BLOCK) {
+        u64 k = tile_keys[p];
+        u32 at = out_shift[(u32)(k >> shift) & (ZT_RADIX - 1)] + p;
+        keys_out[at] = k;
+        vals_out[at] = tile_vals[p];
     }
 }
 ZT_EXPORT(zt_radix_scatter)

@@ -1,6 +1,7 @@
 """Tuning probe for the CUDA back end on a GPU machine: per-kernel times
 (ZTREE_CUDA_KERNEL_TIMES) of each case, then each case's call time under NVRTC option
-variants (ZTREE_NVRTC_OPTIONS, e.g. `-DZT_PASS=8`), each in a fresh process.
+variants (NVRTC options such as `-DZT_PASS=8`, `leaf=N`, `ZTREE_X=v` environment settings),
+each in a fresh process.
 
   python3 benches/gpu/probe.py --cases knn:1e7 knn:1e8 fof:1e7 --variants=",-DZT_PASS=8"
 
@@ -47,8 +48,17 @@ def main():
     for c, (job, path, param, box, n) in cases.items():
         print(f"\n== variants, {c}", flush=True)
         for v in [] if a.variants == "none" else a.variants.split(","):
-            # "leaf=N" sets the leaf size instead of NVRTC options.
-            env = {"ZTREE_RUN_LEAF_SIZE": v[5:]} if v.startswith("leaf=") else {"ZTREE_NVRTC_OPTIONS": v}
+            # Space-separated words: "leaf=N" sets the leaf size, "ZTREE_X=v" an environment
+            # variable, the rest are NVRTC options.
+            env, opts = {}, []
+            for word in v.split():
+                if word.startswith("leaf="):
+                    env["ZTREE_RUN_LEAF_SIZE"] = word[5:]
+                elif word.startswith("ZTREE_") and "=" in word:
+                    env.update([word.split("=", 1)])
+                else:
+                    opts.append(word)
+            env["ZTREE_NVRTC_OPTIONS"] = " ".join(opts)
             rc, line, err = ztree(job, path, param, box, a.reps, env)
             if rc != 0 or line is None:
                 print(f"  {v or '(shipped)':<40} FAILED rc {rc}: {err.strip()[-400:]}", flush=True)

@@ -355,6 +355,7 @@ inline int launch(const char* name, dim3 grid, dim3 block, void** args) {
 #define __shared__ static
 #define __restrict__ __restrict
 #define __launch_bounds__(...)
+#define __maxnreg__(...)
 #define threadIdx (::zt_emu::me().tid)
 #define blockIdx (::zt_emu::g_launch->bid)
 #define blockDim (::zt_emu::g_launch->bdim)

@@ -16,7 +16,7 @@ use super::prims::{self, Strided};
 use super::{catalogue, fof, refine, tree, walk};
 use crate::api::{Timings, TreeParams};
 use crate::backend::cpu::Cpu;
-use crate::backend::{Backend, Elem, Ingest};
+use crate::backend::{Backend, Elem, Ingest, LeafJob};
 use crate::error::{Error, Result};
 use crate::fof::catalogue::{Catalogue, CatalogueRequest, ReduceStats};
 use crate::geom::Real;
@@ -218,6 +218,14 @@ impl Backend for Cuda {
 
     fn name(&self) -> &'static str {
         "cuda"
+    }
+    /// FoF's leaf passes cost less per point with 64-point leaves (fewer leaf pairs, the
+    /// warp's lanes fuller); kNN's leaf kernel is fastest at jz-tree's 48 (BENCHMARKS.md).
+    fn auto_leaf_size(&self, job: LeafJob) -> usize {
+        match job {
+            LeafJob::Fof => 64,
+            LeafJob::Knn { .. } => 48,
+        }
     }
     fn len<T: Elem>(b: &DevBuf<T>) -> usize {
         b.len()

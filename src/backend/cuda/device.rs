@@ -43,6 +43,9 @@ pub(crate) fn u32_pair(lo: u32, hi: u32) -> u64 {
 
 /// Threads per block of every kernel (`ZT_BLOCK` in kernels/zt_cuda.cuh).
 pub(crate) const BLOCK: u32 = 256;
+/// Warps per block of the kNN leaf kernel (`ZT_LEAF_WARPS`): its registers allow five
+/// warps per SM sub-partition, which blocks of four fill and blocks of eight do not.
+pub(crate) const LEAF_WARPS: u32 = 4;
 
 /// The device memory a `Device` has handed out: live bytes, and the most live at once since
 /// the last `reset_peak` (the device scratch of one call, reported in its statistics).
@@ -112,7 +115,19 @@ pub(crate) trait Device: Send + Sync {
     /// # Safety
     /// The arguments match the kernel's parameters and every pointer is valid for what
     /// the kernel does with it.
-    unsafe fn launch(&self, module: &'static str, kernel: &'static str, grid: u32, args: &[Arg]) -> Result<()>;
+    unsafe fn launch(&self, module: &'static str, kernel: &'static str, grid: u32, args: &[Arg]) -> Result<()> {
+        // SAFETY: as this function's.
+        unsafe { self.launch_block(module, kernel, grid, BLOCK, args) }
+    }
+    /// `launch` with `block` threads per block (a kernel built for that size).
+    /// # Safety
+    /// As `launch`'s.
+    unsafe fn launch_block(&self, module: &'static str, kernel: &'static str, grid: u32, block: u32, args: &[Arg]) -> Result<()>;
+    /// Warps per block of the kNN leaf kernel (`ZT_LEAF_WARPS` in kernels/knn.cu, which the
+    /// module was compiled with).
+    fn leaf_warps(&self) -> u32 {
+        LEAF_WARPS
+    }
 }
 
 /// `n` elements of `T` in device memory, freed on drop.

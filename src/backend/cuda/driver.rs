@@ -10,7 +10,7 @@ use std::sync::{Mutex, OnceLock};
 
 use cudarc::driver::{result, sys};
 
-use super::device::{AllocTracker, Arg, BLOCK, DevPtr, Device};
+use super::device::{AllocTracker, Arg, DevPtr, Device, LEAF_WARPS};
 use super::{nvrtc, sources};
 use crate::error::{Error, Result};
 
@@ -26,6 +26,9 @@ pub(crate) struct CudaDevice {
     /// seconds), printed to stderr when the device goes. A tuning aid: it serialises the
     /// stream.
     kernel_times: Option<Mutex<HashMap<&'static str, (u64, f64)>>>,
+    /// Warps per block of the kNN leaf kernel: `LEAF_WARPS`, or ZTREE_CUDA_LEAF_WARPS (1 to
+    /// 8; a tuning aid: the kernels are then compiled for it).
+    leaf_warps: u32,
 }
 
 // SAFETY: a CUcontext and a CUstream may be used from any thread (the driver API is
@@ -79,7 +82,8 @@ impl CudaDevice {
         };
         let name = result::device::get_name(dev).unwrap_or_else(|_| "unknown".into());
         let kernel_times = std::env::var_os("ZTREE_CUDA_KERNEL_TIMES").map(|_| Mutex::default());
-        Ok(Self { ordinal, ctx, stream: stream as sys::CUstream, name, allocs: AllocTracker::default(), kernel_times })
+        let leaf_warps = std::env::var("ZTREE_CUDA_LEAF_WARPS").ok().and_then(|v| v.parse().ok()).filter(|w| (1..=8).contains(w)).unwrap_or(LEAF_WARPS);
+        Ok(Self { ordinal, ctx, stream: stream as sys::CUstream, name, allocs: AllocTracker::default(), kernel_times, leaf_warps })
     }
 
     /// The device a caller's pointer lives on; an error when it is not device memory.
@@ -130,6 +134,7 @@ impl CudaDevice {
         let mut options: Vec<String> = sources::NVRTC_OPTIONS.iter().map(|s| s.to_string()).collect();
         // ZTREE_NVRTC_OPTIONS: more options, space-separated (tuning: `-DZT_PASS=8`).
         options.extend(std::env::var("ZTREE_NVRTC_OPTIONS").unwrap_or_default().split_whitespace().map(String::from));
+        options.push(format!("-DZT_LEAF_WARPS={}", self.leaf_warps));
         // Machine code for this device's own architecture, not PTX: PTX from an NVRTC newer
         // than the driver does not load, CUBIN does (and needs no JIT at load).
         options.push(format!("--gpu-architecture=sm_{major}{minor}"));
@@ -191,7 +196,11 @@ impl Device for CudaDevice {
         unsafe { result::memset_d8_async(dst, 0, bytes, self.stream) }.map_err(|e| device_err("cuMemsetD8Async", e))
     }
 
-    unsafe fn launch(&self, module: &'static str, kernel: &'static str, grid: u32, args: &[Arg]) -> Result<()> {
+    fn leaf_warps(&self) -> u32 {
+        self.leaf_warps
+    }
+
+    unsafe fn launch_block(&self, module: &'static str, kernel: &'static str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
         if grid == 0 {
             return Ok(());
         }
@@ -205,7 +214,7 @@ impl Device for CudaDevice {
         }
         let t0 = std::time::Instant::now();
         // SAFETY: the caller guarantees the arguments match the kernel.
-        unsafe { result::launch_kernel(f, (grid, 1, 1), (BLOCK, 1, 1), 0, self.stream, &mut ptrs) }.map_err(|e| device_err(kernel, e))?;
+        unsafe { result::launch_kernel(f, (grid, 1, 1), (block, 1, 1), 0, self.stream, &mut ptrs) }.map_err(|e| device_err(kernel, e))?;
         if let Some(times) = &self.kernel_times {
             sync()?;
             let mut t = times.lock().unwrap_or_else(|e| e.into_inner());

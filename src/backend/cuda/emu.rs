@@ -4,7 +4,7 @@
 use std::alloc::Layout;
 use std::ffi::{CString, c_char, c_int, c_void};
 
-use super::device::{AllocTracker, Arg, BLOCK, DevPtr, Device};
+use super::device::{AllocTracker, Arg, DevPtr, Device};
 use crate::error::{Error, Result};
 
 unsafe extern "C" {
@@ -66,11 +66,11 @@ impl Device for EmuDevice {
         Ok(())
     }
 
-    unsafe fn launch(&self, _module: &'static str, kernel: &'static str, grid: u32, args: &[Arg]) -> Result<()> {
+    unsafe fn launch_block(&self, _module: &'static str, kernel: &'static str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
         let mut ptrs: Vec<*mut c_void> = args.iter().map(Arg::as_ptr).collect();
         let name = CString::new(kernel).map_err(|_| Error::Device(format!("bad kernel name {kernel}")))?;
         // SAFETY: the caller guarantees the arguments match the kernel.
-        match unsafe { zt_emu_launch(name.as_ptr(), grid, 1, 1, BLOCK, 1, 1, ptrs.as_mut_ptr()) } {
+        match unsafe { zt_emu_launch(name.as_ptr(), grid, 1, 1, block, 1, 1, ptrs.as_mut_ptr()) } {
             0 => Ok(()),
             1 => Err(Error::Device(format!("emulator: no kernel named {kernel}"))),
             code => Err(Error::Device(format!("emulator: launch of {kernel} failed ({code})"))),

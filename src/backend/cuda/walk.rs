@@ -216,6 +216,7 @@ pub(crate) fn knn_leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(
     let args = [tree_arg(t), metric_arg::<T, D>(metric.box_len()), Arg::U32(leaves.len as u32), lists_arg(&kept), r2.arg(), Arg::Words(job), Arg::Words(out)];
     // SAFETY: zt_knn_leaf_*(tree, metric, num_leaves, kept lists, r2[num_leaves], job, outputs):
     // the sinks hold k values per query row (or one), checked by the API.
-    unsafe { dev.launch("knn", kernel, blocks(leaves.len, WARPS)?, &args)? };
+    let warps = dev.leaf_warps();
+    unsafe { dev.launch_block("knn", kernel, blocks(leaves.len, warps as usize)?, warps * 32, &args)? };
     Ok(pairs.to_vec()?[0])
 }
