@@ -193,6 +193,8 @@ struct ZtKnnOut {
     T* kth_d2;
     double* density;
     double* mean;
+    double* distances_wide;  // the distances and k-th distances widened to f64 (f32 T,
+    double* kth_wide;        // the C API's doubles), instead of or besides the T arrays
 };
 
 // Kept leaves a warp sorts nearest first in shared memory (a leaf with more is walked in
@@ -461,6 +463,7 @@ ZT_UNROLL
                     u64 at = row * k + found + i;
                     if (out.indices) out.indices[at] = (i64)job.sorig[best.z[i]];
                     if (out.distances) out.distances[at] = zt_sqrt(best.d[i]);
+                    if (out.distances_wide) out.distances_wide[at] = (double)zt_sqrt(best.d[i]);
                     if (out.d2) out.d2[at] = best.d[i];
                     if (job.masses) s_msum[w][lane] = s_msum[w][lane] + job.masses[best.z[i]];
                     if (job.scalar) s_ssum[w][lane] = s_ssum[w][lane] + job.scalar[best.z[i]];
@@ -478,12 +481,14 @@ ZT_UNROLL
             u64 at = row * k + j;
             if (out.indices) out.indices[at] = -1;
             if (out.distances) out.distances[at] = zt_inf<T>();
+            if (out.distances_wide) out.distances_wide[at] = (double)zt_inf<T>();
             if (out.d2) out.d2[at] = zt_inf<T>();
         }
         T kth2 = found == k ? last_d : zt_inf<T>();
         T kth = zt_sqrt(kth2);
         if (out.kth_d2) out.kth_d2[row] = kth2;
         if (out.kth) out.kth[row] = kth;
+        if (out.kth_wide) out.kth_wide[row] = (double)kth;
         if (out.density) out.density[row] = found < k ? 0.0 : (job.masses ? s_msum[w][lane] : (double)found) / zt_ball_volume<D>((double)kth);
         if (out.mean) out.mean[row] = s_ssum[w][lane] / (double)found;
     }

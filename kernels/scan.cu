@@ -26,12 +26,8 @@ extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_iota(u32* out, u32 n) 
 }
 ZT_EXPORT(zt_iota)
 
-// Widening and index conversions for the C face's f64 and i64 outputs.
-extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_f32_to_f64(const float* in, u32 n, double* out) {
-    u32 i = blockIdx.x * ZT_BLOCK + threadIdx.x;
-    if (i < n) out[i] = (double)in[i];
-}
-ZT_EXPORT(zt_f32_to_f64)
+// Index conversion for the C face's i64 outputs (f32 distances are widened by the kNN
+// leaf kernel itself).
 extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_u32_to_i64(const u32* in, u32 n, i64* out) {
     u32 i = blockIdx.x * ZT_BLOCK + threadIdx.x;
     if (i < n) out[i] = (i64)in[i];

@@ -158,13 +158,11 @@ pub(crate) fn knn<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o:
     let dens = slot(want(ZTREE_KNN_DENSITY), Slot::Density, o.density.cast(), nq * 8)?;
     let mean = slot(want(ZTREE_KNN_SCALAR_MEAN), Slot::ScalarMean, o.scalar_mean.cast(), nq * 8)?;
     let perm = slot(want(ZTREE_KNN_PERMUTATION), Slot::Permutation, o.permutation.cast(), nq * 8)?;
-    // f32 results go through f32 buffers and are widened into the f64 outputs.
+    // f32 distances are widened into the f64 outputs by the kernel that computes them.
     let narrow = T::NAME == "f32";
     // The statistics' scratch is the device memory the call holds at most beyond what was
     // live before (the context's output buffers): from here on.
     let base = dev.tracker().reset_peak();
-    let dist_t: Option<DevBuf<T>> = if narrow && dist.is_some() { Some(DevBuf::new(&dev, rows)?) } else { None };
-    let kth_t: Option<DevBuf<T>> = if narrow && kth.is_some() { Some(DevBuf::new(&dev, nq)?) } else { None };
 
     // The fields: masses (or the constant particle mass) for the density, the scalar.
     let masses = if want(ZTREE_KNN_DENSITY) { c.masses.as_ref().map(|m| dev_field(m, c.ns)) } else { None };
@@ -182,8 +180,8 @@ pub(crate) fn knn<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o:
     let sinks = unsafe {
         KnnSinks::<Cuda, T> {
             indices: sink(idx, rows),
-            distances: sink(dist_t.as_ref().map(|b| b.ptr()).or(dist), rows),
-            kth: sink(kth_t.as_ref().map(|b| b.ptr()).or(kth), nq),
+            distances: if narrow { dist.map(|p| DevOut::new_wide(p, rows)) } else { sink(dist, rows) },
+            kth: if narrow { kth.map(|p| DevOut::new_wide(p, nq)) } else { sink(kth, nq) },
             density: sink(dens, nq),
             scalar_mean: sink(mean, nq),
             zorder: c.order == OutputOrder::ZOrder,
@@ -197,12 +195,6 @@ pub(crate) fn knn<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o:
     let core = &ctx.core;
     let (mut stats, zs) = core.pool.install(|| crate::pipeline::knn::run(&cuda, &dom, &sp, qp.as_ref(), &fields, c.k, &core.config.tree, &sinks))?;
     stats.scratch_bytes = dev.tracker().peak() - base;
-    if let (Some(t), Some(d)) = (&dist_t, dist) {
-        prims::f32_to_f64(&dev, t.ptr(), t.len(), d)?;
-    }
-    if let (Some(t), Some(d)) = (&kth_t, kth) {
-        prims::f32_to_f64(&dev, t.ptr(), t.len(), d)?;
-    }
     if let Some(p) = perm {
         // Which query each row is: the z-order's input indices, or the identity.
         match c.order {

@@ -34,6 +34,9 @@ pub(crate) struct Cuda {
 pub(crate) struct DevOut<'a, T> {
     pub ptr: DevPtr,
     pub len: usize,
+    /// The array holds f64 though the stage computes `T` (f32 points, the C API's doubles):
+    /// the kernel writes each value widened, with no f32 array between.
+    pub wide: bool,
     _borrow: PhantomData<&'a mut [T]>,
 }
 
@@ -41,7 +44,12 @@ impl<T> DevOut<'_, T> {
     /// # Safety
     /// `ptr` is device memory of `len` elements of `T`, not otherwise used during the call.
     pub(crate) unsafe fn new(ptr: DevPtr, len: usize) -> Self {
-        Self { ptr, len, _borrow: PhantomData }
+        Self { ptr, len, wide: false, _borrow: PhantomData }
+    }
+    /// # Safety
+    /// `ptr` is device memory of `len` f64 elements, not otherwise used during the call.
+    pub(crate) unsafe fn new_wide(ptr: DevPtr, len: usize) -> Self {
+        Self { ptr, len, wide: true, _borrow: PhantomData }
     }
 }
 

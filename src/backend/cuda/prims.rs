@@ -245,13 +245,6 @@ pub(crate) fn split_types<T: Real, const D: usize>(
     Ok((arr(sp), sorig, arr(qp), qorig, prefix))
 }
 
-/// `out[i] = in[i] as f64` (f32 results into the C face's f64 arrays).
-/// `input` holds `n` f32 and `out` room for `n` f64 (device memory).
-pub(crate) fn f32_to_f64(dev: &Arc<dyn Device>, input: DevPtr, n: usize, out: DevPtr) -> Result<()> {
-    // SAFETY: zt_f32_to_f64(in[n], n, out[n]), sizes as documented.
-    unsafe { dev.launch("scan", "zt_f32_to_f64", blocks(n, BLOCK as usize)?, &[Arg::Ptr(input), Arg::U32(len_u32(n)?), Arg::Ptr(out)]) }
-}
-
 /// `out[i] = in[i] as i64`.
 pub(crate) fn u32_to_i64(dev: &Arc<dyn Device>, input: &DevBuf<u32>, out: DevPtr) -> Result<()> {
     let n = input.len();
