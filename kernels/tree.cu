@@ -173,17 +173,25 @@ ZT_HD u32 zt_warp_range_max(ZtPyr p, u32 lo, u32 hi) {
 // For the regularisation cap: per node, the primary bit length of its cell (the largest
 // gap level inside it, less 64) and its point count (warp per node; the largest level
 // through the pyramid, so a node of millions of points costs a warp no more than ~30
-// steps).
+// steps). With `hist`, the nodes are counted per (g, count) instead: hist[g * (cmax + 1) +
+// count] (g <= 64), and hist[65 * (cmax + 1)] set when a count exceeds cmax.
 extern "C" __global__ void ZT_BOUNDS_2
-    zt_node_cells(ZtPyr p, const u32* splits, u32 nsplit, u32 n, u32* g, u32* count) {
+    zt_node_cells(ZtPyr p, const u32* splits, u32 nsplit, u32 n, u32* g, u32* count, u32* hist, u32 cmax) {
     u32 j = zt_grid_warp(), lane = zt_lane();
     if (j > nsplit) return;
     u32 a, b;
     zt_node_range(splits, nsplit, n, j, &a, &b);
     u32 v = zt_warp_range_max(p, a, b - 1);
     if (lane == 0) {
-        g[j] = v > 64 ? v - 64 : 0;
-        count[j] = b - a;
+        u32 gj = v > 64 ? v - 64 : 0, c = b - a;
+        if (!hist) {
+            g[j] = gj;
+            count[j] = c;
+        } else if (c <= cmax) {
+            atomicAdd(&hist[gj * (cmax + 1) + c], 1u);
+        } else {
+            hist[65 * (cmax + 1)] = 1u;
+        }
     }
 }
 ZT_EXPORT(zt_node_cells)

@@ -271,7 +271,6 @@ fn regularisation_cap(levels: &[u8], splits: &[u32], n: usize, params: &TreePara
 /// The regularisation cap from every node's (primary bit length of its cell, point count)
 /// (shared with the device back end, which reduces the nodes on the device).
 pub(crate) fn cap_from_cells(nodes: &[(u8, u32)], n: usize, params: &TreeParams) -> Option<u8> {
-    let max_g = nodes.iter().map(|x| x.0).max().unwrap_or(0);
     // Nodes with the same (bit length, count) are interchangeable here: group them (one
     // sort of packed integers, not a comparison sort of all nodes by a computed density:
     // 3e6 leaves at 1e8 points made that the bulk of the GPU's tree stage), then take
@@ -287,6 +286,13 @@ pub(crate) fn cap_from_cells(nodes: &[(u8, u32)], n: usize, params: &TreeParams)
             _ => groups.push((g, c, 1)),
         }
     }
+    cap_from_groups(groups, n, params)
+}
+
+/// `cap_from_cells` from the cells grouped: (bit length, count, how many nodes), each
+/// pair once, in any order (the GPU builds them as a histogram).
+pub(crate) fn cap_from_groups(mut groups: Vec<(u8, u32, u64)>, n: usize, params: &TreeParams) -> Option<u8> {
+    let max_g = groups.iter().map(|x| x.0).max().unwrap_or(0);
     let dens = |&(g, c, _): &(u8, u32, u64)| (c as f64).log2() - g as f64;
     groups.sort_by(|a, b| dens(b).total_cmp(&dens(a)).then((a.0, a.1).cmp(&(b.0, b.1))));
     // The densest nodes holding 90% of the points: their mean volume.
