@@ -317,7 +317,31 @@ ZT_PLANE(f32_3, float, 3)
 ZT_PLANE(f64_2, double, 2)
 ZT_PLANE(f64_3, double, 3)
 
-// dst[i] = src[i] for i < n words (the planes' arrays into the tree's).
+// Many word copies in one launch (the planes' arrays into the tree's, the top plane into
+// one buffer for the host): row s of `table` is (src, dst, words, first block), and a
+// block copies ZT_SEG_WORDS words of the row it falls in (the last row whose first block
+// is not after it; rows of no words have no blocks).
+#define ZT_SEG_WORDS (ZT_BLOCK * 4)
+extern "C" __global__ void ZT_BOUNDS_2 zt_copy_segments(const u64* table, u32 nseg) {
+    u32 lo = 0, hi = nseg - 1;
+    while (lo < hi) {
+        u32 mid = lo + (hi - lo + 1) / 2;
+        if (table[4 * mid + 3] <= blockIdx.x)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const u32* src = (const u32*)table[4 * lo];
+    u32* dst = (u32*)table[4 * lo + 1];
+    u64 words = table[4 * lo + 2], base = (u64)(blockIdx.x - table[4 * lo + 3]) * ZT_SEG_WORDS;
+    for (u32 j = threadIdx.x; j < ZT_SEG_WORDS; j += ZT_BLOCK) {
+        u64 i = base + j;
+        if (i < words) dst[i] = src[i];
+    }
+}
+ZT_EXPORT(zt_copy_segments)
+
+// dst[i] = src[i] for i < n words.
 extern "C" __global__ void ZT_BOUNDS_2 zt_copy_words(const u32* src, u32 n, u32* dst) {
     u32 i = blockIdx.x * ZT_BLOCK + threadIdx.x;
     if (i < n) dst[i] = src[i];

@@ -101,9 +101,12 @@ pub(crate) fn check_points<T: Real, const D: usize>(dev: &Arc<dyn Device>, pos: 
         if b >> 63 == 1 { !b } else { b | 1 << 63 }
     };
     let dec = |e: u64| f64::from_bits(if e >> 63 == 1 { e & !(1 << 63) } else { !e });
-    let first: DevBuf<u32> = DevBuf::from_slice(dev, &[u32::MAX])?;
-    let lo: DevBuf<u64> = DevBuf::from_slice(dev, &[enc(f64::INFINITY); 3])?;
-    let hi: DevBuf<u64> = DevBuf::from_slice(dev, &[enc(f64::NEG_INFINITY); 3])?;
+    // lo[3], hi[3] and the first bad index (a u32 in word 6) in one buffer: one upload and
+    // one download (each a wait for the device).
+    let lo_inf = enc(f64::INFINITY);
+    let hi_inf = enc(f64::NEG_INFINITY);
+    let out: DevBuf<u64> = DevBuf::from_slice(dev, &[lo_inf, lo_inf, lo_inf, hi_inf, hi_inf, hi_inf, u64::MAX])?;
+    let (lo, hi, first) = (out.ptr(), out.ptr() + 24, out.ptr() + 48);
     let mut words = vec![0u64; 5];
     if let Some(l) = box_len {
         for d in 0..D {
@@ -113,11 +116,11 @@ pub(crate) fn check_points<T: Real, const D: usize>(dev: &Arc<dyn Device>, pos: 
     }
     words[3] = T::MAX_COORD.to_bits();
     let z = if D == 3 { pos[D - 1] } else { pos[0] };
-    let args = [pos[0].arg(), pos[1].arg(), z.arg(), Arg::U32(len_u32(n)?), Arg::Words(words), first.arg(), lo.arg(), hi.arg()];
+    let args = [pos[0].arg(), pos[1].arg(), z.arg(), Arg::U32(len_u32(n)?), Arg::Words(words), Arg::Ptr(first), Arg::Ptr(lo), Arg::Ptr(hi)];
     // SAFETY: zt_check_*(x, y, z, n, box, first[1], lo[3], hi[3]); `pos` covers n points.
     unsafe { dev.launch("keys", kernel, blocks(n, BLOCK as usize * CHECK_ITEMS)?, &args)? };
-    let f = first.to_vec()?[0];
-    let (l, h) = (lo.to_vec()?, hi.to_vec()?);
+    let all = out.to_vec()?;
+    let (l, h, f) = (&all[0..3], &all[3..6], all[6] as u32);
     Ok(((f != u32::MAX).then_some(f as usize), std::array::from_fn(|d| dec(l[d])), std::array::from_fn(|d| dec(h[d]))))
 }
 

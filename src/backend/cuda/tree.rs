@@ -2,13 +2,13 @@
 //! (`cpu::tree::build`, whose loop this mirrors): split capacities of every gap, the
 //! splits of each plane by stream compaction, the node arrays with their bounds. Only
 //! node-sized data comes to the host: each plane's per-node cell sizes for the
-//! regularisation cap (decided by the CPU's own `cap_from_cells`), and the top plane for
-//! the super nodes.
+//! regularisation cap (a histogram, or the cells, for the CPU's own rule), and the top
+//! plane for the super nodes (one copy each way).
 
 use std::sync::Arc;
 
 use super::backend::Cuda;
-use super::device::{Arg, BLOCK, DevBuf, Device, blocks, u32_pair};
+use super::device::{Arg, BLOCK, DevBuf, DevPtr, Device, blocks, u32_pair};
 use super::walk::{WARPS, counts_to_offsets};
 use crate::api::TreeParams;
 use crate::backend::Elem;
@@ -23,6 +23,8 @@ const PYR_DEPTH: usize = 5;
 /// Largest (bit length, count) histogram the regularisation cap is reduced to on the
 /// device (planes of capacity up to 1007 points).
 const HIST_MAX_BINS: usize = 1 << 16;
+/// Words each block of `zt_copy_segments` copies (`ZT_SEG_WORDS`).
+const SEG_WORDS: usize = 1024;
 
 /// One plane's node arrays.
 struct PlaneBufs<T: Elem, const D: usize> {
@@ -32,7 +34,6 @@ struct PlaneBufs<T: Elem, const D: usize> {
 
 // Indices into `PlaneBufs::u` (the `ZtPlaneOut` order, boxes between qry_count and child_start).
 const START: usize = 0;
-const CHILD_START: usize = 5;
 
 impl<T: Real, const D: usize> PlaneBufs<T, D> {
     fn new(dev: &Arc<dyn Device>, len: usize) -> Result<Self> {
@@ -83,16 +84,6 @@ pub(crate) fn copy_into<E: Elem>(dev: &Arc<dyn Device>, src: &DevBuf<E>, dst: &D
     let args = [src.arg(), Arg::U32(words as u32), Arg::Ptr(dst.ptr() + (at * size_of::<E>()) as u64)];
     // SAFETY: zt_copy_words(src[words], words, dst + at): dst holds at + src.len() elements.
     unsafe { dev.launch("tree", "zt_copy_words", blocks(words, BLOCK as usize)?, &args) }
-}
-
-fn concat<E: Elem>(dev: &Arc<dyn Device>, parts: &[&DevBuf<E>]) -> Result<DevBuf<E>> {
-    let all: DevBuf<E> = DevBuf::new(dev, parts.iter().map(|p| p.len()).sum())?;
-    let mut at = 0;
-    for p in parts {
-        copy_into(dev, p, &all, at)?;
-        at += p.len();
-    }
-    Ok(all)
 }
 
 /// All planes over the merged z-ordered points (`levels`: the n - 1 gap levels, n >= 1).
@@ -188,55 +179,134 @@ pub(crate) fn build<T: Real, const D: usize>(
         }
         capacity = capacity.saturating_mul(params.coarsening as u64);
     }
-    // The super plane, on the host from the top plane (small).
+    // The super plane, on the host from the top plane (small), which comes over in one
+    // copy: its arrays gathered into one buffer on the device. (Eleven downloads, eleven
+    // uploads and a copy launch per array and plane were ~0.5 ms of a 1e6 call: the
+    // device waits for the host at each.)
     let top = *planes.last().unwrap();
     let tb = bufs.last().unwrap();
+    let fields = |b: &PlaneBufs<T, D>| -> [(DevPtr, usize); 11] {
+        let u = |i: usize| (b.u[i].ptr(), b.u[i].len());
+        let x = |i: usize| (b.boxes[i].ptr(), b.boxes[i].len() * D * size_of::<T>() / 4);
+        [u(0), u(1), u(2), u(3), u(4), x(0), x(1), x(2), x(3), u(5), u(6)]
+    };
+    let top_fields = fields(tb);
+    let staging: DevBuf<u32> = DevBuf::new(dev, top_fields.iter().map(|f| f.1).sum())?;
+    let mut segs = Vec::new();
+    let mut at = 0;
+    for (ptr, words) in top_fields {
+        segs.push((ptr, staging.ptr() + 4 * at as u64, words));
+        at += words;
+    }
+    copy_segments(dev, &segs)?;
+    let words = staging.to_vec()?;
+    let mut at = 0;
+    let len = top.len;
     let mut host = Tree::<crate::backend::cpu::Cpu, T, D> {
         planes: vec![Plane { first: 0, ..top }],
-        start: tb.u[0].to_vec()?,
-        src_start: tb.u[1].to_vec()?,
-        src_count: tb.u[2].to_vec()?,
-        qry_start: tb.u[3].to_vec()?,
-        qry_count: tb.u[4].to_vec()?,
-        src_lo: tb.boxes[0].to_vec()?,
-        src_hi: tb.boxes[1].to_vec()?,
-        qry_lo: tb.boxes[2].to_vec()?,
-        qry_hi: tb.boxes[3].to_vec()?,
-        child_start: tb.u[5].to_vec()?,
-        child_count: tb.u[6].to_vec()?,
+        start: take(&words, &mut at, len),
+        src_start: take(&words, &mut at, len),
+        src_count: take(&words, &mut at, len),
+        qry_start: take(&words, &mut at, len),
+        qry_count: take(&words, &mut at, len),
+        src_lo: take(&words, &mut at, len),
+        src_hi: take(&words, &mut at, len),
+        qry_lo: take(&words, &mut at, len),
+        qry_hi: take(&words, &mut at, len),
+        child_start: take(&words, &mut at, len),
+        child_count: take(&words, &mut at, len),
         level_caps: Vec::new(),
     };
     push_super_plane(&mut host, params.super_group);
     let sp = *host.planes.last().unwrap();
-    let tail = |v: &Vec<u32>| v[sp.first..].to_vec();
+    // The super plane's arrays, packed in field order, go up in one upload.
     let child_start: Vec<u32> = host.child_start[sp.first..].iter().map(|&c| c + top.first as u32).collect();
-    let up = |v: Vec<u32>| DevBuf::from_slice(dev, &v);
-    let upb = |v: &Vec<[T; D]>| DevBuf::from_slice(dev, &v[sp.first..]);
-    let super_bufs = PlaneBufs::<T, D> {
-        u: [up(tail(&host.start))?, up(tail(&host.src_start))?, up(tail(&host.src_count))?, up(tail(&host.qry_start))?, up(tail(&host.qry_count))?, up(child_start)?, up(tail(&host.child_count))?],
-        boxes: [upb(&host.src_lo)?, upb(&host.src_hi)?, upb(&host.qry_lo)?, upb(&host.qry_hi)?],
-    };
+    let mut packed: Vec<u32> = Vec::new();
+    let mut super_fields: Vec<usize> = Vec::new(); // each field's first word in `packed`
+    {
+        let mut put = |bytes: &[u8]| {
+            super_fields.push(packed.len());
+            packed.extend(bytes.chunks_exact(4).map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]])));
+        };
+        let tail = |v: &[u32]| words_of(&v[sp.first..]).to_vec();
+        let boxes = |v: &[[T; D]]| words_of(&v[sp.first..]).to_vec();
+        for f in [tail(&host.start), tail(&host.src_start), tail(&host.src_count), tail(&host.qry_start), tail(&host.qry_count)] {
+            put(&f);
+        }
+        for f in [boxes(&host.src_lo), boxes(&host.src_hi), boxes(&host.qry_lo), boxes(&host.qry_hi)] {
+            put(&f);
+        }
+        put(words_of(&child_start));
+        put(words_of(&host.child_count[sp.first..]));
+    }
+    let super_dev = DevBuf::from_slice(dev, &packed)?;
     planes.push(Plane { first: top.first + top.len, len: sp.len, capacity: sp.capacity });
     level_caps.push(None);
-    bufs.push(super_bufs);
-    // One array per field over all planes.
-    let u = |i: usize| concat(dev, &bufs.iter().map(|b| &b.u[i]).collect::<Vec<_>>());
-    let b = |i: usize| concat(dev, &bufs.iter().map(|b| &b.boxes[i]).collect::<Vec<_>>());
-    Ok(Tree {
-        planes,
-        start: u(0)?,
-        src_start: u(1)?,
-        src_count: u(2)?,
-        qry_start: u(3)?,
-        qry_count: u(4)?,
-        src_lo: b(0)?,
-        src_hi: b(1)?,
-        qry_lo: b(2)?,
-        qry_hi: b(3)?,
-        child_start: u(CHILD_START)?,
-        child_count: u(6)?,
-        level_caps,
-    })
+    // One array per field over all planes, filled by one launch.
+    let total = planes.iter().map(|p| p.len).sum::<usize>();
+    let out_u: Vec<DevBuf<u32>> = (0..7).map(|_| DevBuf::new(dev, total)).collect::<Result<_>>()?;
+    let out_b: Vec<DevBuf<[T; D]>> = (0..4).map(|_| DevBuf::new(dev, total)).collect::<Result<_>>()?;
+    let out_ptr = |f: usize| match f {
+        0..=4 => out_u[f].ptr(),
+        5..=8 => out_b[f - 5].ptr(),
+        _ => out_u[f - 4].ptr(),
+    };
+    let word_size = |f: usize| if (5..=8).contains(&f) { D * size_of::<T>() / 4 } else { 1 };
+    let mut segs = Vec::new();
+    let mut first = 0;
+    for b in &bufs {
+        for (f, (ptr, words)) in fields(b).into_iter().enumerate() {
+            segs.push((ptr, out_ptr(f) + (4 * first * word_size(f)) as u64, words));
+        }
+        first += b.len();
+    }
+    for f in 0..11 {
+        let words = sp.len * word_size(f);
+        segs.push((super_dev.ptr() + 4 * super_fields[f] as u64, out_ptr(f) + (4 * first * word_size(f)) as u64, words));
+    }
+    copy_segments(dev, &segs)?;
+    let mut u = out_u.into_iter();
+    let mut b = out_b.into_iter();
+    let mut nu = || u.next().unwrap_or_else(|| unreachable!());
+    let (start, src_start, src_count, qry_start, qry_count) = (nu(), nu(), nu(), nu(), nu());
+    let (child_start, child_count) = (nu(), nu());
+    let mut nb = || b.next().unwrap_or_else(|| unreachable!());
+    let (src_lo, src_hi, qry_lo, qry_hi) = (nb(), nb(), nb(), nb());
+    Ok(Tree { planes, start, src_start, src_count, qry_start, qry_count, src_lo, src_hi, qry_lo, qry_hi, child_start, child_count, level_caps })
+}
+
+/// The words of plain data (`Elem` values are whole 4-byte words here: u32, f32, f64).
+fn words_of<E: Elem>(v: &[E]) -> &[u8] {
+    // SAFETY: `Elem` types are plain data with no padding.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), size_of_val(v)) }
+}
+
+/// `len` values of `E` from `words[*at ..]`, advancing `at`.
+fn take<E: Elem>(words: &[u32], at: &mut usize, len: usize) -> Vec<E> {
+    let n = len * size_of::<E>() / 4;
+    let mut v = vec![E::FILL; len];
+    // SAFETY: `n` words are `len` values of `E` (plain data, every bit pattern valid).
+    unsafe { std::ptr::copy_nonoverlapping(words[*at..*at + n].as_ptr().cast::<u8>(), v.as_mut_ptr().cast::<u8>(), n * 4) };
+    *at += n;
+    v
+}
+
+/// Word copies (source, destination, words) in one launch (`zt_copy_segments`).
+fn copy_segments(dev: &Arc<dyn Device>, segs: &[(DevPtr, DevPtr, usize)]) -> Result<()> {
+    let mut table: Vec<u64> = Vec::with_capacity(4 * segs.len());
+    let mut nblocks = 0u64;
+    for &(src, dst, words) in segs {
+        table.extend([src, dst, words as u64, nblocks]);
+        nblocks += words.div_ceil(SEG_WORDS) as u64;
+    }
+    if nblocks == 0 {
+        return Ok(());
+    }
+    let table = DevBuf::from_slice(dev, &table)?;
+    let grid = u32::try_from(nblocks).map_err(|_| crate::error::Error::Device("copy too large for one launch".into()))?;
+    // SAFETY: zt_copy_segments(table[4 * nseg], nseg): each row a source and destination
+    // of `words` words each (device memory), its first block the blocks before it.
+    unsafe { dev.launch("tree", "zt_copy_segments", grid, &[table.arg(), Arg::U32(segs.len() as u32)]) }
 }
 
 /// The regularisation cap of a plane whose count splits are `splits` (None when off):
