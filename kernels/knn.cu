@@ -456,7 +456,7 @@ __device__ void knn_leaf(ZtTree<T> t, ZtMetric<T, D> m, u32 num_leaves, ZtLists 
             if (fill > 0) flush(fill);
             if (!active) continue;
             u32 n = 0;
-            u64 row = (u64)(job.zorder ? q : job.qorig[q]);  // recomputed: registers again
+            u64 row = (u64)(job.zorder ? q : job.qorig[q]);  // recomputed, not held (registers)
 ZT_UNROLL
             for (int i = 0; i < ZT_PASS; ++i) {
                 if ((u32)i < need && best.z[i] != 0xffffffffu) {

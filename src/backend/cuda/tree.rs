@@ -221,25 +221,21 @@ pub(crate) fn build<T: Real, const D: usize>(
     let sp = *host.planes.last().unwrap();
     // The super plane's arrays, packed in field order, go up in one upload.
     let child_start: Vec<u32> = host.child_start[sp.first..].iter().map(|&c| c + top.first as u32).collect();
-    let mut packed: Vec<u32> = Vec::new();
-    let mut super_fields: Vec<usize> = Vec::new(); // each field's first word in `packed`
-    {
-        let mut put = |bytes: &[u8]| {
-            super_fields.push(packed.len());
-            packed.extend(bytes.chunks_exact(4).map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]])));
-        };
-        let tail = |v: &[u32]| words_of(&v[sp.first..]).to_vec();
-        let boxes = |v: &[[T; D]]| words_of(&v[sp.first..]).to_vec();
-        for f in [tail(&host.start), tail(&host.src_start), tail(&host.src_count), tail(&host.qry_start), tail(&host.qry_count)] {
-            put(&f);
-        }
-        for f in [boxes(&host.src_lo), boxes(&host.src_hi), boxes(&host.qry_lo), boxes(&host.qry_hi)] {
-            put(&f);
-        }
-        put(words_of(&child_start));
-        put(words_of(&host.child_count[sp.first..]));
-    }
-    let super_dev = DevBuf::from_slice(dev, &packed)?;
+    let s = sp.first;
+    let super_host: [&[u8]; 11] = [
+        bytes_of(&host.start[s..]),
+        bytes_of(&host.src_start[s..]),
+        bytes_of(&host.src_count[s..]),
+        bytes_of(&host.qry_start[s..]),
+        bytes_of(&host.qry_count[s..]),
+        bytes_of(&host.src_lo[s..]),
+        bytes_of(&host.src_hi[s..]),
+        bytes_of(&host.qry_lo[s..]),
+        bytes_of(&host.qry_hi[s..]),
+        bytes_of(&child_start),
+        bytes_of(&host.child_count[s..]),
+    ];
+    let super_dev = DevBuf::from_slice(dev, &super_host.concat())?;
     planes.push(Plane { first: top.first + top.len, len: sp.len, capacity: sp.capacity });
     level_caps.push(None);
     // One array per field over all planes, filled by one launch.
@@ -260,9 +256,10 @@ pub(crate) fn build<T: Real, const D: usize>(
         }
         first += b.len();
     }
-    for f in 0..11 {
-        let words = sp.len * word_size(f);
-        segs.push((super_dev.ptr() + 4 * super_fields[f] as u64, out_ptr(f) + (4 * first * word_size(f)) as u64, words));
+    let mut src = super_dev.ptr();
+    for (f, bytes) in super_host.iter().enumerate() {
+        segs.push((src, out_ptr(f) + (4 * first * word_size(f)) as u64, bytes.len() / 4));
+        src += bytes.len() as u64;
     }
     copy_segments(dev, &segs)?;
     let mut u = out_u.into_iter();
@@ -275,8 +272,8 @@ pub(crate) fn build<T: Real, const D: usize>(
     Ok(Tree { planes, start, src_start, src_count, qry_start, qry_count, src_lo, src_hi, qry_lo, qry_hi, child_start, child_count, level_caps })
 }
 
-/// The words of plain data (`Elem` values are whole 4-byte words here: u32, f32, f64).
-fn words_of<E: Elem>(v: &[E]) -> &[u8] {
+/// The bytes of plain data (whole 4-byte words here: u32, f32, f64 values).
+fn bytes_of<E: Elem>(v: &[E]) -> &[u8] {
     // SAFETY: `Elem` types are plain data with no padding.
     unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), size_of_val(v)) }
 }

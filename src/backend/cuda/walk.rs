@@ -213,7 +213,7 @@ pub(crate) fn knn_leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(
     let mean = if scalar.is_some() { sinks.scalar_mean.as_ref().map_or(0, |o| o.ptr) } else { 0 };
     let (dist, kth) = (&sinks.distances, &sinks.kth);
     let out = vec![sinks.indices.as_ref().map_or(0, |o| o.ptr), p(dist, false), p(&sinks.d2, false), p(kth, false), p(&sinks.kth_d2, false), sinks.density.as_ref().map_or(0, |o| o.ptr), mean, p(dist, true), p(kth, true)];
-    assert!(![&sinks.d2, &sinks.kth_d2].iter().any(|o| o.as_ref().is_some_and(|o| o.wide)), "squared distances are never widened");
+    debug_assert!(![&sinks.d2, &sinks.kth_d2].iter().any(|o| o.as_ref().is_some_and(|o| o.wide)), "squared distances are never widened");
     let leaves = t.leaves();
     let kernel = instance::<T, D>(["zt_knn_leaf_f32_2", "zt_knn_leaf_f32_3", "zt_knn_leaf_f64_2", "zt_knn_leaf_f64_3"])?;
     let args = [tree_arg(t), metric_arg::<T, D>(metric.box_len()), Arg::U32(leaves.len as u32), lists_arg(&kept), r2.arg(), Arg::Words(job), Arg::Words(out)];
