@@ -1,6 +1,7 @@
 // Exclusive prefix sums of u32 arrays (the "scan" of count -> scan -> insert): each block
 // scans its tile and reports its total; the host scans the totals the same way and adds
-// them back (src/backend/cuda/scan.rs).
+// them back (src/backend/cuda/prims.rs `exclusive_scan`); arrays of up to
+// `SCAN_ONE_BLOCK_MAX` entries, and the totals, by one block (`zt_scan_one_block`).
 #include "zt_block.cuh"
 
 extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_scan_blocks(const u32* in, u32 n, u32* out, u32* block_totals) {
@@ -18,6 +19,36 @@ extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_scan_add(u32* out, u32
     if (i < n) out[i] += block_offsets[blockIdx.x];
 }
 ZT_EXPORT(zt_scan_add)
+
+// One block scans all of v[..n] in place, tile by tile (ZT_BLOCK threads, ZT_SCAN_ITEMS
+// consecutive items each), carrying the running total between tiles: the small arrays of
+// the plane passes (and the block totals of large ones) in one launch, where the
+// two-level scan takes three and its recursion five. Every thread runs every tile (the
+// loop's bound and the carry are the same for all), so the block scan's barriers are
+// reached by all. Each thread reads and writes only its own items: in place is safe.
+#define ZT_SCAN_ITEMS 16
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_scan_one_block(u32* v, u32 n) {
+    u32 carry = 0;
+    for (u32 t0 = 0; t0 < n; t0 += ZT_BLOCK * ZT_SCAN_ITEMS) {
+        u32 base = t0 + threadIdx.x * ZT_SCAN_ITEMS;
+        u32 x[ZT_SCAN_ITEMS];
+        u32 sum = 0;
+ZT_UNROLL
+        for (u32 j = 0; j < ZT_SCAN_ITEMS; j++) {
+            x[j] = base + j < n ? v[base + j] : 0;
+            sum += x[j];
+        }
+        u32 total;
+        u32 e = carry + zt_block_exclusive_scan(sum, &total);
+ZT_UNROLL
+        for (u32 j = 0; j < ZT_SCAN_ITEMS; j++) {
+            if (base + j < n) v[base + j] = e;
+            e += x[j];
+        }
+        carry += total;
+    }
+}
+ZT_EXPORT(zt_scan_one_block)
 
 // out[i] = i (the identity permutation the sort starts from).
 extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_iota(u32* out, u32 n) {

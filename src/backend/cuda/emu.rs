@@ -15,6 +15,18 @@ unsafe extern "C" {
 #[derive(Default)]
 pub(crate) struct EmuDevice {
     live: AllocTracker,
+    /// Launches so far, by kernel (tests: how many a call makes).
+    launches: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>,
+}
+
+impl EmuDevice {
+    /// Launches by kernel since the last call, and their total.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn take_launches(&self) -> (std::collections::BTreeMap<&'static str, u64>, u64) {
+        let m = std::mem::take(&mut *self.launches.lock().unwrap_or_else(|e| e.into_inner()));
+        let total = m.values().sum();
+        (m, total)
+    }
 }
 
 const ALIGN: usize = 256;
@@ -69,6 +81,7 @@ impl Device for EmuDevice {
     unsafe fn launch_block(&self, _module: &'static str, kernel: &'static str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
         let mut ptrs: Vec<*mut c_void> = args.iter().map(Arg::as_ptr).collect();
         let name = CString::new(kernel).map_err(|_| Error::Device(format!("bad kernel name {kernel}")))?;
+        *self.launches.lock().unwrap_or_else(|e| e.into_inner()).entry(kernel).or_default() += 1;
         // SAFETY: the caller guarantees the arguments match the kernel.
         match unsafe { zt_emu_launch(name.as_ptr(), grid, 1, 1, block, 1, 1, ptrs.as_mut_ptr()) } {
             0 => Ok(()),

@@ -449,3 +449,23 @@ fn field_checks_on_the_device_equal_the_host_checks() {
         assert!(cuda.validate_fof_fields::<3>(None, None, -1.0, None, n).unwrap_err().to_string().contains("particle_mass"));
     }
 }
+
+/// Launches per call, on the emulator (what a GPU pays per launch is latency, not work):
+/// a kNN and a FoF call on 8,000 points, every array short enough for the one-block scan,
+/// so the two-level scan never runs; the counts are printed for the record.
+#[test]
+fn small_calls_scan_in_one_launch_each() {
+    let emu = Arc::new(super::emu::EmuDevice::default());
+    let dev: Arc<dyn Device> = emu.clone();
+    let mut r = Lcg(17);
+    let pts: Vec<[f64; 3]> = (0..8000).map(|_| std::array::from_fn(|_| r.unit())).collect();
+    knn_case::<f64, 3>(&dev, "launch count", &Domain::Open, &pts, None, 16);
+    let (knn, knn_total) = emu.take_launches();
+    fof_case::<f64, 3>(&dev, "launch count", &Domain::Periodic([1.0; 3]), &pts, 0.02);
+    let (fof, fof_total) = emu.take_launches();
+    for (job, m, total) in [("kNN", &knn, knn_total), ("FoF", &fof, fof_total)] {
+        eprintln!("{job}: {total} launches: {m:?}");
+        assert!(m.get("zt_scan_one_block").copied().unwrap_or(0) > 0, "{job}: {m:?}");
+        assert_eq!(m.get("zt_scan_blocks"), None, "{job}: a two-level scan on a small call");
+    }
+}

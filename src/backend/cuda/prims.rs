@@ -136,23 +136,36 @@ pub(crate) fn levels(dev: &Arc<dyn Device>, keys: &DevBuf<u64>) -> Result<DevBuf
     Ok(out)
 }
 
+/// Arrays up to this length are scanned by one block in one launch (4 tiles of
+/// `ZT_BLOCK * ZT_SCAN_ITEMS` in kernels/scan.cu): a kNN call at 1e6 made ~72 scan
+/// launches with the two-level scan alone, most of them on the planes' small arrays.
+pub(crate) const SCAN_ONE_BLOCK_MAX: usize = 4 * 256 * 16;
+
 /// In-place exclusive prefix sum of `v[..n]`; returns nothing (the total is the caller's
 /// to read, e.g. from an extra zero element at the end).
 pub(crate) fn exclusive_scan(dev: &Arc<dyn Device>, v: DevPtr, n: usize) -> Result<()> {
+    exclusive_scan_with(dev, v, n, SCAN_ONE_BLOCK_MAX)
+}
+
+/// `exclusive_scan` with arrays up to `one_block_max` scanned by one block (tests take a
+/// small one to reach the two-level scan's recursion on small arrays).
+pub(crate) fn exclusive_scan_with(dev: &Arc<dyn Device>, v: DevPtr, n: usize, one_block_max: usize) -> Result<()> {
     if n == 0 {
         return Ok(());
+    }
+    if n <= one_block_max.min(SCAN_ONE_BLOCK_MAX) {
+        // SAFETY: zt_scan_one_block(v[n], n), in place, one block.
+        return unsafe { dev.launch("scan", "zt_scan_one_block", 1, &[Arg::Ptr(v), Arg::U32(len_u32(n)?)]) };
     }
     let nb = blocks(n, BLOCK as usize)?;
     let totals: DevBuf<u32> = DevBuf::new(dev, nb as usize)?;
     let args = [Arg::Ptr(v), Arg::U32(len_u32(n)?), Arg::Ptr(v), totals.arg()];
     // SAFETY: zt_scan_blocks(in[n], n, out[n], totals[nb]), in place.
     unsafe { dev.launch("scan", "zt_scan_blocks", nb, &args)? };
-    if nb > 1 {
-        exclusive_scan(dev, totals.ptr(), nb as usize)?;
-        let args = [Arg::Ptr(v), Arg::U32(len_u32(n)?), totals.arg()];
-        // SAFETY: zt_scan_add(out[n], n, offsets[nb]).
-        unsafe { dev.launch("scan", "zt_scan_add", nb, &args)? };
-    }
+    exclusive_scan_with(dev, totals.ptr(), nb as usize, one_block_max)?;
+    let args = [Arg::Ptr(v), Arg::U32(len_u32(n)?), totals.arg()];
+    // SAFETY: zt_scan_add(out[n], n, offsets[nb]).
+    unsafe { dev.launch("scan", "zt_scan_add", nb, &args)? };
     Ok(())
 }
 

@@ -120,12 +120,22 @@ fn levels_equal_the_cpu_levels() {
 fn exclusive_scan_is_a_prefix_sum() {
     for dev in devices() {
         let mut r = Lcg(5);
-        for n in [1usize, 31, 32, 255, 256, 257, 4097, 70_000] {
+        // One block: inside, at and past its tiles (4096) and its limit; two levels above
+        // it, and with a small limit for one block (100), the recursion: 70,000 -> 274
+        // totals -> 2.
+        let max = prims::SCAN_ONE_BLOCK_MAX;
+        let cases = [1usize, 31, 32, 255, 256, 257, 4095, 4096, 4097, 8193, max - 1, max, max + 1, 70_000].map(|n| (n, max));
+        for (n, one_block_max) in cases.into_iter().chain([(70_000, 100), (257, 100), (100, 100)]) {
             let v: Vec<u32> = (0..n).map(|i| if i % 5 == 0 { 0 } else { (r.next() % 1000) as u32 }).collect();
-            let buf = DevBuf::from_slice(&dev, &v).unwrap();
-            prims::exclusive_scan(&dev, buf.ptr(), n).unwrap();
-            let want: Vec<u32> = v.iter().scan(0u32, |s, &x| { let e = *s; *s += x; Some(e) }).collect();
-            assert_eq!(buf.to_vec().unwrap(), want, "{}: n = {n}", dev.describe());
+            // Scanned within a larger buffer whose neighbours must stay untouched.
+            let mut padded = vec![7u32; n + 2];
+            padded[1..=n].copy_from_slice(&v);
+            let buf = DevBuf::from_slice(&dev, &padded).unwrap();
+            prims::exclusive_scan_with(&dev, buf.ptr() + 4, n, one_block_max).unwrap();
+            let mut want: Vec<u32> = v.iter().scan(0u32, |s, &x| { let e = *s; *s += x; Some(e) }).collect();
+            want.insert(0, 7);
+            want.push(7);
+            assert_eq!(buf.to_vec().unwrap(), want, "{}: n = {n}, one block up to {one_block_max}", dev.describe());
         }
     }
 }
