@@ -57,9 +57,13 @@ def clustered(n, gen=GEN):
     return path
 
 
-def run_ztree(job, path, param, box, reps):
+def run_ztree(job, path, param, box, reps, sync_stages=False):
+    """ztree_run's device mode on one case; `sync_stages`: with ZTREE_CUDA_SYNC_STAGES=1,
+    the stream waited for at the end of every stage, so each stage is billed its own
+    device time (without it, work still queued when a stage returns shows in the next)."""
     cmd = [ZTREE_RUN, job, path, str(param), "1", repr(box), "cuda"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env={**os.environ, "ZTREE_RUN_REPS": str(reps)})
+    env = {**os.environ, "ZTREE_RUN_REPS": str(reps), "ZTREE_CUDA_SYNC_STAGES": "1" if sync_stages else "0"}
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr}")
     line = next(l for l in out.stdout.splitlines() if l.startswith("RESULT "))
@@ -119,6 +123,8 @@ def main():
     ap.add_argument("--fof-size", default="1e7", help="FoF size (clustered); 0 skips FoF")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--no-jztree", action="store_true", help="ztree only")
+    ap.add_argument("--no-stages", action="store_true",
+                    help="skip the second ztree process per case that times the stages (ZTREE_CUDA_SYNC_STAGES=1)")
     ap.add_argument("--gen", default=GEN, help="the data generator (../shared/bench/gen.py)")
     a = ap.parse_args()
     cases = [("knn", uniform(int(float(s))), 16, 0.0, int(float(s))) for s in a.sizes]
@@ -138,7 +144,19 @@ def main():
             continue
         print(f"\n== {name}\nztree-cuda: {z['secs']:.4f} s (first call {z['first_secs']:.3f} s, with NVRTC); "
               f"device scratch {z['scratch_bytes'] / n:.0f} B/particle (ztree_get_stats, outputs not included)")
-        for stage, t in z["stages"]:
+        # The stages from a second process that waits for the device at the end of each
+        # stage (a few microseconds each): the timed calls above do not, so their own
+        # breakdown bills a stage's queued tail to the next stage.
+        st = z
+        if not a.no_stages:
+            try:
+                st = run_ztree(job, path, param, box, 3, sync_stages=True)
+                z["synced"] = {"secs": st["secs"], "stages": st["stages"]}
+                print(f"  stages, each waited for (ZTREE_CUDA_SYNC_STAGES=1; that call {st['secs']:.4f} s):")
+            except Exception as e:
+                print(f"  stages of the timed calls (the synced run failed: {e}):")
+                st = z
+        for stage, t in st["stages"]:
             b = BYTES[job].get(stage)
             bw = f"  {b * n / t / 1e9:8.1f} GB/s at ~{b} B/pt" if b and t > 0 else ""
             print(f"  {stage:<12} {t:9.4f} s{bw}")

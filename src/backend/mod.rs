@@ -57,6 +57,9 @@ pub(crate) trait Backend: Sync + Sized {
 
     #[allow(dead_code)] // for messages and statistics once a second back end exists
     fn name(&self) -> &'static str;
+    /// Called at the end of each timed stage of a call (`pipeline::stage`): the CUDA back
+    /// end may wait there for the stage's device work (see `Device::end_stage`).
+    fn end_stage(&self) {}
     /// The leaf size for `job` when the caller leaves it to ztree (`TreeParams::leaf_size`
     /// 0): jz-tree's 48 unless a back end measured better.
     fn auto_leaf_size(&self, job: LeafJob) -> usize {

@@ -70,18 +70,18 @@ where
         Some(k) => prepare_with_keys(b, points, k, params, timings)?,
         None => prepare(b, domain, points, None::<&P>, params, timings)?,
     };
-    let links = timings.time("init", || b.fof_begin(&zs))?;
+    let links = super::stage(b, timings, "init", || b.fof_begin(&zs))?;
     let walk = match domain {
         Domain::Open => walk(b, &Open, &zs, l, &links, timings)?,
         Domain::Periodic(len) => walk(b, &Periodic::<f64, D>::new(len), &zs, l, &links, timings)?,
     };
-    let roots = timings.time("contract", || b.fof_contract(links))?;
+    let roots = super::stage(b, timings, "contract", || b.fof_contract(links))?;
     Ok((zs, roots, walk))
 }
 
 fn walk<B: Backend, T: Real, const D: usize, M: Metric<f64, D>>(b: &B, metric: &M, zs: &Prepared<B, T, D>, l: f64, links: &B::Links, timings: &mut Timings) -> Result<WalkStats> {
-    timings.time("leaf self", || b.fof_leaf_self(metric, zs, l, links))?;
-    timings.time("walk", || {
+    super::stage(b, timings, "leaf self", || b.fof_leaf_self(metric, zs, l, links))?;
+    super::stage(b, timings, "walk", || {
         let mut stats = WalkStats::default();
         let tree = &zs.tree;
         let mut lists = b.walk_start(tree)?;

@@ -40,11 +40,11 @@ where
     let mut timings = Timings::default();
     let params = &params.with_auto_leaf(b.auto_leaf_size(LeafJob::Knn { k }));
     let zs = prepare(b, domain, sources, queries, params, &mut timings)?;
-    let (masses, scalar) = timings.time("fields", || -> Result<_> {
+    let (masses, scalar) = super::stage(b, &mut timings, "fields", || -> Result<_> {
         let g = |f: Option<B::Scalar<'_>>| f.map(|f| b.gather_scalar(f, &zs.src_orig)).transpose();
         Ok((g(fields.masses)?, g(fields.scalar)?))
     })?;
-    let walk = timings.time("walk", || match domain {
+    let walk = super::stage(b, &mut timings, "walk", || match domain {
         Domain::Open => walk(b, &Open, &zs, k, masses.as_ref(), scalar.as_ref(), sinks),
         Domain::Periodic(l) => walk(b, &Periodic::<T, D>::new(l), &zs, k, masses.as_ref(), scalar.as_ref(), sinks),
     })?;

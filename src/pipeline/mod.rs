@@ -48,3 +48,13 @@ impl<'a, B: Backend + 'a, T: Elem> Default for KnnSinks<'a, B, T> {
         Self { indices: None, distances: None, d2: None, kth: None, kth_d2: None, density: None, scalar_mean: None, zorder: false }
     }
 }
+
+/// One timed stage of a call: `f`, then the back end's end of stage (where the CUDA back end
+/// may wait for the stage's device work), billed to `name` in `timings`.
+pub(crate) fn stage<B: Backend, R>(b: &B, timings: &mut crate::api::Timings, name: &'static str, f: impl FnOnce() -> R) -> R {
+    timings.time(name, || {
+        let r = f();
+        b.end_stage();
+        r
+    })
+}

@@ -74,7 +74,7 @@ where
     if n > MAX_POINTS {
         return Err(Error::TooManyPoints { got: n, max: MAX_POINTS });
     }
-    let bounds = timings.time("validate", || -> Result<_> {
+    let bounds = super::stage(b, timings, "validate", || -> Result<_> {
         let mut bd = b.scan(sources, "sources", domain)?;
         if let Some(q) = queries {
             bd = bd.merge(&b.scan(q, "queries", domain)?);
@@ -82,7 +82,7 @@ where
         Ok(bd)
     })?;
     let quant = Quantizer::new(domain, &bounds);
-    let keys = timings.time("keys", || -> Result<_> {
+    let keys = super::stage(b, timings, "keys", || -> Result<_> {
         let mut keys = b.zeros(n)?;
         b.keys_into(sources, &quant, &mut keys, 0)?;
         if let Some(q) = queries {
@@ -124,8 +124,8 @@ where
     let n = B::len(&keys);
     let ns = b.count(sources);
     let mut perm = b.iota(n)?;
-    timings.time("sort", || b.sort_keys(&mut keys, &mut perm))?;
-    let mut pos = timings.time("gather", || -> Result<[B::Buf<T>; D]> {
+    super::stage(b, timings, "sort", || b.sort_keys(&mut keys, &mut perm))?;
+    let mut pos = super::stage(b, timings, "gather", || -> Result<[B::Buf<T>; D]> {
         let mut pos: [B::Buf<T>; D] = b.zeros_array(n)?;
         b.gather_into(sources, &perm, 0, &mut pos)?;
         if let Some(q) = queries {
@@ -133,18 +133,18 @@ where
         }
         Ok(pos)
     })?;
-    let levels = timings.time("levels", || -> Result<_> {
+    let levels = super::stage(b, timings, "levels", || -> Result<_> {
         let mut levels = b.levels(&keys)?;
         b.refine_runs(&keys, &mut perm, &mut levels, &mut pos, params.leaf_size)?;
         Ok(levels)
     })?;
     if queries.is_none() {
-        let tree = timings.time("tree", || b.build_tree(&levels, PointTypes::Same, &pos, None, params, keys))?;
+        let tree = super::stage(b, timings, "tree", || b.build_tree(&levels, PointTypes::Same, &pos, None, params, keys))?;
         return Ok(Prepared { src_pos: pos, src_orig: perm, qry: None, tree });
     }
     // The keys go before the split copies the positions (the peak is there).
     drop(keys);
-    let (spos, sorig, qpos, qorig, prefix) = timings.time("types", || b.split_types(pos, perm, ns))?;
-    let tree = timings.time("tree", || b.build_tree(&levels, PointTypes::Joint { src_prefix: &prefix }, &spos, Some(&qpos), params, b.zeros(0)?))?;
+    let (spos, sorig, qpos, qorig, prefix) = super::stage(b, timings, "types", || b.split_types(pos, perm, ns))?;
+    let tree = super::stage(b, timings, "tree", || b.build_tree(&levels, PointTypes::Joint { src_prefix: &prefix }, &spos, Some(&qpos), params, b.zeros(0)?))?;
     Ok(Prepared { src_pos: spos, src_orig: sorig, qry: Some((qpos, qorig)), tree })
 }

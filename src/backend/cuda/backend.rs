@@ -227,6 +227,9 @@ impl Backend for Cuda {
     fn name(&self) -> &'static str {
         "cuda"
     }
+    fn end_stage(&self) {
+        self.dev.end_stage();
+    }
     /// FoF's leaf passes cost less per point with 64-point leaves (fewer leaf pairs, the
     /// warp's lanes fuller); kNN's leaf kernel is fastest at jz-tree's 48 (BENCHMARKS.md).
     fn auto_leaf_size(&self, job: LeafJob) -> usize {

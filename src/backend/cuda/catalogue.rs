@@ -53,7 +53,7 @@ pub(crate) fn reduce<T: Real, const D: usize>(
     let n32 = Arg::U32(n as u32);
     let min = Arg::U32(req.min_members.min(u32::MAX as usize) as u32);
     // 1. Group sizes, the groups, the kept groups and their slots.
-    let (slot, sizes, groups_total, ng) = timings.time("count", || -> Result<_> {
+    let (slot, sizes, groups_total, ng) = crate::pipeline::stage(cuda, timings, "count", || -> Result<_> {
         let cnt: DevBuf<u32> = DevBuf::zeros(dev, n)?;
         launch_points(dev, "zt_cat_count", n, &[roots.arg(), n32.clone(), cnt.arg()])?;
         let (is_root, is_kept): (DevBuf<u32>, DevBuf<u32>) = (DevBuf::new(dev, n + 1)?, DevBuf::new(dev, n + 1)?);
@@ -65,7 +65,7 @@ pub(crate) fn reduce<T: Real, const D: usize>(
         Ok((slot, sizes, groups_total, ng))
     })?;
     // 2. The members of kept groups in canonical order: (group, input index).
-    let (offsets, keys, members_z) = timings.time("group order", || -> Result<_> {
+    let (offsets, keys, members_z) = crate::pipeline::stage(cuda, timings, "group order", || -> Result<_> {
         let at: DevBuf<u32> = DevBuf::new(dev, n + 1)?;
         launch_points(dev, "zt_cat_member_flags", n, &[roots.arg(), n32.clone(), slot.arg(), at.arg()])?;
         let total = counts_to_offsets(dev, &at, n)?;
@@ -76,7 +76,7 @@ pub(crate) fn reduce<T: Real, const D: usize>(
         Ok((sizes, keys, mz))
     })?;
     // 3. One row per group.
-    let (rows, tag_dev) = timings.time("reduce", || -> Result<_> {
+    let (rows, tag_dev) = crate::pipeline::stage(cuda, timings, "reduce", || -> Result<_> {
         let (tag, mass, radius, disp): (DevBuf<i64>, DevBuf<f64>, DevBuf<f64>, DevBuf<f64>) = (DevBuf::new(dev, ng)?, DevBuf::new(dev, ng)?, DevBuf::new(dev, ng)?, DevBuf::new(dev, ng)?);
         let (centre, vel): (DevBuf<f64>, DevBuf<f64>) = (DevBuf::new(dev, D * ng)?, DevBuf::new(dev, D * ng)?);
         let mut job: Vec<u64> = (0..3).map(|d| zs.src_pos[d.min(D - 1)].ptr()).collect();
@@ -102,10 +102,10 @@ pub(crate) fn reduce<T: Real, const D: usize>(
         Ok((rows, tag))
     })?;
     // 4. Labels in input order, into the caller's device array.
-    timings.time("labels", || launch_points(dev, "zt_cat_labels", n, &[roots.arg(), n32.clone(), slot.arg(), zs.src_orig.arg(), tag_dev.arg(), Arg::Ptr(labels.ptr)]))?;
+    crate::pipeline::stage(cuda, timings, "labels", || launch_points(dev, "zt_cat_labels", n, &[roots.arg(), n32.clone(), slot.arg(), zs.src_orig.arg(), tag_dev.arg(), Arg::Ptr(labels.ptr)]))?;
     // 5. Order and member lists (on the host: the catalogue is the host's).
     let particles_in_groups = keys.len();
-    let cat = timings.time("order", || -> Result<_> {
+    let cat = crate::pipeline::stage(cuda, timings, "order", || -> Result<_> {
         let member_lists: Option<(Vec<u64>, Vec<i64>)> = if req.members {
             let off: Vec<u64> = offsets.to_vec()?.into_iter().map(u64::from).collect();
             // The sorted keys' low words: each group's input indices, ascending.

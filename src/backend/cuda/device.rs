@@ -128,6 +128,10 @@ pub(crate) trait Device: Send + Sync {
     fn leaf_warps(&self) -> u32 {
         LEAF_WARPS
     }
+    /// The end of a stage of a call (`Backend::end_stage`): the real device waits there for
+    /// the stage's work when asked to (`ZTREE_CUDA_SYNC_STAGES=1`), so that the stage
+    /// breakdown bills each stage its own device time; otherwise nothing.
+    fn end_stage(&self) {}
 }
 
 /// `n` elements of `T` in device memory, freed on drop.

@@ -29,6 +29,11 @@ pub(crate) struct CudaDevice {
     /// Warps per block of the kNN leaf kernel: `LEAF_WARPS`, or ZTREE_CUDA_LEAF_WARPS (1 to
     /// 8; a tuning aid: the kernels are then compiled for it).
     leaf_warps: u32,
+    /// ZTREE_CUDA_SYNC_STAGES=1: the stream waited for at the end of every stage of a
+    /// call, so that `ztree_get_stats` bills each stage its own device time (a few
+    /// microseconds per stage; without it a stage's tail shows in the next stage, the
+    /// last one's in the next call).
+    sync_stages: bool,
 }
 
 // SAFETY: a CUcontext and a CUstream may be used from any thread (the driver API is
@@ -82,8 +87,9 @@ impl CudaDevice {
         };
         let name = result::device::get_name(dev).unwrap_or_else(|_| "unknown".into());
         let kernel_times = std::env::var_os("ZTREE_CUDA_KERNEL_TIMES").map(|_| Mutex::default());
+        let sync_stages = std::env::var("ZTREE_CUDA_SYNC_STAGES").is_ok_and(|v| v == "1");
         let leaf_warps = std::env::var("ZTREE_CUDA_LEAF_WARPS").ok().and_then(|v| v.parse().ok()).filter(|w| (1..=8).contains(w)).unwrap_or(LEAF_WARPS);
-        Ok(Self { ordinal, ctx, stream: stream as sys::CUstream, name, allocs: AllocTracker::default(), kernel_times, leaf_warps })
+        Ok(Self { ordinal, ctx, stream: stream as sys::CUstream, name, allocs: AllocTracker::default(), kernel_times, leaf_warps, sync_stages })
     }
 
     /// The device a caller's pointer lives on; an error when it is not device memory.
@@ -198,6 +204,14 @@ impl Device for CudaDevice {
 
     fn leaf_warps(&self) -> u32 {
         self.leaf_warps
+    }
+
+    fn end_stage(&self) {
+        if self.sync_stages && self.current().is_ok() {
+            // SAFETY: the stream belongs to this device's context, current above. An
+            // error here is the stream's and comes back from its next operation.
+            let _ = unsafe { result::stream::synchronize(self.stream) };
+        }
     }
 
     unsafe fn launch_block(&self, module: &'static str, kernel: &'static str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
