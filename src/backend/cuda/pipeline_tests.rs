@@ -453,6 +453,7 @@ fn field_checks_on_the_device_equal_the_host_checks() {
 /// Launches per call, on the emulator (what a GPU pays per launch is latency, not work):
 /// a kNN and a FoF call on 8,000 points, every array short enough for the one-block scan,
 /// so the two-level scan never runs; the counts are printed for the record.
+#[cfg(feature = "cuda-emu")]
 #[test]
 fn small_calls_scan_in_one_launch_each() {
     let emu = Arc::new(super::emu::EmuDevice::default());
