@@ -26,6 +26,7 @@ ZT_EXPORT(zt_scan_add)
 // two-level scan takes three and its recursion five. Every thread runs every tile (the
 // loop's bound and the carry are the same for all), so the block scan's barriers are
 // reached by all. Each thread reads and writes only its own items: in place is safe.
+// n is at most prims.rs `SCAN_ONE_BLOCK_MAX` (16,384; far from where t0 could wrap).
 #define ZT_SCAN_ITEMS 16
 extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_scan_one_block(u32* v, u32 n) {
     u32 carry = 0;

@@ -63,6 +63,29 @@ pub(crate) fn device_count() -> Result<usize> {
     Ok(count as usize)
 }
 
+/// ZTREE_CUDA_POOL_KEEP=bytes (or `max`): the release threshold of the device's current
+/// memory pool, which `alloc` draws from. By default (0) the driver hands freed pool
+/// memory back to the system at every stream synchronisation, and a later stage's
+/// allocation maps it again; a threshold keeps it reserved. A tuning aid, never on by
+/// default: the pool is the process's, so it holds memory the host code's own
+/// stream-ordered allocations would otherwise get back. Set once per device and process.
+fn keep_pool_memory(dev: sys::CUdevice) -> Result<()> {
+    let Ok(v) = std::env::var("ZTREE_CUDA_POOL_KEEP") else { return Ok(()) };
+    let mut keep: u64 = if v == "max" { u64::MAX } else { v.parse().map_err(|_| Error::Device(format!("ZTREE_CUDA_POOL_KEEP={v}: want a byte count or `max`")))? };
+    static SET: OnceLock<Mutex<Vec<sys::CUdevice>>> = OnceLock::new();
+    let mut set = SET.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if set.contains(&dev) {
+        return Ok(());
+    }
+    // SAFETY: `dev` came from cuDeviceGet; the attribute takes a u64 (cuuint64_t).
+    unsafe {
+        let pool = result::device::get_mem_pool(dev).map_err(|e| device_err("cuDeviceGetMemPool", e))?;
+        result::mem_pool::set_attribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, (&mut keep as *mut u64).cast()).map_err(|e| device_err("cuMemPoolSetAttribute", e))?;
+    }
+    set.push(dev);
+    Ok(())
+}
+
 impl CudaDevice {
     /// Device `ordinal`, work on `stream` (null: the default stream). Fails with
     /// `NoDevice` when there is no driver, no device or no NVRTC, never panics.
@@ -85,6 +108,7 @@ impl CudaDevice {
                 c
             }
         };
+        keep_pool_memory(dev)?;
         let name = result::device::get_name(dev).unwrap_or_else(|_| "unknown".into());
         let kernel_times = std::env::var_os("ZTREE_CUDA_KERNEL_TIMES").map(|_| Mutex::default());
         let sync_stages = std::env::var("ZTREE_CUDA_SYNC_STAGES").is_ok_and(|v| v == "1");

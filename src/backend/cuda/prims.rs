@@ -153,7 +153,8 @@ pub(crate) fn exclusive_scan_with(dev: &Arc<dyn Device>, v: DevPtr, n: usize, on
     if n == 0 {
         return Ok(());
     }
-    if n <= one_block_max.min(SCAN_ONE_BLOCK_MAX) {
+    // (At least 1: the recursion ends once the totals fit one block.)
+    if n <= one_block_max.clamp(1, SCAN_ONE_BLOCK_MAX) {
         // SAFETY: zt_scan_one_block(v[n], n), in place, one block.
         return unsafe { dev.launch("scan", "zt_scan_one_block", 1, &[Arg::Ptr(v), Arg::U32(len_u32(n)?)]) };
     }
