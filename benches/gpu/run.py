@@ -155,7 +155,6 @@ def main():
                 print(f"  stages, each waited for (ZTREE_CUDA_SYNC_STAGES=1; that call {st['secs']:.4f} s):")
             except Exception as e:
                 print(f"  stages of the timed calls (the synced run failed: {e}):")
-                st = z
         for stage, t in st["stages"]:
             b = BYTES[job].get(stage)
             bw = f"  {b * n / t / 1e9:8.1f} GB/s at ~{b} B/pt" if b and t > 0 else ""

@@ -134,6 +134,12 @@ pub(crate) trait Device: Send + Sync {
     fn end_stage(&self) {}
 }
 
+/// The bytes of plain data (`Elem`: integers, floats and arrays of them).
+pub(crate) fn bytes_of<E: Elem>(v: &[E]) -> &[u8] {
+    // SAFETY: `Elem` types are plain data with no padding.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), size_of_val(v)) }
+}
+
 /// `n` elements of `T` in device memory, freed on drop.
 pub(crate) struct DevBuf<T: Elem> {
     dev: Arc<dyn Device>,
@@ -160,8 +166,8 @@ impl<T: Elem> DevBuf<T> {
     pub(crate) fn from_slice(dev: &Arc<dyn Device>, v: &[T]) -> Result<Self> {
         let b = Self::new(dev, v.len())?;
         if !v.is_empty() {
-            // SAFETY: `T` is plain data (`Elem`); the buffer holds `v.len()` elements.
-            unsafe { dev.upload(b.ptr, std::slice::from_raw_parts(v.as_ptr().cast(), size_of_val(v)))? };
+            // SAFETY: the buffer holds `v.len()` elements.
+            unsafe { dev.upload(b.ptr, bytes_of(v))? };
         }
         Ok(b)
     }

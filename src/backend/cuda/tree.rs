@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::backend::Cuda;
-use super::device::{Arg, BLOCK, DevBuf, DevPtr, Device, blocks, u32_pair};
+use super::device::{Arg, BLOCK, DevBuf, DevPtr, Device, blocks, bytes_of, u32_pair};
 use super::walk::{WARPS, counts_to_offsets};
 use crate::api::TreeParams;
 use crate::backend::Elem;
@@ -270,12 +270,6 @@ pub(crate) fn build<T: Real, const D: usize>(
     let mut nb = || b.next().unwrap_or_else(|| unreachable!());
     let (src_lo, src_hi, qry_lo, qry_hi) = (nb(), nb(), nb(), nb());
     Ok(Tree { planes, start, src_start, src_count, qry_start, qry_count, src_lo, src_hi, qry_lo, qry_hi, child_start, child_count, level_caps })
-}
-
-/// The bytes of plain data (whole 4-byte words here: u32, f32, f64 values).
-fn bytes_of<E: Elem>(v: &[E]) -> &[u8] {
-    // SAFETY: `Elem` types are plain data with no padding.
-    unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), size_of_val(v)) }
 }
 
 /// `len` values of `E` from `words[*at ..]`, advancing `at`.
