@@ -112,8 +112,9 @@ typedef struct ztree_config {
   double box_size[3];
   // Worker threads; 0 = one per core.
   int32_t threads;
-  // Tree shape: leaf size 0 (automatic: on the CPU 96 for kNN with k >= 2, 48 for
-  // k = 1, 64 for FoF; 48 on a GPU; results never depend on it), coarsening 8, top target 2048, super group 32.
+  // Tree shape: leaf size 0 (automatic: 96 for kNN with k >= 2, 48 for k = 1, 64 for
+  // FoF, on the CPU and the GPU; results never depend on it), coarsening 8, top target
+  // 2048, super group 32.
   int32_t leaf_size;
   int32_t coarsening;
   int32_t top_target;

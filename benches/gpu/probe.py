@@ -3,7 +3,7 @@
 variants (NVRTC options such as `-DZT_PASS=8`, `leaf=N`, `ZTREE_X=v` environment settings),
 each in a fresh process.
 
-  python3 benches/gpu/probe.py --cases knn:1e7 knn:1e8 fof:1e7 --variants=",-DZT_PASS=8"
+  python3 benches/gpu/probe.py --cases knn:1e7 knnc:1e7 knn:1e8 fof:1e7 --variants=",-DZT_PASS=8"
 
 Uses benches/gpu/run.py's data (build/gpu-data) and runner (ZTREE_RUN).
 """
@@ -18,10 +18,12 @@ import run  # noqa: E402
 
 
 def case(spec, gen):
-    job, n = spec.split(":")
-    n = int(float(n))
+    job, n, *k = spec.split(":")  # knn:1e7 (k = 16) or knn:1e7:64
+    n, k = int(float(n)), int(k[0]) if k else 16
     if job == "knn":
-        return job, run.uniform(n), 16, 0.0, n
+        return job, run.uniform(n), k, 0.0, n
+    if job == "knnc":  # kNN on the clustered points (periodic unit box)
+        return "knn", run.clustered(n, gen), k, 1.0, n
     return job, run.clustered(n, gen), 0.2 * n ** (-1.0 / 3.0), 1.0, n
 
 

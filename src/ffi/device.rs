@@ -14,7 +14,7 @@ use super::out::fill_stats;
 use super::types::*;
 use super::{Fail, fail, ztree_context};
 use crate::backend::cuda::backend::{Cuda, DevField, DevOut, DevPoints, FieldType};
-use crate::backend::cuda::device::{DevBuf, DevPtr, Device};
+use crate::backend::cuda::device::{DevBuf, DevPtr, Device, HeldMemory};
 use crate::backend::cuda::prims::{self, Strided as DevStrided};
 use crate::error::Error;
 use crate::fof::catalogue::CatalogueRequest;
@@ -150,6 +150,7 @@ pub(crate) fn knn<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o:
     let (rows, nq) = (c.rows, c.nq);
     let st = &mut ctx.device;
     let dev = st.device(c.sp.arrays[0].raw().0, a.prm.cuda_stream)?;
+    let _held = HeldMemory::new(&*dev);
     let cuda = Cuda { dev: dev.clone() };
     let mut slot = |on: bool, s: Slot, caller: *mut c_void, bytes: usize| -> Result<Option<DevPtr>, Fail> { if on { st.output(&dev, s, caller, bytes).map(Some) } else { Ok(None) } };
     let idx = slot(want(ZTREE_KNN_INDICES), Slot::Indices, o.indices.cast(), rows * 8)?;
@@ -228,8 +229,9 @@ pub(crate) fn fof<T: Real, const D: usize>(ctx: &mut ztree_context, o: &ztree_fo
     let l = c.params.linking_length.resolve(&dom, n)?;
     let st = &mut ctx.device;
     let dev = st.device(c.pos.arrays[0].raw().0, stream)?;
+    let _held = HeldMemory::new(&*dev);
     let labels = st.output(&dev, Slot::Labels, o.labels.cast(), n * 8)?;
-    let cuda = Cuda { dev };
+    let cuda = Cuda { dev: dev.clone() };
     let vel: Option<[DevField<'_>; D]> = c.vel.as_ref().map(|v| std::array::from_fn(|d| dev_field(&v.0[d], n)));
     let masses = c.masses.as_ref().map(|m| dev_field(m, n));
     let ids = c.ids.as_ref().map(|i| dev_field(i, n));

@@ -117,8 +117,9 @@ pub struct ztree_config {
     pub box_size: [f64; 3],
     /// Worker threads; 0 = one per core.
     pub threads: i32,
-    /// Tree shape: leaf size 0 (automatic: on the CPU 96 for kNN with k >= 2, 48 for
-    /// k = 1, 64 for FoF; 48 on a GPU; results never depend on it), coarsening 8, top target 2048, super group 32.
+    /// Tree shape: leaf size 0 (automatic: 96 for kNN with k >= 2, 48 for k = 1, 64 for
+    /// FoF, on the CPU and the GPU; results never depend on it), coarsening 8, top target
+    /// 2048, super group 32.
     pub leaf_size: i32,
     pub coarsening: i32,
     pub top_target: i32,

@@ -231,11 +231,14 @@ impl Backend for Cuda {
         self.dev.end_stage();
     }
     /// FoF's leaf passes cost less per point with 64-point leaves (fewer leaf pairs, the
-    /// warp's lanes fuller); kNN's leaf kernel is fastest at jz-tree's 48 (BENCHMARKS.md).
+    /// warp's lanes fuller). kNN (k >= 2) with 96 as on the CPU: on an H200, uniform 1e6 to
+    /// 1e8, 0.84-1.09x the time of jz-tree's 48 (0.94x geometric mean), the leaves' second
+    /// and third 32-query rounds fuller (BENCHMARKS.md); k = 1 keeps 48.
     fn auto_leaf_size(&self, job: LeafJob) -> usize {
         match job {
             LeafJob::Fof => 64,
-            LeafJob::Knn { .. } => 48,
+            LeafJob::Knn { k } if k < 2 => 48,
+            LeafJob::Knn { .. } => 96,
         }
     }
     fn len<T: Elem>(b: &DevBuf<T>) -> usize {

@@ -132,6 +132,28 @@ pub(crate) trait Device: Send + Sync {
     /// the stage's work when asked to (`ZTREE_CUDA_SYNC_STAGES=1`), so that the stage
     /// breakdown bills each stage its own device time; otherwise nothing.
     fn end_stage(&self) {}
+    /// `true` at the start of a call, `false` at its end (`HeldMemory`): the real device
+    /// keeps the memory the call frees for its later allocations, and lets it go after.
+    fn hold_memory(&self, hold: bool) {
+        let _ = hold;
+    }
+}
+
+/// The memory a call frees kept for the call's later allocations while this lives
+/// (`Device::hold_memory`).
+pub(crate) struct HeldMemory<'a>(&'a dyn Device);
+
+impl<'a> HeldMemory<'a> {
+    pub(crate) fn new(dev: &'a dyn Device) -> Self {
+        dev.hold_memory(true);
+        Self(dev)
+    }
+}
+
+impl Drop for HeldMemory<'_> {
+    fn drop(&mut self) {
+        self.0.hold_memory(false);
+    }
 }
 
 /// The bytes of plain data (`Elem`: integers, floats and arrays of them).

@@ -19,6 +19,9 @@ pub(crate) struct CudaDevice {
     ordinal: i32,
     ctx: sys::CUcontext,
     stream: sys::CUstream,
+    /// This handle's memory pool (`create_pool`) and the bytes it keeps between calls.
+    pool: sys::CUmemoryPool,
+    keep: u64,
     #[cfg_attr(not(test), allow(dead_code))] // read by `describe`
     name: String,
     allocs: AllocTracker,
@@ -63,27 +66,34 @@ pub(crate) fn device_count() -> Result<usize> {
     Ok(count as usize)
 }
 
-/// ZTREE_CUDA_POOL_KEEP=bytes (or `max`): the release threshold of the device's current
-/// memory pool, which `alloc` draws from. By default (0) the driver hands freed pool
-/// memory back to the system at every stream synchronisation, and a later stage's
-/// allocation maps it again; a threshold keeps it reserved. A tuning aid, never on by
-/// default: the pool is the process's, so it holds memory the host code's own
-/// stream-ordered allocations would otherwise get back. Set once per device and process.
-fn keep_pool_memory(dev: sys::CUdevice) -> Result<()> {
-    let Ok(v) = std::env::var("ZTREE_CUDA_POOL_KEEP") else { return Ok(()) };
-    let mut keep: u64 = if v == "max" { u64::MAX } else { v.parse().map_err(|_| Error::Device(format!("ZTREE_CUDA_POOL_KEEP={v}: want a byte count or `max`")))? };
-    static SET: OnceLock<Mutex<Vec<sys::CUdevice>>> = OnceLock::new();
-    let mut set = SET.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    if set.contains(&dev) {
-        return Ok(());
-    }
-    // SAFETY: `dev` came from cuDeviceGet; the attribute takes a u64 (cuuint64_t).
-    unsafe {
-        let pool = result::device::get_mem_pool(dev).map_err(|e| device_err("cuDeviceGetMemPool", e))?;
-        result::mem_pool::set_attribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, (&mut keep as *mut u64).cast()).map_err(|e| device_err("cuMemPoolSetAttribute", e))?;
-    }
-    set.push(dev);
-    Ok(())
+/// The memory pool of one device handle (`alloc` draws from it, not from the device's
+/// default pool, which belongs to the whole process). During a call it keeps what the
+/// call frees (`hold_memory`): at the driver's default release threshold, 0, freed pool
+/// memory goes back to the system at every stream synchronisation, and a call waits
+/// several times (list lengths, the top plane, the checks), so a later stage mapped the
+/// memory again (~5% of a kNN call, H200). Between calls it keeps
+/// ZTREE_CUDA_POOL_KEEP=bytes (or `max`; default 0): a simulation gets its memory back
+/// at its next synchronisation after the call.
+fn create_pool(ordinal: i32) -> Result<(sys::CUmemoryPool, u64)> {
+    let keep: u64 = match std::env::var("ZTREE_CUDA_POOL_KEEP") {
+        Err(_) => 0,
+        Ok(v) if v == "max" => u64::MAX,
+        Ok(v) => v.parse().map_err(|_| Error::Device(format!("ZTREE_CUDA_POOL_KEEP={v}: want a byte count or `max`")))?,
+    };
+    // SAFETY: zeroed is a valid CUmemPoolProps (no handle types, no limit, reserved zero).
+    let mut props: sys::CUmemPoolProps = unsafe { std::mem::zeroed() };
+    props.allocType = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE;
+    props.location = sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: ordinal };
+    // SAFETY: `props` is a valid description of device memory on `ordinal`.
+    let pool = unsafe { result::mem_pool::create(&props) }.map_err(|e| device_err("cuMemPoolCreate", e))?;
+    set_release_threshold(pool, keep)?;
+    Ok((pool, keep))
+}
+
+fn set_release_threshold(pool: sys::CUmemoryPool, mut bytes: u64) -> Result<()> {
+    // SAFETY: a live pool; the attribute takes a u64 (cuuint64_t).
+    unsafe { result::mem_pool::set_attribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, (&mut bytes as *mut u64).cast()) }.map_err(|e| device_err("cuMemPoolSetAttribute", e))
 }
 
 impl CudaDevice {
@@ -108,12 +118,14 @@ impl CudaDevice {
                 c
             }
         };
-        keep_pool_memory(dev)?;
+        // SAFETY: the context of `ordinal`, retained above.
+        unsafe { result::ctx::set_current(ctx) }.map_err(|e| device_err("cuCtxSetCurrent", e))?;
+        let (pool, keep) = create_pool(ordinal)?;
         let name = result::device::get_name(dev).unwrap_or_else(|_| "unknown".into());
         let kernel_times = std::env::var_os("ZTREE_CUDA_KERNEL_TIMES").map(|_| Mutex::default());
         let sync_stages = std::env::var("ZTREE_CUDA_SYNC_STAGES").is_ok_and(|v| v == "1");
         let leaf_warps = std::env::var("ZTREE_CUDA_LEAF_WARPS").ok().and_then(|v| v.parse().ok()).filter(|w| (1..=8).contains(w)).unwrap_or(LEAF_WARPS);
-        Ok(Self { ordinal, ctx, stream: stream as sys::CUstream, name, allocs: AllocTracker::default(), kernel_times, leaf_warps, sync_stages })
+        Ok(Self { ordinal, ctx, stream: stream as sys::CUstream, pool, keep, name, allocs: AllocTracker::default(), kernel_times, leaf_warps, sync_stages })
     }
 
     /// The device a caller's pointer lives on; an error when it is not device memory.
@@ -186,9 +198,9 @@ impl Device for CudaDevice {
     fn alloc(&self, bytes: usize) -> Result<DevPtr> {
         self.current()?;
         // SAFETY: the context is current; stream-ordered allocation on the caller's stream.
-        let p = unsafe { result::malloc_async(self.stream, bytes.max(1)) }.map_err(|e| match e.0 {
+        let p = unsafe { result::mem_pool::alloc_async(self.pool, bytes.max(1), self.stream) }.map_err(|e| match e.0 {
             sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Error::OutOfMemory { what: "device buffer", bytes: bytes as u64 },
-            _ => device_err("cuMemAllocAsync", e),
+            _ => device_err("cuMemAllocFromPoolAsync", e),
         })?;
         self.allocs.on_alloc(p, bytes.max(1));
         Ok(p)
@@ -230,6 +242,11 @@ impl Device for CudaDevice {
         self.leaf_warps
     }
 
+    fn hold_memory(&self, hold: bool) {
+        // An error here would come back from the next allocation or launch.
+        let _ = set_release_threshold(self.pool, if hold { u64::MAX } else { self.keep });
+    }
+
     fn end_stage(&self) {
         if self.sync_stages && self.current().is_ok() {
             // SAFETY: the stream belongs to this device's context, current above. An
@@ -266,6 +283,11 @@ impl Device for CudaDevice {
 
 impl Drop for CudaDevice {
     fn drop(&mut self) {
+        if self.current().is_ok() {
+            // SAFETY: every buffer of this handle is freed (each holds the handle); the
+            // driver finishes frees still queued on the stream before it lets the pool go.
+            let _ = unsafe { result::mem_pool::destroy(self.pool) };
+        }
         let Some(times) = &self.kernel_times else { return };
         let t = times.lock().unwrap_or_else(|e| e.into_inner());
         let mut rows: Vec<_> = t.iter().collect();
