@@ -18,6 +18,15 @@ extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_key_spread(const u64* 
 }
 ZT_EXPORT(zt_key_spread)
 
+// Clears the bits of every key below bit `low` (0 < low < 64): the sort then orders by
+// the bits the tree keeps, as the CPU's (geom::morton::bits_kept), and its passes over
+// the cleared digits are skipped.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_key_cut(u64* keys, u32 n, u32 low) {
+    u32 i = blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (i < n) keys[i] &= ~((1ull << low) - 1ull);
+}
+ZT_EXPORT(zt_key_cut)
+
 // counts[digit * gridDim.x + block]: how many keys of each tile have each digit.
 extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_radix_counts(const u64* keys, u32 n, u32 shift, u32* counts) {
     __shared__ u32 hist[ZT_RADIX];

@@ -91,7 +91,7 @@ impl Backend for Cpu {
 
     fn sort_keys(&self, keys: &mut Vec<u64>, perm: &mut Vec<u32>) -> Result<()> {
         // Coarser keys: cells finer than the tree can use cost sort passes only.
-        radix_sort(keys, perm, sort::bits_kept(keys.len()));
+        radix_sort(keys, perm, crate::geom::morton::bits_kept(keys.len()));
         Ok(())
     }
 

@@ -3,20 +3,11 @@
 use rayon::prelude::*;
 
 use super::par::{DisjointSlice, chunk_ranges, filled};
-
-/// How many of the highest varying key bits the tree needs for `n` points: enough for
-/// cells ~2^18 times smaller than the mean volume per point (a denser cluster's points
-/// share keys, and runs of identical keys longer than a leaf are refined by position),
-/// rounded so that the LSD passes use whole 8-bit digits after the 11-bit MSD pass. At
-/// 1e6-4e6 points: 43 bits, four LSD passes where the full 63 took seven.
-pub(crate) fn bits_kept(n: usize) -> u32 {
-    let want = (usize::BITS - n.leading_zeros()) + 18;
-    (11 + 8 * want.saturating_sub(11).div_ceil(8)).min(64)
-}
+use crate::geom::morton::CUT_MIN;
 
 /// Stable parallel radix sort of `keys`, applying the same permutation to `vals`; above
-/// 4096 keys, the keys are first cut to their `keep` highest varying bits (the lower bits
-/// cleared, in the sorted output too).
+/// `CUT_MIN` keys, the keys are first cut to their `keep` highest varying bits (the lower
+/// bits cleared, in the sorted output too; `geom::morton::bits_kept`).
 ///
 /// One parallel MSD pass on the top 11 varying bits splits the keys into buckets; each
 /// bucket is then sorted on its own (in parallel over buckets) by a cache-local LSD radix
@@ -26,7 +17,7 @@ pub(crate) fn radix_sort(keys: &mut Vec<u64>, vals: &mut Vec<u32>, keep: u32) {
     const RADIX: usize = 1 << BITS;
     let n = keys.len();
     debug_assert_eq!(n, vals.len());
-    if n <= 4096 {
+    if n <= CUT_MIN {
         local_sort(keys, vals, &mut Vec::new(), &mut Vec::new());
         return;
     }

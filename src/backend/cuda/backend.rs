@@ -258,7 +258,8 @@ impl Backend for Cuda {
     }
 
     fn sort_keys(&self, keys: &mut DevBuf<u64>, perm: &mut DevBuf<u32>) -> Result<()> {
-        prims::sort_pairs(&self.dev, keys, perm)
+        // Cut to the bits the tree uses, as the CPU sorts them (the same tree).
+        prims::sort_pairs(&self.dev, keys, perm, crate::geom::morton::bits_kept(keys.len()))
     }
     fn levels(&self, keys: &DevBuf<u64>) -> Result<DevBuf<u8>> {
         prims::levels(&self.dev, keys)

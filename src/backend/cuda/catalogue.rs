@@ -71,7 +71,7 @@ pub(crate) fn reduce<T: Real, const D: usize>(
         let total = counts_to_offsets(dev, &at, n)?;
         let (mut keys, mut mz): (DevBuf<u64>, DevBuf<u32>) = (DevBuf::new(dev, total)?, DevBuf::new(dev, total)?);
         launch_points(dev, "zt_cat_member_keys", n, &[roots.arg(), n32.clone(), slot.arg(), zs.src_orig.arg(), at.arg(), keys.arg(), mz.arg()])?;
-        prims::sort_pairs(dev, &mut keys, &mut mz)?;
+        prims::sort_pairs(dev, &mut keys, &mut mz, 64)?;
         counts_to_offsets(dev, &sizes, ng)?;
         Ok((sizes, keys, mz))
     })?;

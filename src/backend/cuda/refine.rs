@@ -45,7 +45,7 @@ pub(crate) fn refine_runs<T: Real, const D: usize>(dev: &Arc<dyn Device>, keys: 
         let mut rkeys: DevBuf<u64> = DevBuf::new(dev, m)?;
         prims::keys::<T, D>(dev, part, m, &quant, rkeys.ptr())?;
         let mut order = prims::iota(dev, m)?;
-        prims::sort_pairs(dev, &mut rkeys, &mut order)?; // stable: ties keep their order
+        prims::sort_pairs(dev, &mut rkeys, &mut order, 64)?; // stable: ties keep their order
         let tmp: DevBuf<u32> = DevBuf::new(dev, m)?;
         let args = [Arg::Ptr(perm.ptr() + 4 * s0 as u64), order.arg(), Arg::U32(m as u32), tmp.arg()];
         // SAFETY: zt_permute_u32(perm + s0 [m], order[m], m, tmp[m]).

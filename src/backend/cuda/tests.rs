@@ -144,20 +144,28 @@ fn exclusive_scan_is_a_prefix_sum() {
 fn radix_sort_is_stable_and_equals_the_cpu_sort() {
     for dev in devices() {
         let mut r = Lcg(11);
-        for (n, distinct) in [(0usize, 1u64), (1, 1), (2, 1), (100, 7), (2047, 1 << 62), (2048, 300), (2049, 2), (20_000, 1 << 20), (20_000, 1)] {
+        for (n, distinct) in [(0usize, 1u64), (1, 1), (2, 1), (100, 7), (2047, 1 << 62), (2048, 300), (2049, 2), (4096, 1 << 62), (4097, 1 << 62), (20_000, 1 << 20), (20_000, 1)] {
             // Few distinct values (long runs of ties) and keys spread over all 63 bits.
             let keys: Vec<u64> = (0..n).map(|_| (r.next() % distinct).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 1).collect();
             let vals: Vec<u32> = (0..n as u32).collect();
-            let mut dk = DevBuf::from_slice(&dev, &keys).unwrap();
-            let mut dv = DevBuf::from_slice(&dev, &vals).unwrap();
-            prims::sort_pairs(&dev, &mut dk, &mut dv).unwrap();
-            let (mut ck, mut cv) = (keys.clone(), vals.clone());
-            crate::backend::cpu::radix_sort(&mut ck, &mut cv, 64);
-            let mut order: Vec<u32> = vals.clone();
-            order.sort_by_key(|&i| keys[i as usize]); // std's sort is stable
-            assert_eq!(dv.to_vec().unwrap(), order, "{}: permutation, n = {n}", dev.describe());
-            assert_eq!(cv, order, "cpu permutation, n = {n}");
-            assert_eq!(dk.to_vec().unwrap(), ck, "{}: keys, n = {n}", dev.describe());
+            // Every bit kept; cut to the tree's bits (a digit split by the cut, 43 of 63
+            // bits); cut inside the top digit (the last pass on a digit of 3 bits).
+            for keep in [64, crate::geom::morton::bits_kept(n), 3] {
+                let mut dk = DevBuf::from_slice(&dev, &keys).unwrap();
+                let mut dv = DevBuf::from_slice(&dev, &vals).unwrap();
+                prims::sort_pairs(&dev, &mut dk, &mut dv, keep).unwrap();
+                let (mut ck, mut cv) = (keys.clone(), vals.clone());
+                crate::backend::cpu::radix_sort(&mut ck, &mut cv, keep);
+                // Above CUT_MIN keys the order is that of the cut keys.
+                let top = 64 - keys.iter().fold(0u64, |a, &x| a | (x ^ keys[0])).leading_zeros();
+                let low = if n > crate::geom::morton::CUT_MIN { top.saturating_sub(keep) } else { 0 };
+                let cut = |x: u64| if low == 0 { x } else { x & !((1u64 << low) - 1) };
+                let mut order: Vec<u32> = vals.clone();
+                order.sort_by_key(|&i| cut(keys[i as usize])); // std's sort is stable
+                assert_eq!(dv.to_vec().unwrap(), order, "{}: permutation, n = {n}, keep {keep}", dev.describe());
+                assert_eq!(cv, order, "cpu permutation, n = {n}, keep {keep}");
+                assert_eq!(dk.to_vec().unwrap(), ck, "{}: keys, n = {n}, keep {keep}", dev.describe());
+            }
         }
     }
 }
@@ -176,11 +184,12 @@ fn keys_sort_gather_put_points_in_z_order_as_the_cpu_does() {
         let mut keys: DevBuf<u64> = DevBuf::new(&dev, n).unwrap();
         prims::keys::<f32, 3>(&dev, pos, n, &q, keys.ptr()).unwrap();
         let mut perm = DevBuf::from_slice(&dev, &(0..n as u32).collect::<Vec<_>>()).unwrap();
-        prims::sort_pairs(&dev, &mut keys, &mut perm).unwrap();
+        // Cut to the tree's bits, as the pipeline sorts them.
+        prims::sort_pairs(&dev, &mut keys, &mut perm, crate::geom::morton::bits_kept(n)).unwrap();
         let perm_host = perm.to_vec().unwrap();
         let mut want_keys: Vec<u64> = pts.iter().map(|p| q.key(&std::array::from_fn(|d| p[d] as f32 as f64))).collect();
         let mut want_perm: Vec<u32> = (0..n as u32).collect();
-        crate::backend::cpu::radix_sort(&mut want_keys, &mut want_perm, 64);
+        crate::backend::cpu::radix_sort(&mut want_keys, &mut want_perm, crate::geom::morton::bits_kept(n));
         assert_eq!(perm_host, want_perm, "{}", dev.describe());
         assert_eq!(keys.to_vec().unwrap(), want_keys);
         for d in 0..3 {
