@@ -3,7 +3,10 @@
 variants (NVRTC options such as `-DZT_PASS=8`, `leaf=N`, `ZTREE_X=v` environment settings),
 each in a fresh process.
 
-  python3 benches/gpu/probe.py --cases knn:1e7 knnc:1e7 knn:1e8 fof:1e7 --variants=",-DZT_PASS=8"
+  python3 benches/gpu/probe.py --cases knn:1e7 knnc:1e7 knn:1e7:64 fof:1e7 --variants=",-DZT_PASS=8"
+
+Cases: knn:N (uniform, k = 16), knn:N:k, knnc:N[:k] (clustered, periodic), fof:N
+(clustered, b = 0.2, periodic).
 
 Uses benches/gpu/run.py's data (build/gpu-data) and runner (ZTREE_RUN).
 """
@@ -18,8 +21,10 @@ import run  # noqa: E402
 
 
 def case(spec, gen):
-    job, n, *k = spec.split(":")  # knn:1e7 (k = 16) or knn:1e7:64
-    n, k = int(float(n)), int(k[0]) if k else 16
+    job, *rest = spec.split(":")  # knn:1e7 (k = 16) or knn:1e7:64
+    if job not in ("knn", "knnc", "fof") or not 1 <= len(rest) <= (1 if job == "fof" else 2):
+        sys.exit(f"case {spec!r}: want knn:N[:k], knnc:N[:k] or fof:N")
+    n, k = int(float(rest[0])), int(rest[1]) if len(rest) > 1 else 16
     if job == "knn":
         return job, run.uniform(n), k, 0.0, n
     if job == "knnc":  # kNN on the clustered points (periodic unit box)

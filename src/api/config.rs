@@ -22,9 +22,8 @@ impl Default for Config {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TreeParams {
     /// Most points of one type in a leaf (except chunks of identical points, which are
-    /// also cut at this size). 0 (the default): chosen per job and back end — on the CPU
-    /// 96 for kNN with k >= 2, 48 for k = 1, 64 for FoF; 48 (jz-tree's) on a GPU. Results
-    /// never depend on it.
+    /// also cut at this size). 0 (the default): chosen per job — 96 for kNN with k >= 2,
+    /// 48 for k = 1, 64 for FoF, on the CPU and the GPU. Results never depend on it.
     pub leaf_size: usize,
     /// Capacity ratio between consecutive planes.
     pub coarsening: usize,

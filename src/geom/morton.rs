@@ -6,7 +6,6 @@
 
 use crate::input::{Bounds, Domain};
 
-/// Bits of one coordinate in a key: 21 in 3D (63-bit keys), 32 in 2D.
 /// How many of the highest varying key bits the tree needs for `n` points: enough for
 /// cells ~2^18 times smaller than the mean volume per point (a denser cluster's points
 /// share keys, and runs of identical keys longer than a leaf are refined by position),
@@ -21,6 +20,7 @@ pub(crate) fn bits_kept(n: usize) -> u32 {
 /// Up to this many keys the sorts keep every bit (`bits_kept`).
 pub(crate) const CUT_MIN: usize = 4096;
 
+/// Bits of one coordinate in a key: 21 in 3D (63-bit keys), 32 in 2D.
 pub(crate) const fn bits_per_dim(d: usize) -> u32 {
     if d == 2 { 32 } else { 21 }
 }

@@ -132,8 +132,9 @@ pub(crate) trait Device: Send + Sync {
     /// the stage's work when asked to (`ZTREE_CUDA_SYNC_STAGES=1`), so that the stage
     /// breakdown bills each stage its own device time; otherwise nothing.
     fn end_stage(&self) {}
-    /// `true` at the start of a call, `false` at its end (`HeldMemory`): the real device
-    /// keeps the memory the call frees for its later allocations, and lets it go after.
+    /// `true` at the start of a call, `false` at its end (`HeldMemory`; holds nest): the
+    /// real device keeps the memory the call frees for its later allocations, and at the
+    /// outermost end waits for its stream and hands that memory back.
     fn hold_memory(&self, hold: bool) {
         let _ = hold;
     }

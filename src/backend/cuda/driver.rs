@@ -19,9 +19,11 @@ pub(crate) struct CudaDevice {
     ordinal: i32,
     ctx: sys::CUcontext,
     stream: sys::CUstream,
-    /// This handle's memory pool (`create_pool`) and the bytes it keeps between calls.
+    /// This handle's memory pool (`create_pool`), the bytes it keeps between calls, and
+    /// how many `hold_memory(true)` are open (nested holds release at the outermost end).
     pool: sys::CUmemoryPool,
     keep: u64,
+    holds: std::sync::atomic::AtomicU32,
     #[cfg_attr(not(test), allow(dead_code))] // read by `describe`
     name: String,
     allocs: AllocTracker,
@@ -71,15 +73,20 @@ pub(crate) fn device_count() -> Result<usize> {
 /// call frees (`hold_memory`): at the driver's default release threshold, 0, freed pool
 /// memory goes back to the system at every stream synchronisation, and a call waits
 /// several times (list lengths, the top plane, the checks), so a later stage mapped the
-/// memory again (~5% of a kNN call, H200). Between calls it keeps
-/// ZTREE_CUDA_POOL_KEEP=bytes (or `max`; default 0): a simulation gets its memory back
-/// at its next synchronisation after the call.
-fn create_pool(ordinal: i32) -> Result<(sys::CUmemoryPool, u64)> {
+/// memory again (~5% of a kNN call, H200). At the end of a call the pool is trimmed to
+/// ZTREE_CUDA_POOL_KEEP=bytes (or `max`; default 0), which it keeps between calls: the
+/// simulation has its memory back when the call returns.
+fn create_pool(dev: sys::CUdevice, ordinal: i32) -> Result<(sys::CUmemoryPool, u64)> {
     let keep: u64 = match std::env::var("ZTREE_CUDA_POOL_KEEP") {
         Err(_) => 0,
         Ok(v) if v == "max" => u64::MAX,
         Ok(v) => v.parse().map_err(|_| Error::Device(format!("ZTREE_CUDA_POOL_KEEP={v}: want a byte count or `max`")))?,
     };
+    // SAFETY: `dev` came from cuDeviceGet.
+    let pools = unsafe { result::device::get_attribute(dev, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) }.unwrap_or(0);
+    if pools == 0 {
+        return Err(Error::NoDevice(format!("CUDA device {ordinal} has no stream-ordered memory pools (ztree allocates from one)")));
+    }
     // SAFETY: zeroed is a valid CUmemPoolProps (no handle types, no limit, reserved zero).
     let mut props: sys::CUmemPoolProps = unsafe { std::mem::zeroed() };
     props.allocType = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -87,7 +94,11 @@ fn create_pool(ordinal: i32) -> Result<(sys::CUmemoryPool, u64)> {
     props.location = sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: ordinal };
     // SAFETY: `props` is a valid description of device memory on `ordinal`.
     let pool = unsafe { result::mem_pool::create(&props) }.map_err(|e| device_err("cuMemPoolCreate", e))?;
-    set_release_threshold(pool, keep)?;
+    if let Err(e) = set_release_threshold(pool, keep) {
+        // SAFETY: created above, nothing allocated from it.
+        let _ = unsafe { result::mem_pool::destroy(pool) };
+        return Err(e);
+    }
     Ok((pool, keep))
 }
 
@@ -120,12 +131,12 @@ impl CudaDevice {
         };
         // SAFETY: the context of `ordinal`, retained above.
         unsafe { result::ctx::set_current(ctx) }.map_err(|e| device_err("cuCtxSetCurrent", e))?;
-        let (pool, keep) = create_pool(ordinal)?;
+        let (pool, keep) = create_pool(dev, ordinal)?;
         let name = result::device::get_name(dev).unwrap_or_else(|_| "unknown".into());
         let kernel_times = std::env::var_os("ZTREE_CUDA_KERNEL_TIMES").map(|_| Mutex::default());
         let sync_stages = std::env::var("ZTREE_CUDA_SYNC_STAGES").is_ok_and(|v| v == "1");
         let leaf_warps = std::env::var("ZTREE_CUDA_LEAF_WARPS").ok().and_then(|v| v.parse().ok()).filter(|w| (1..=8).contains(w)).unwrap_or(LEAF_WARPS);
-        Ok(Self { ordinal, ctx, stream: stream as sys::CUstream, pool, keep, name, allocs: AllocTracker::default(), kernel_times, leaf_warps, sync_stages })
+        Ok(Self { ordinal, ctx, stream: stream as sys::CUstream, pool, keep, holds: Default::default(), name, allocs: AllocTracker::default(), kernel_times, leaf_warps, sync_stages })
     }
 
     /// The device a caller's pointer lives on; an error when it is not device memory.
@@ -187,6 +198,21 @@ impl CudaDevice {
     }
 }
 
+impl CudaDevice {
+    /// Waits for the stream, then hands the pool's unused memory beyond `keep` bytes back
+    /// (memory whose free is still queued cannot go: hence the wait). Errors are the
+    /// stream's and come back from its next operation.
+    fn trim(&self, keep: u64) {
+        if self.current().is_ok() {
+            // SAFETY: the stream and the pool belong to this device's context, current.
+            unsafe {
+                let _ = result::stream::synchronize(self.stream);
+                let _ = result::mem_pool::trim_to(self.pool, usize::try_from(keep).unwrap_or(usize::MAX));
+            }
+        }
+    }
+}
+
 impl Device for CudaDevice {
     fn tracker(&self) -> &AllocTracker {
         &self.allocs
@@ -198,7 +224,17 @@ impl Device for CudaDevice {
     fn alloc(&self, bytes: usize) -> Result<DevPtr> {
         self.current()?;
         // SAFETY: the context is current; stream-ordered allocation on the caller's stream.
-        let p = unsafe { result::mem_pool::alloc_async(self.pool, bytes.max(1), self.stream) }.map_err(|e| match e.0 {
+        let try_alloc = || unsafe { result::mem_pool::alloc_async(self.pool, bytes.max(1), self.stream) };
+        let p = match try_alloc() {
+            // The pool may hold freed memory the call kept (`hold_memory`) in pieces too
+            // small: let it go and try once more.
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                self.trim(0);
+                try_alloc()
+            }
+            r => r,
+        }
+        .map_err(|e| match e.0 {
             sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Error::OutOfMemory { what: "device buffer", bytes: bytes as u64 },
             _ => device_err("cuMemAllocFromPoolAsync", e),
         })?;
@@ -243,8 +279,16 @@ impl Device for CudaDevice {
     }
 
     fn hold_memory(&self, hold: bool) {
-        // An error here would come back from the next allocation or launch.
-        let _ = set_release_threshold(self.pool, if hold { u64::MAX } else { self.keep });
+        use std::sync::atomic::Ordering::SeqCst;
+        if hold {
+            if self.holds.fetch_add(1, SeqCst) == 0 {
+                // A failure only costs speed (the pool then releases at every wait).
+                let _ = set_release_threshold(self.pool, u64::MAX);
+            }
+        } else if self.holds.fetch_sub(1, SeqCst) == 1 {
+            let _ = set_release_threshold(self.pool, self.keep);
+            self.trim(self.keep);
+        }
     }
 
     fn end_stage(&self) {

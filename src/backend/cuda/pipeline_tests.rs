@@ -172,6 +172,8 @@ fn all_cases<T: Real, const D: usize>(dev: &Arc<dyn Device>) {
             for k in [1, 16, 17, 133] {
                 knn_case::<T, D>(dev, name, &domain, &inside, None, k);
             }
+            // The GPU's own kNN leaf size (`auto_leaf_size`, k >= 2).
+            knn_case_with::<T, D>(dev, name, &domain, &inside, None, 16, &TreeParams { leaf_size: 96, ..TreeParams::default() });
             fof_case::<T, D>(dev, name, &domain, &inside, l / 16.0);
         }
         // Separate queries (the first 300 points, shifted) and k beyond the sources.
