@@ -248,6 +248,8 @@ typedef struct ztree_knn_params {
   struct ztree_array scalar;
   // The CUDA stream (`cudaStream_t` / `CUstream`) device work is queued on when the
   // particles are device arrays; NULL: the default stream. Ignored for host arrays.
+  // The call waits for the stream before it returns (its outputs are then ready, and
+  // its scratch memory handed back).
   void *cuda_stream;
 } ztree_knn_params;
 

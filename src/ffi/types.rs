@@ -152,6 +152,8 @@ pub struct ztree_knn_params {
     pub scalar: ztree_array,
     /// The CUDA stream (`cudaStream_t` / `CUstream`) device work is queued on when the
     /// particles are device arrays; NULL: the default stream. Ignored for host arrays.
+    /// The call waits for the stream before it returns (its outputs are then ready, and
+    /// its scratch memory handed back).
     pub cuda_stream: *mut c_void,
 }
 
