@@ -20,6 +20,15 @@ pub(crate) fn bits_kept(n: usize) -> u32 {
 /// Up to this many keys the sorts keep every bit (`bits_kept`).
 pub(crate) const CUT_MIN: usize = 4096;
 
+/// The mask that cuts keys to their `keep` highest varying bits, `diff` being the bits on
+/// which some keys differ (the OR of `k ^ k0`); all ones when nothing is cut. Both back
+/// ends' sorts cut with it (above `CUT_MIN` keys), so their keys agree.
+pub(crate) fn cut_mask(diff: u64, keep: u32) -> u64 {
+    let top = 64 - diff.leading_zeros();
+    let low = top.saturating_sub(keep.max(1));
+    if low == 0 { u64::MAX } else { !((1u64 << low) - 1) }
+}
+
 /// Bits of one coordinate in a key: 21 in 3D (63-bit keys), 32 in 2D.
 pub(crate) const fn bits_per_dim(d: usize) -> u32 {
     if d == 2 { 32 } else { 21 }

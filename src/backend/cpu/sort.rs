@@ -3,7 +3,7 @@
 use rayon::prelude::*;
 
 use super::par::{DisjointSlice, chunk_ranges, filled};
-use crate::geom::morton::CUT_MIN;
+use crate::geom::morton::{CUT_MIN, cut_mask};
 
 /// Stable parallel radix sort of `keys`, applying the same permutation to `vals`; above
 /// `CUT_MIN` keys, the keys are first cut to their `keep` highest varying bits (the lower
@@ -28,8 +28,7 @@ pub(crate) fn radix_sort(keys: &mut Vec<u64>, vals: &mut Vec<u32>, keep: u32) {
     }
     let top = 64 - diff.leading_zeros(); // bits above `top` are equal in every key
     let shift = top.saturating_sub(BITS);
-    let low = top.saturating_sub(keep.max(1));
-    let mask = if low == 0 { u64::MAX } else { !((1u64 << low) - 1) };
+    let mask = cut_mask(diff, keep);
     // Buckets by the cut key (stable for the cut keys whatever `keep`).
     let digit = |k: u64| (((k & mask) >> shift) as usize) & (RADIX - 1);
     let chunks = chunk_ranges(n, rayon::current_num_threads());

@@ -196,9 +196,7 @@ impl CudaDevice {
         // SAFETY: a CUBIN image NVRTC produced, alive for the call.
         unsafe { result::module::load_data(cubin.as_ptr().cast()) }.map_err(|e| Error::Device(format!("loading kernels/{module}.cu (sm_{major}{minor}): {e:?}")))
     }
-}
 
-impl CudaDevice {
     /// Waits for the stream, then hands the pool's unused memory beyond `keep` bytes back
     /// (memory whose free is still queued cannot go: hence the wait). Errors are the
     /// stream's and come back from its next operation.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::device::{Arg, BLOCK, DevBuf, DevPtr, Device, blocks};
 use crate::error::{Error, Result};
 use crate::geom::Real;
-use crate::geom::morton::{CUT_MIN, Quantizer};
+use crate::geom::morton::{CUT_MIN, Quantizer, cut_mask};
 
 /// A caller's array on the device: element `i` at `data + i * stride` (0: packed).
 #[derive(Clone, Copy, Debug)]
@@ -186,12 +186,12 @@ pub(crate) fn sort_pairs(dev: &Arc<dyn Device>, keys: &mut DevBuf<u64>, vals: &m
     // SAFETY: zt_key_spread(keys[n], n, spread[1]).
     unsafe { dev.launch("sort", "zt_key_spread", blocks(n, BLOCK as usize)?, &[keys.arg(), Arg::U32(n32), spread.arg()])? };
     let mut diff = spread.to_vec()?[0];
-    let top = 64 - diff.leading_zeros(); // bits above `top` are equal in every key
-    let low = if n > CUT_MIN { top.saturating_sub(keep.max(1)) } else { 0 };
-    if low > 0 {
+    let mask = if n > CUT_MIN { cut_mask(diff, keep) } else { u64::MAX };
+    if mask != u64::MAX {
+        let low = mask.trailing_zeros();
         // SAFETY: zt_key_cut(keys[n], n, low), 0 < low < 64.
         unsafe { dev.launch("sort", "zt_key_cut", blocks(n, BLOCK as usize)?, &[keys.arg(), Arg::U32(n32), Arg::U32(low)])? };
-        diff &= !((1u64 << low) - 1);
+        diff &= mask;
     }
     let nb = blocks(n, SORT_TILE)?;
     let counts: DevBuf<u32> = DevBuf::new(dev, 256 * nb as usize)?;
