@@ -6,7 +6,7 @@
 //! and `s` in box B: `box_min2(A, B) <= dist2(q, s) <= box_max2(A, B)` holds for the
 //! computed values.
 
-use super::real::{Real, fmax, fmin};
+use super::real::Real;
 
 /// The minimum image of a difference `x` in a periodic dimension of length `l`
 /// (`h = l / 2`): the box length is subtracted (added) once when `x > h` (`x < -h`).
@@ -84,8 +84,10 @@ impl<T: Real, const D: usize> Metric<T, D> for Open {
     }
     #[inline(always)]
     fn gap_range(&self, alo: T, ahi: T, blo: T, bhi: T, _d: usize) -> (T, T) {
-        let lo = fmax(fmax(alo - bhi, blo - ahi), T::ZERO);
-        let hi = fmax(ahi - blo, bhi - alo);
+        // One instruction each (`max1`): as selects, LLVM made some of them branches,
+        // mispredicted in the node test (2.8 per query on clustered points).
+        let lo = (alo - bhi).max1(blo - ahi).max1(T::ZERO);
+        let hi = (ahi - blo).max1(bhi - alo);
         (lo, hi)
     }
 }
@@ -120,19 +122,16 @@ impl<T: Real, const D: usize> Metric<T, D> for Periodic<T, D> {
     }
     #[inline(always)]
     fn gap_range(&self, alo: T, ahi: T, blo: T, bhi: T, d: usize) -> (T, T) {
-        let lo = fmax(fmax(alo - bhi, blo - ahi), T::ZERO);
-        let hi = fmax(ahi - blo, bhi - alo);
+        let lo = (alo - bhi).max1(blo - ahi).max1(T::ZERO);
+        let hi = (ahi - blo).max1(bhi - alo);
         let l = self.len[d];
         let h = self.half[d];
         // |dx| ranges over [lo, hi]; its minimum image min(|dx|, L - |dx|) is a tent.
-        let min = fmax(fmin(lo, l - hi), T::ZERO);
-        let max = if hi <= h {
-            hi
-        } else if lo > h {
-            l - lo
-        } else {
-            h
-        };
+        let min = lo.min1(l - hi).max1(T::ZERO);
+        // The tent's top over [lo, hi]: hi when hi <= h, L - lo when lo > h, else h — the
+        // smallest of the three in every case (h = L/2 exactly, and L - lo rounds to at
+        // least h when lo <= h), without a branch.
+        let max = hi.min1(l - lo).min1(h);
         (min, max)
     }
 }

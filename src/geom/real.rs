@@ -38,6 +38,10 @@ pub trait Real:
     fn abs(self) -> Self;
     fn sqrt(self) -> Self;
     fn half(self) -> Self;
+    /// `fmax` / `fmin` as one scalar instruction (maxsd / minsd on x86-64): never a
+    /// branch. For scalar code only: the vectoriser cannot widen them.
+    fn max1(self, o: Self) -> Self;
+    fn min1(self, o: Self) -> Self;
     /// Bits whose unsigned order is the order of non-negative values (for sort keys).
     fn key_bits(self) -> u64;
     /// Inverse of `key_bits`.
@@ -69,7 +73,7 @@ mod sealed {
 }
 
 macro_rules! impl_real {
-    ($t:ty, $name:expr, $max_coord:expr, $le_mask:ident, $le_mask_avx:ident, $open_block_avx:ident) => {
+    ($t:ty, $name:expr, $max_coord:expr, $le_mask:ident, $le_mask_avx:ident, $open_block_avx:ident, $set:ident, $get:ident, $max:ident, $min:ident) => {
         impl Real for $t {
             const ZERO: Self = 0.0;
             const MAX_COORD: f64 = $max_coord;
@@ -108,6 +112,23 @@ macro_rules! impl_real {
             #[inline(always)]
             fn from_key_bits(b: u64) -> Self {
                 <$t>::from_bits(b as _)
+            }
+            #[inline(always)]
+            fn max1(self, o: Self) -> Self {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: SSE2 is part of x86-64. (max(a, b) is a when a > b, else b:
+                // `fmax`'s value for every non-NaN pair, signed zeros included.)
+                return unsafe { std::arch::x86_64::$get(std::arch::x86_64::$max(std::arch::x86_64::$set(self), std::arch::x86_64::$set(o))) };
+                #[cfg(not(target_arch = "x86_64"))]
+                return if self > o { self } else { o };
+            }
+            #[inline(always)]
+            fn min1(self, o: Self) -> Self {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: as `max1`.
+                return unsafe { std::arch::x86_64::$get(std::arch::x86_64::$min(std::arch::x86_64::$set(self), std::arch::x86_64::$set(o))) };
+                #[cfg(not(target_arch = "x86_64"))]
+                return if self < o { self } else { o };
             }
             #[inline(always)]
             fn le_mask<const W: usize>(x: &[Self; W], thr: Self) -> u32 {
@@ -262,8 +283,8 @@ open_block_avx!(open_block_f64_avx, f64, 4, __m256d, _mm256_set1_pd, _mm256_load
 open_block_avx!(open_block_f32_avx, f32, 8, __m256, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_add_ps, _mm256_cmp_ps, _mm256_movemask_ps, le_mask_f32);
 
 // (2 * MAX_COORD)^2 * 3 < MAX: 1.2e37 < 3.4e38 (f32), 1.2e301 < 1.8e308 (f64).
-impl_real!(f32, "f32", 1e18, le_mask_f32, le_mask_f32_avx, open_block_f32_avx);
-impl_real!(f64, "f64", 1e150, le_mask_f64, le_mask_f64_avx, open_block_f64_avx);
+impl_real!(f32, "f32", 1e18, le_mask_f32, le_mask_f32_avx, open_block_f32_avx, _mm_set_ss, _mm_cvtss_f32, _mm_max_ss, _mm_min_ss);
+impl_real!(f64, "f64", 1e150, le_mask_f64, le_mask_f64_avx, open_block_f64_avx, _mm_set_sd, _mm_cvtsd_f64, _mm_max_sd, _mm_min_sd);
 
 /// `max` that is cheap and branch-free for non-NaN values (ztree rejects NaN at ingest).
 #[inline(always)]
