@@ -286,12 +286,15 @@ open_block_avx!(open_block_f32_avx, f32, 8, __m256, _mm256_set1_ps, _mm256_loadu
 impl_real!(f32, "f32", 1e18, le_mask_f32, le_mask_f32_avx, open_block_f32_avx, _mm_set_ss, _mm_cvtss_f32, _mm_max_ss, _mm_min_ss);
 impl_real!(f64, "f64", 1e150, le_mask_f64, le_mask_f64_avx, open_block_f64_avx, _mm_set_sd, _mm_cvtsd_f64, _mm_max_sd, _mm_min_sd);
 
-/// `max` that is cheap and branch-free for non-NaN values (ztree rejects NaN at ingest).
+/// `max` for non-NaN values (ztree rejects NaN at ingest), written as a select so that
+/// loops over arrays vectorise (`maxpd`). In scalar code LLVM may compile it into a branch;
+/// where the operands vary unpredictably, use `Real::max1` / `min1` instead.
 #[inline(always)]
 pub(crate) fn fmax<T: Real>(a: T, b: T) -> T {
     if a > b { a } else { b }
 }
 
+/// `min` as `fmax`.
 #[inline(always)]
 pub(crate) fn fmin<T: Real>(a: T, b: T) -> T {
     if a < b { a } else { b }
