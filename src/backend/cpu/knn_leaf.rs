@@ -33,8 +33,9 @@ const PF: usize = 2;
 const OWN_MAX_K: usize = 8;
 
 /// Up to this k the best candidates are kept sorted as they come (`TopK`); above, they
-/// are buffered and selected in bulk (`CandBuf`). Measured crossover (uniform 1e6, f64):
-/// `TopK` 10% faster at k = 24, `CandBuf` 5% at k = 32, 28% at k = 64, 2.6x at k = 400.
+/// are buffered and selected in bulk (`CandBuf`). Measured crossover (1e6, f64, with
+/// `CandBuf` on bitonic networks): `TopK` 20% faster at k = 16 on uniform points (level
+/// on clustered), 5-20% at k = 24; `CandBuf` 7-25% at k = 32.
 const SORTED_MAX_K: usize = 28;
 
 /// The guessed radius² of a query starts at this multiple of the previous query's k-th
@@ -413,7 +414,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                                 if GUESS && pass == 1 {
                                     m &= !T::le_mask(&d2b, lo);
                                 }
-                                if s.cand.offer(&d2b, base as u32, m, &rank) {
+                                if s.cand.offer::<B, AVX>(&d2b, base as u32, m, &rank) {
                                     thr = s.cand.kth();
                                 }
                                 b0 += B;

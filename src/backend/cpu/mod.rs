@@ -1,6 +1,7 @@
 //! The CPU back end: every stage data-parallel with rayon on the calling context's thread
 //! pool (the caller runs the pipeline inside `pool.install`). Buffers are host vectors.
 
+mod bitonic;
 mod cand;
 pub(crate) mod catalogue;
 mod fof;
