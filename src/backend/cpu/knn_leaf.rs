@@ -35,7 +35,7 @@ const OWN_MAX_K: usize = 8;
 /// Up to this k the best candidates are kept sorted as they come (`TopK`); above, they
 /// are buffered and selected in bulk (`CandBuf`). Measured crossover (1e6, f64, with
 /// `CandBuf` on bitonic networks): `TopK` 20% faster at k = 16 on uniform points (level
-/// on clustered), 5-20% at k = 24; `CandBuf` 7-25% at k = 32.
+/// on clustered), 5-20% at k = 24; `CandBuf` 7-35% at k = 32.
 const SORTED_MAX_K: usize = 28;
 
 /// The guessed radius² of a query starts at this multiple of the previous query's k-th
