@@ -173,7 +173,9 @@ unsafe fn clean_each<const N: usize>(v: &mut [__m256i; N]) {
 
 /// The keys of `N` vectors (a power of two, at most 32), sorted. Every stage is spelt
 /// out with constant bounds, so the compiler unrolls it all: no branch depends on the
-/// stage, and the keys stay in registers (or spill slots).
+/// stage, and the keys stay in registers (or spill slots). (Written as loops over the
+/// distances, even over constant arrays, the stages were not unrolled: 13% more
+/// instructions and twice the mispredicts in the k = 64 leaf pass.)
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn sort_regs<const N: usize>(v: &mut [__m256i; N]) {

@@ -328,16 +328,18 @@ fn as_u64(x: &mut [i64]) -> &mut [u64] {
 mod compress {
     use std::arch::x86_64::*;
 
-    /// For each 8-bit mask: the indices of its set bits in order, a byte each.
-    const LANES8: [u64; 256] = {
-        let mut t = [0u64; 256];
+    /// For each mask of `lanes` lanes: the indices of the 32-bit parts of its set lanes
+    /// (`parts` to a lane), in order, a byte each.
+    const fn table<const M: usize>(lanes: usize, parts: usize) -> [u64; M] {
+        let mut t = [0u64; M];
         let mut m = 0;
-        while m < 256 {
+        while m < M {
             let (mut v, mut o, mut i) = (0u64, 0, 0);
-            while i < 8 {
-                if (m >> i) & 1 == 1 {
-                    v |= (i as u64) << (8 * o);
-                    o += 1;
+            while i < lanes {
+                let mut j = 0;
+                while (m >> i) & 1 == 1 && j < parts {
+                    v |= ((parts * i + j) as u64) << (8 * o);
+                    (o, j) = (o + 1, j + 1);
                 }
                 i += 1;
             }
@@ -345,26 +347,11 @@ mod compress {
             m += 1;
         }
         t
-    };
+    }
 
-    /// For each 4-bit mask of 64-bit lanes: the 32-bit halves of its set lanes in order.
-    const LANES4X2: [u64; 16] = {
-        let mut t = [0u64; 16];
-        let mut m = 0;
-        while m < 16 {
-            let (mut v, mut o, mut i) = (0u64, 0, 0);
-            while i < 4 {
-                if (m >> i) & 1 == 1 {
-                    v |= ((2 * i) as u64) << (8 * o) | ((2 * i + 1) as u64) << (8 * o + 8);
-                    o += 2;
-                }
-                i += 1;
-            }
-            t[m] = v;
-            m += 1;
-        }
-        t
-    };
+    /// Eight 32-bit lanes (z-indices, f32 distances); four 64-bit lanes (f64 distances).
+    const LANES8: [u64; 256] = table(8, 1);
+    const LANES4X2: [u64; 16] = table(4, 2);
 
     #[inline(always)]
     unsafe fn lanes(bytes: u64) -> __m256i {
