@@ -12,9 +12,9 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-/// Sorts `x` ascending (length a power of two, at least 4).
+/// Sorts `x` ascending (length a power of two, at least 4). `avx2`: the CPU has AVX2.
 pub(crate) fn sort(x: &mut [i64], avx2: bool) {
-    debug_assert!(x.len().is_power_of_two() && x.len() >= 4);
+    assert!(x.len().is_power_of_two() && x.len() >= 4);
     #[cfg(target_arch = "x86_64")]
     if avx2 {
         // SAFETY: `avx2` is set only where the CPU has AVX2 (`simd::level`).
@@ -28,9 +28,11 @@ pub(crate) fn sort(x: &mut [i64], avx2: bool) {
 /// Replaces `low` (sorted, length P a power of two, at least 4) by the P smallest keys
 /// of `low` and `high[..P]` (sorted, `high.len() >= P`), sorted; returns the next
 /// smallest key of the union of `low` and `high` (`i64::MAX` when there is none).
+/// `avx2`: the CPU has AVX2.
 pub(crate) fn merge_low(low: &mut [i64], high: &[i64], avx2: bool) -> i64 {
     let p = low.len();
-    debug_assert!(p.is_power_of_two() && p >= 4 && high.len() >= p);
+    // The vector code reads p keys of `high`.
+    assert!(p.is_power_of_two() && p >= 4 && high.len() >= p);
     let after = high.get(p).copied().unwrap_or(i64::MAX);
     #[cfg(target_arch = "x86_64")]
     if avx2 {
