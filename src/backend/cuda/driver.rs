@@ -19,11 +19,8 @@ pub(crate) struct CudaDevice {
     ordinal: i32,
     ctx: sys::CUcontext,
     stream: sys::CUstream,
-    /// This handle's memory pool (`create_pool`), the bytes it keeps between calls, and
-    /// how many `hold_memory(true)` are open (nested holds release at the outermost end).
-    pool: sys::CUmemoryPool,
-    keep: u64,
-    holds: std::sync::atomic::AtomicU32,
+    /// The device's memory pool (`DevicePool`), shared by the process's handles on it.
+    pool: &'static DevicePool,
     #[cfg_attr(not(test), allow(dead_code))] // read by `describe`
     name: String,
     allocs: AllocTracker,
@@ -39,6 +36,10 @@ pub(crate) struct CudaDevice {
     /// microseconds per stage; without it a stage's tail shows in the next stage, the
     /// last one's in the next call).
     sync_stages: bool,
+    /// ZTREE_CUDA_SERIAL=1: every driver operation of every handle in the process under
+    /// one lock (`gate`). A diagnostic: several threads each with their own handle on one
+    /// GPU crashed or hung inside the driver (H200, driver 580; see docs/DESIGN.md).
+    serial: bool,
 }
 
 // SAFETY: a CUcontext and a CUstream may be used from any thread (the driver API is
@@ -68,15 +69,34 @@ pub(crate) fn device_count() -> Result<usize> {
     Ok(count as usize)
 }
 
-/// The memory pool of one device handle (`alloc` draws from it, not from the device's
-/// default pool, which belongs to the whole process). During a call it keeps what the
-/// call frees (`hold_memory`): at the driver's default release threshold, 0, freed pool
-/// memory goes back to the system at every stream synchronisation, and a call waits
-/// several times (list lengths, the top plane, the checks), so a later stage mapped the
-/// memory again (~5% of a kNN call, H200). At the end of a call the pool is trimmed to
-/// ZTREE_CUDA_POOL_KEEP=bytes (or `max`; default 0), which it keeps between calls: the
-/// simulation has its memory back when the call returns.
-fn create_pool(dev: sys::CUdevice, ordinal: i32) -> Result<(sys::CUmemoryPool, u64)> {
+/// ztree's memory pool on one device: every handle on the device allocates from it (not
+/// from the device's default pool, which belongs to the whole process). It is created
+/// once per device and process and never destroyed, like the retained context and the
+/// module cache: with a pool per handle, destroyed with it, several threads working on
+/// one GPU each with its own handle crashed (SIGSEGV) or hung inside the driver's stream
+/// waits in about half of the runs of the device tests on four threads (H200, driver
+/// 580; every test alone passed).
+///
+/// During a call it keeps what the call frees (`hold_memory`): at the driver's default
+/// release threshold, 0, freed pool memory goes back to the system at every stream
+/// synchronisation, and a call waits several times (list lengths, the top plane, the
+/// checks), so a later stage mapped the memory again (~5% of a kNN call, H200). When the
+/// last call in flight on the device ends the pool is trimmed to ZTREE_CUDA_POOL_KEEP=bytes
+/// (or `max`; default 0), which it keeps between calls: the simulation has its memory back
+/// when the call returns.
+pub(crate) struct DevicePool {
+    pool: sys::CUmemoryPool,
+    keep: u64,
+    /// Calls in flight on the device, over all handles (`hold_memory(true)` not yet closed;
+    /// holds nest).
+    holds: std::sync::atomic::AtomicU32,
+}
+
+// SAFETY: a CUmemoryPool may be used from any thread (the driver API is thread-safe).
+unsafe impl Send for DevicePool {}
+unsafe impl Sync for DevicePool {}
+
+fn create_pool(dev: sys::CUdevice, ordinal: i32) -> Result<DevicePool> {
     let keep: u64 = match std::env::var("ZTREE_CUDA_POOL_KEEP") {
         Err(_) => 0,
         Ok(v) if v == "max" => u64::MAX,
@@ -95,11 +115,11 @@ fn create_pool(dev: sys::CUdevice, ordinal: i32) -> Result<(sys::CUmemoryPool, u
     // SAFETY: `props` is a valid description of device memory on `ordinal`.
     let pool = unsafe { result::mem_pool::create(&props) }.map_err(|e| device_err("cuMemPoolCreate", e))?;
     if let Err(e) = set_release_threshold(pool, keep) {
-        // SAFETY: created above, nothing allocated from it.
+        // SAFETY: created above, nothing allocated from it, seen by no other thread.
         let _ = unsafe { result::mem_pool::destroy(pool) };
         return Err(e);
     }
-    Ok((pool, keep))
+    Ok(DevicePool { pool, keep, holds: Default::default() })
 }
 
 fn set_release_threshold(pool: sys::CUmemoryPool, mut bytes: u64) -> Result<()> {
@@ -117,8 +137,10 @@ impl CudaDevice {
         }
         let dev = result::device::get(ordinal).map_err(|e| device_err("cuDeviceGet", e))?;
         // Retained once per device and never released: the module cache lives in this
-        // context for the whole process (the context the CUDA runtime shares, too).
+        // context for the whole process (the context the CUDA runtime shares, too). The
+        // memory pool, likewise (`DevicePool`).
         static CONTEXTS: OnceLock<Mutex<HashMap<i32, usize>>> = OnceLock::new();
+        static POOLS: OnceLock<Mutex<HashMap<i32, &'static DevicePool>>> = OnceLock::new();
         let mut contexts = CONTEXTS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
         let ctx = match contexts.get(&ordinal) {
             Some(&c) => c as sys::CUcontext,
@@ -131,12 +153,22 @@ impl CudaDevice {
         };
         // SAFETY: the context of `ordinal`, retained above.
         unsafe { result::ctx::set_current(ctx) }.map_err(|e| device_err("cuCtxSetCurrent", e))?;
-        let (pool, keep) = create_pool(dev, ordinal)?;
+        let mut pools = POOLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+        let pool = match pools.get(&ordinal) {
+            Some(&p) => p,
+            None => {
+                let p: &'static DevicePool = Box::leak(Box::new(create_pool(dev, ordinal)?));
+                pools.insert(ordinal, p);
+                p
+            }
+        };
+        drop((pools, contexts));
         let name = result::device::get_name(dev).unwrap_or_else(|_| "unknown".into());
         let kernel_times = std::env::var_os("ZTREE_CUDA_KERNEL_TIMES").map(|_| Mutex::default());
         let sync_stages = std::env::var("ZTREE_CUDA_SYNC_STAGES").is_ok_and(|v| v == "1");
         let leaf_warps = std::env::var("ZTREE_CUDA_LEAF_WARPS").ok().and_then(|v| v.parse().ok()).filter(|w| (1..=8).contains(w)).unwrap_or(LEAF_WARPS);
-        Ok(Self { ordinal, ctx, stream: stream as sys::CUstream, pool, keep, holds: Default::default(), name, allocs: AllocTracker::default(), kernel_times, leaf_warps, sync_stages })
+        let serial = std::env::var("ZTREE_CUDA_SERIAL").is_ok_and(|v| v == "1");
+        Ok(Self { ordinal, ctx, stream: stream as sys::CUstream, pool, name, allocs: AllocTracker::default(), kernel_times, leaf_warps, sync_stages, serial })
     }
 
     /// The device a caller's pointer lives on; an error when it is not device memory.
@@ -149,6 +181,13 @@ impl CudaDevice {
             return Err(Error::InvalidParameter { name: "memory", why: format!("the pointer {ptr:#x} is not CUDA device memory ({r:?})") });
         }
         Ok(ordinal)
+    }
+
+    /// The process-wide driver lock when `serial` (operations do not nest: each takes it
+    /// once, at its start).
+    fn gate(&self) -> Option<std::sync::MutexGuard<'static, ()>> {
+        static GATE: Mutex<()> = Mutex::new(());
+        self.serial.then(|| GATE.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     fn current(&self) -> Result<()> {
@@ -205,7 +244,7 @@ impl CudaDevice {
             // SAFETY: the stream and the pool belong to this device's context, current.
             unsafe {
                 let _ = result::stream::synchronize(self.stream);
-                let _ = result::mem_pool::trim_to(self.pool, usize::try_from(keep).unwrap_or(usize::MAX));
+                let _ = result::mem_pool::trim_to(self.pool.pool, usize::try_from(keep).unwrap_or(usize::MAX));
             }
         }
     }
@@ -220,9 +259,10 @@ impl Device for CudaDevice {
     }
 
     fn alloc(&self, bytes: usize) -> Result<DevPtr> {
+        let _gate = self.gate();
         self.current()?;
         // SAFETY: the context is current; stream-ordered allocation on the caller's stream.
-        let try_alloc = || unsafe { result::mem_pool::alloc_async(self.pool, bytes.max(1), self.stream) };
+        let try_alloc = || unsafe { result::mem_pool::alloc_async(self.pool.pool, bytes.max(1), self.stream) };
         let p = match try_alloc() {
             // The pool may hold freed memory the call kept (`hold_memory`) in pieces too
             // small: let it go and try once more.
@@ -241,6 +281,7 @@ impl Device for CudaDevice {
     }
 
     unsafe fn free(&self, p: DevPtr) {
+        let _gate = self.gate();
         self.allocs.on_free(p);
         if self.current().is_ok() {
             // SAFETY: allocated on this stream by `alloc`; errors cannot be reported from drop.
@@ -249,6 +290,7 @@ impl Device for CudaDevice {
     }
 
     unsafe fn upload(&self, dst: DevPtr, src: &[u8]) -> Result<()> {
+        let _gate = self.gate();
         self.current()?;
         // SAFETY: the caller guarantees the range; synchronous so `src` may go at once.
         unsafe {
@@ -258,6 +300,7 @@ impl Device for CudaDevice {
     }
 
     unsafe fn download(&self, dst: &mut [u8], src: DevPtr) -> Result<()> {
+        let _gate = self.gate();
         self.current()?;
         // SAFETY: the caller guarantees the range; waits for the copy.
         unsafe {
@@ -267,6 +310,7 @@ impl Device for CudaDevice {
     }
 
     unsafe fn zero(&self, dst: DevPtr, bytes: usize) -> Result<()> {
+        let _gate = self.gate();
         self.current()?;
         // SAFETY: the caller guarantees the range.
         unsafe { result::memset_d8_async(dst, 0, bytes, self.stream) }.map_err(|e| device_err("cuMemsetD8Async", e))
@@ -277,19 +321,23 @@ impl Device for CudaDevice {
     }
 
     fn hold_memory(&self, hold: bool) {
+        let _gate = self.gate();
         use std::sync::atomic::Ordering::SeqCst;
         if hold {
-            if self.holds.fetch_add(1, SeqCst) == 0 {
+            if self.pool.holds.fetch_add(1, SeqCst) == 0 {
                 // A failure only costs speed (the pool then releases at every wait).
-                let _ = set_release_threshold(self.pool, u64::MAX);
+                let _ = set_release_threshold(self.pool.pool, u64::MAX);
             }
-        } else if self.holds.fetch_sub(1, SeqCst) == 1 {
-            let _ = set_release_threshold(self.pool, self.keep);
-            self.trim(self.keep);
+        } else if self.pool.holds.fetch_sub(1, SeqCst) == 1 {
+            // The last call in flight on the device. A call starting meanwhile may run at
+            // this threshold (slower, not wrong); the trim hands back only unused memory.
+            let _ = set_release_threshold(self.pool.pool, self.pool.keep);
+            self.trim(self.pool.keep);
         }
     }
 
     fn end_stage(&self) {
+        let _gate = self.gate();
         if self.sync_stages && self.current().is_ok() {
             // SAFETY: the stream belongs to this device's context, current above. An
             // error here is the stream's and comes back from its next operation.
@@ -301,6 +349,7 @@ impl Device for CudaDevice {
         if grid == 0 {
             return Ok(());
         }
+        let _gate = self.gate();
         let f = self.function(module, kernel)?;
         self.current()?;
         let mut ptrs: Vec<*mut c_void> = args.iter().map(Arg::as_ptr).collect();
@@ -325,11 +374,7 @@ impl Device for CudaDevice {
 
 impl Drop for CudaDevice {
     fn drop(&mut self) {
-        if self.current().is_ok() {
-            // SAFETY: every buffer of this handle is freed (each holds the handle); the
-            // driver finishes frees still queued on the stream before it lets the pool go.
-            let _ = unsafe { result::mem_pool::destroy(self.pool) };
-        }
+        let _gate = self.gate();
         let Some(times) = &self.kernel_times else { return };
         let t = times.lock().unwrap_or_else(|e| e.into_inner());
         let mut rows: Vec<_> = t.iter().collect();

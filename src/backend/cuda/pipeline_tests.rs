@@ -65,6 +65,14 @@ impl<T: Real> OnDevice<T> {
     }
 }
 
+/// ZTREE_TEST_TRACE: each device call's case on stderr as it starts (run with
+/// --nocapture; which case a hang or crash on a GPU stopped in).
+fn trace(what: std::fmt::Arguments<'_>) {
+    if std::env::var_os("ZTREE_TEST_TRACE").is_some() {
+        eprintln!("device call: {what}");
+    }
+}
+
 fn out<T: crate::backend::Elem>(b: &DevBuf<T>) -> DevOut<'_, T> {
     // SAFETY: the buffer is `len` elements, written only by this call.
     unsafe { DevOut::new(b.ptr(), b.len()) }
@@ -98,6 +106,7 @@ fn knn_case_with<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, dom
     let sinks = KnnSinks::<Cuda, T> { indices: Some(out(&gi)), d2: Some(out(&gd2)), kth_d2: Some(out(&gk)), ..Default::default() };
     let f = KnnFields::<Cuda> { masses: None, scalar: None };
     let qp = q_dev.as_ref().map(|q| q.points::<D>());
+    trace(format_args!("kNN {name} {} {D}D k={k} leaf={} {domain:?} n={}", T::NAME, params.leaf_size, pts.len()));
     let dev_stats = crate::pipeline::knn::run(&cuda, domain, &src.points::<D>(), qp.as_ref(), &f, k, &params, &sinks).unwrap().0;
     let what = format!("{}: kNN {name}, {} in {D}D, k = {k}, {domain:?}", dev.describe(), T::NAME);
     assert_eq!(gi.to_vec().unwrap(), ci, "{what}: indices");
@@ -152,6 +161,7 @@ fn fof_case<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, domain: 
         members: true,
     };
     let labels: DevBuf<i64> = DevBuf::new(dev, n).unwrap();
+    trace(format_args!("FoF {name} {} {D}D {domain:?} n={n}", T::NAME));
     let (gcat, _) = crate::pipeline::fof::run(&cuda, domain, &src.points::<D>(), l, &req, &params, &out(&labels)).unwrap();
     let what = format!("{}: FoF {name}, {} in {D}D, l = {l}, {domain:?}", dev.describe(), T::NAME);
     assert_eq!(labels.to_vec().unwrap(), cl, "{what}: labels");
