@@ -52,8 +52,9 @@ export ZTREE_GADGET4_DIR="$PWD/$kit/gadget4" ZTREE_TEST_REAL_DEVICE_ONLY=1
 echo "== CUDA back end tests on the GPU, one at a time (the emulator's runs are CI's)"
 timeout 150 "$kit/ztree_tests" --test-threads 1 backend::cuda 2>&1 | tail -30
 # Several threads, each with its own handle on the one GPU, crashed (SIGSEGV) or hung
-# inside the driver in about half of the runs (twenty-ninth session, H200, driver 580):
-# repeated runs on four threads, as shipped and under each suspect's remedy.
+# inside the driver in 5 of 6 runs (twenty-ninth session, H200, driver 580; since, one
+# memory pool per device, never destroyed): repeated runs on four threads, as shipped
+# and under two other suspects' remedies.
 # ZTREE_KIT_THREADS=0 skips it.
 if [ "${ZTREE_KIT_THREADS:-5}" -gt 0 ]; then
   echo "== the device tests on four threads, ${ZTREE_KIT_THREADS:-5} runs per variant (pass / crash / hang at 25 s)"
