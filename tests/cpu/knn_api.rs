@@ -1,11 +1,11 @@
-//! kNN API: bad input, reductions, output orders, thread-count independence, and a
-//! (The cross-check against scipy's cKDTree is in tests/tools.)
+//! kNN API: bad input, reductions, output orders, thread-count independence, and contexts
+//! on concurrent threads. (The cross-check against scipy's cKDTree is in tests/tools.)
 
 #[path = "../common/mod.rs"]
 mod common;
 
 use common::*;
-use ztree::{Config, Context, Domain, Error, KnnOutput, KnnParams, OutputOrder, SoaPoints, SourceFields, TreeParams};
+use ztree::{Config, Context, Domain, Error, FofFields, FofParams, KnnOutput, KnnParams, LinkingLength, OutputOrder, SoaPoints, SourceFields, TreeParams};
 
 fn ctx(threads: usize) -> Context {
     Context::new(Config { threads, tree: TreeParams { leaf_size: 8, top_target: 32, ..Default::default() } }).unwrap()
@@ -184,4 +184,39 @@ fn soa_input_equals_aos_input() {
     let b = c.knn_lists(&Domain::Open, &soa, None, 9).unwrap();
     assert_eq!(a.indices, b.indices);
     assert_eq!(a.distances, b.distances);
+}
+
+/// Contexts on several threads at once (each context used by one thread, as the API asks)
+/// give what one context alone gives: kNN lists through both selections (k = 12 sorted as
+/// they come, k = 40 buffered) and FoF with its catalogue, each call repeated.
+#[test]
+fn contexts_on_concurrent_threads_equal_one_context() {
+    let mut rng = Rng::new(21);
+    let pts: Vec<[f64; 3]> = points(Shape::Clustered, 20_000, [1.0; 3], &mut rng);
+    let q: Vec<[f64; 3]> = points(Shape::Uniform, 3_000, [1.0; 3], &mut rng);
+    let fof = FofParams { linking_length: LinkingLength::Absolute(0.004), min_members: 2, ..Default::default() };
+    let job = |c: &Context| {
+        let a = c.knn_lists(&Domain::periodic_cube(1.0), &pts, None, 12).unwrap();
+        let b = c.knn_lists(&Domain::Open, &pts, Some(&q), 40).unwrap();
+        let f = c.fof(&Domain::periodic_cube(1.0), &pts, &FofFields::default(), &fof).unwrap();
+        (a.indices, a.distances.iter().map(|d| d.to_bits()).collect::<Vec<_>>(), b.indices, b.distances.iter().map(|d| d.to_bits()).collect::<Vec<_>>(), f.labels, f.catalogue)
+    };
+    let want = job(&ctx(2));
+    assert!(want.5.len() > 10, "the FoF case should have groups");
+    std::thread::scope(|s| {
+        let runs: Vec<_> = (0..4)
+            .map(|t| {
+                let job = &job;
+                s.spawn(move || {
+                    let c = ctx(1 + t % 2);
+                    (0..3).map(|_| job(&c)).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for (t, r) in runs.into_iter().enumerate() {
+            for (i, got) in r.join().unwrap().into_iter().enumerate() {
+                assert!(got == want, "thread {t}, call {i}: differs from one context alone");
+            }
+        }
+    });
 }
