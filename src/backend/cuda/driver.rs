@@ -85,7 +85,7 @@ pub(crate) fn device_count() -> Result<usize> {
 /// (or `max`; default 0), which it keeps between calls: the simulation has its memory back
 /// when the call returns.
 pub(crate) struct DevicePool {
-    pool: sys::CUmemoryPool,
+    handle: sys::CUmemoryPool,
     keep: u64,
     /// Calls in flight on the device, over all handles (`hold_memory(true)` not yet closed;
     /// holds nest).
@@ -119,7 +119,7 @@ fn create_pool(dev: sys::CUdevice, ordinal: i32) -> Result<DevicePool> {
         let _ = unsafe { result::mem_pool::destroy(pool) };
         return Err(e);
     }
-    Ok(DevicePool { pool, keep, holds: Default::default() })
+    Ok(DevicePool { handle: pool, keep, holds: Default::default() })
 }
 
 fn set_release_threshold(pool: sys::CUmemoryPool, mut bytes: u64) -> Result<()> {
@@ -244,7 +244,7 @@ impl CudaDevice {
             // SAFETY: the stream and the pool belong to this device's context, current.
             unsafe {
                 let _ = result::stream::synchronize(self.stream);
-                let _ = result::mem_pool::trim_to(self.pool.pool, usize::try_from(keep).unwrap_or(usize::MAX));
+                let _ = result::mem_pool::trim_to(self.pool.handle, usize::try_from(keep).unwrap_or(usize::MAX));
             }
         }
     }
@@ -262,7 +262,7 @@ impl Device for CudaDevice {
         let _gate = self.gate();
         self.current()?;
         // SAFETY: the context is current; stream-ordered allocation on the caller's stream.
-        let try_alloc = || unsafe { result::mem_pool::alloc_async(self.pool.pool, bytes.max(1), self.stream) };
+        let try_alloc = || unsafe { result::mem_pool::alloc_async(self.pool.handle, bytes.max(1), self.stream) };
         let p = match try_alloc() {
             // The pool may hold freed memory the call kept (`hold_memory`) in pieces too
             // small: let it go and try once more.
@@ -326,12 +326,12 @@ impl Device for CudaDevice {
         if hold {
             if self.pool.holds.fetch_add(1, SeqCst) == 0 {
                 // A failure only costs speed (the pool then releases at every wait).
-                let _ = set_release_threshold(self.pool.pool, u64::MAX);
+                let _ = set_release_threshold(self.pool.handle, u64::MAX);
             }
         } else if self.pool.holds.fetch_sub(1, SeqCst) == 1 {
             // The last call in flight on the device. A call starting meanwhile may run at
             // this threshold (slower, not wrong); the trim hands back only unused memory.
-            let _ = set_release_threshold(self.pool.pool, self.pool.keep);
+            let _ = set_release_threshold(self.pool.handle, self.pool.keep);
             self.trim(self.pool.keep);
         }
     }
@@ -374,7 +374,6 @@ impl Device for CudaDevice {
 
 impl Drop for CudaDevice {
     fn drop(&mut self) {
-        let _gate = self.gate();
         let Some(times) = &self.kernel_times else { return };
         let t = times.lock().unwrap_or_else(|e| e.into_inner());
         let mut rows: Vec<_> = t.iter().collect();
