@@ -173,7 +173,7 @@ fn main() {
         let base = mem_mark();
         let t = Instant::now();
         let mut out = KnnOutput { density: Some(&mut density), ..Default::default() };
-        let st = dist.knn_self(&domain, &mine, &SourceFields::default(), &KnnParams { k: a.k }, &mut out).unwrap();
+        let st = dist.knn_self(&domain, &mine, &SourceFields::default(), &KnnParams::new(a.k), &mut out).unwrap();
         let el = max_all(&world, t.elapsed().as_secs_f64());
         peak = peak.max(mem_peak_since(base));
         if el < best {
@@ -189,7 +189,7 @@ fn main() {
             .map(|_| {
                 let mut out = KnnOutput { density: Some(&mut d), ..Default::default() };
                 let t = Instant::now();
-                ctx.knn_self(&domain, g, &SourceFields::default(), &KnnParams { k: a.k }, &mut out).unwrap();
+                ctx.knn_self(&domain, g, &SourceFields::default(), &KnnParams::new(a.k), &mut out).unwrap();
                 t.elapsed().as_secs_f64()
             })
             .fold(f64::INFINITY, f64::min)

@@ -100,7 +100,7 @@ fn run_ztree<T: Real>(ctx: &Context, pts: &[[T; 3]], k: usize, reps: usize, summ
         } else {
             KnnOutput { indices: Some(&mut idx), distances: Some(&mut dist), ..Default::default() }
         };
-        let stats = ctx.knn_self(&Domain::Open, pts, &SourceFields::default(), &KnnParams { k }, &mut out).unwrap();
+        let stats = ctx.knn_self(&Domain::Open, pts, &SourceFields::default(), &KnnParams::new(k), &mut out).unwrap();
         let dt = t.elapsed().as_secs_f64();
         let peak = mem_peak_since(base);
         if dt < best.0 {

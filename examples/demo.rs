@@ -17,7 +17,7 @@ fn main() {
     for step in 0..3 {
         let t = Instant::now();
         let stats = ctx
-            .knn_self(&Domain::periodic_cube(1.0), &pts, &SourceFields::default(), &KnnParams { k }, &mut KnnOutput {
+            .knn_self(&Domain::periodic_cube(1.0), &pts, &SourceFields::default(), &KnnParams::new(k), &mut KnnOutput {
                 kth_distance: Some(&mut kth),
                 density: Some(&mut density),
                 ..Default::default()

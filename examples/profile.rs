@@ -32,6 +32,15 @@ fn stages(t: &ztree::Timings) -> String {
 }
 
 fn run<T: Real>(ctx: &Context, job: &str, pts: &[[T; 3]], arg: f64, domain: &Domain<3>, reps: usize, zorder: bool) {
+    let a: Vec<String> = std::env::args().collect();
+    // --hint: from the second run on, each query's k-th distance from the run before is
+    // passed as `KnnParams::kth_hint`; --jitter F: before each later run every coordinate
+    // moves by up to F times the point's own k-th distance (a time step's motion).
+    let use_hint = a.iter().any(|x| x == "--hint");
+    let jitter = a.iter().position(|x| x == "--jitter").map(|i| a[i + 1].parse::<f64>().unwrap());
+    let mut moved: Vec<[T; 3]> = pts.to_vec();
+    let mut kth: Vec<f64> = Vec::new();
+    let mut rng = 0x9e3779b97f4a7c15u64;
     // Outputs allocated once, as a simulation reuses its arrays: only the first run pays
     // the page faults of fresh memory.
     let (k, n) = (arg as usize, pts.len());
@@ -50,13 +59,35 @@ fn run<T: Real>(ctx: &Context, job: &str, pts: &[[T; 3]], arg: f64, domain: &Dom
         }
     }
     for _ in 0..reps {
+        if let (Some(f), false) = (jitter, kth.is_empty()) {
+            for (p, &h) in moved.iter_mut().zip(&kth) {
+                for c in p.iter_mut() {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let u = (rng >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+                    let mut x = c.to_f64() + f * h * u;
+                    if let Domain::Periodic(l) = domain {
+                        x = x.rem_euclid(l[0]);
+                    }
+                    *c = T::from_f64(x);
+                    if let Domain::Periodic(l) = domain {
+                        if c.to_f64() >= l[0] {
+                            *c = T::ZERO;
+                        }
+                    }
+                }
+            }
+        }
         let t = Instant::now();
         if job == "knn" {
             let order = if zorder { ztree::OutputOrder::ZOrder } else { ztree::OutputOrder::Input };
             let mut out = KnnOutput { indices: Some(&mut idx), distances: Some(&mut dist), order, ..Default::default() };
-            let st = ctx.knn_self(domain, pts, &SourceFields::default(), &KnnParams { k }, &mut out).unwrap();
+            let hint = (use_hint && !kth.is_empty()).then_some(&kth as &dyn ztree::ScalarField);
+            let st = ctx.knn_self(domain, &moved[..], &SourceFields::default(), &KnnParams { k, kth_hint: hint }, &mut out).unwrap();
             let secs = t.elapsed().as_secs_f64();
-            let mean_kth: f64 = dist.chunks(k).map(|r| r[k - 1].to_f64()).sum::<f64>() / n as f64;
+            kth = dist.chunks(k).map(|r| r[k - 1].to_f64()).collect();
+            let mean_kth: f64 = kth.iter().sum::<f64>() / n as f64;
             println!("knn {secs:.3} s | {} | planes {:?} | lists {:?} | mean kth {mean_kth:.12e}", stages(&st.timings), st.nodes_per_plane, st.walk.list_entries);
         } else {
             let params = FofParams { linking_length: LinkingLength::Absolute(arg), min_members: 20, ..Default::default() };

@@ -45,7 +45,7 @@ impl Context {
         queries: Option<&P>,
         k: usize,
     ) -> Result<KnnLists<T>> {
-        let params = KnnParams { k };
+        let params = KnnParams::new(k);
         params.validate()?;
         let nq = queries.map_or(sources.len(), |q| q.len());
         let len = nq.checked_mul(k).ok_or(Error::InvalidParameter { name: "k", why: "n_queries * k overflows".into() })?;
@@ -80,7 +80,7 @@ fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T,
         let t = std::time::Instant::now();
         let sinks = sinks(out);
         let outputs = t.elapsed().as_secs_f64();
-        let kf = KnnFields::<Cpu> { masses: fields.masses, scalar: fields.scalar };
+        let kf = KnnFields::<Cpu> { masses: fields.masses, scalar: fields.scalar, kth_hint: params.kth_hint };
         let (mut stats, zs) = crate::pipeline::knn::run(&Cpu, domain, sources, queries, &kf, params.k, &ctx.config.tree, &sinks)?;
         // The prefault of fresh output rows is part of the call (~10% of a 1e6 k = 16 call
         // on the development VM): a stage of its own, so the stages add up to the call.

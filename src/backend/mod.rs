@@ -21,6 +21,7 @@ use crate::geom::Real;
 use crate::geom::metric::Metric;
 use crate::geom::morton::Quantizer;
 use crate::input::{Bounds, Domain};
+use crate::pipeline::knn::LeafFields;
 use crate::pipeline::{KnnSinks, Lists, PointTypes, Prepared, Tree};
 
 /// Plain element types a back end's buffers hold. (`pub` in a private module: nameable
@@ -150,8 +151,7 @@ pub(crate) trait Backend: Sync + Sized {
         metric: &M,
         zs: &Prepared<Self, T, D>,
         k: usize,
-        masses: Option<&Self::Buf<f64>>,
-        scalar: Option<&Self::Buf<f64>>,
+        fields: &LeafFields<'_, Self>,
         lists: &Lists<Self>,
         sinks: &KnnSinks<'_, Self, T>,
     ) -> Result<u64>;

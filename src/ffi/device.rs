@@ -191,7 +191,7 @@ pub(crate) fn knn<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o:
     };
     let sp = dev_points(&c.sp, c.ns);
     let qp = c.qp.as_ref().map(|q| dev_points(q, nq));
-    let fields = KnnFields::<Cuda> { masses, scalar };
+    let fields = KnnFields::<Cuda> { masses, scalar, kth_hint: None };
     let dom = domain::<D>(&ctx.config);
     let core = &ctx.core;
     let (mut stats, zs) = core.pool.install(|| crate::pipeline::knn::run(&cuda, &dom, &sp, qp.as_ref(), &fields, c.k, &core.config.tree, &sinks))?;

@@ -265,7 +265,7 @@ pub(crate) fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, 
         order: c.order,
         permutation,
     };
-    let kp = KnnParams { k: c.k };
+    let kp = KnnParams::new(c.k);
     let dom = domain::<D>(&ctx.config);
     #[allow(unused_mut)]
     let mut dist: Option<DistInfo> = None;

@@ -44,14 +44,33 @@ pub struct KnnOutput<'a, T> {
 }
 
 /// Parameters of a kNN call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KnnParams {
+#[derive(Clone, Copy, Default)]
+pub struct KnnParams<'a> {
     /// Neighbours per query, at least 1. Larger than the number of sources is allowed:
     /// rows are padded and `KnnStats::padded_queries` says how many.
     pub k: usize,
+    /// Optional, per query (input order): a guess of the distance to its k-th neighbour —
+    /// typically the previous time step's `kth_distance` output (or a smoothing length
+    /// that tracks it). The CPU search starts within it and widens only where it holds
+    /// fewer than k sources, so a close guess saves most of the candidates a query would
+    /// otherwise take; the results are the same whatever it holds. Values that are not
+    /// finite and positive (+inf from a padded row, 0, NaN) mean "no guess" for that
+    /// query. Its length must be the number of queries. The CUDA back end ignores it.
+    pub kth_hint: Option<&'a dyn ScalarField>,
 }
 
-impl KnnParams {
+impl std::fmt::Debug for KnnParams<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KnnParams").field("k", &self.k).field("kth_hint", &self.kth_hint.map(|h| h.len())).finish()
+    }
+}
+
+impl KnnParams<'_> {
+    /// Parameters with `k` neighbours and no hint.
+    pub fn new(k: usize) -> Self {
+        Self { k, kth_hint: None }
+    }
+
     /// The one check of `k` every entry point runs.
     pub(crate) fn validate(&self) -> Result<()> {
         if self.k == 0 {
@@ -111,6 +130,10 @@ pub(crate) fn check_call<T>(ns: usize, nq: usize, params: &KnnParams, fields: &S
     }
     if let Some(o) = &out.permutation {
         check_len("permutation output", o.len(), nq)?;
+    }
+    if let Some(h) = params.kth_hint {
+        // Any value is allowed (it is a guess), only the length is checked.
+        check_len("kth_hint", h.len(), nq)?;
     }
     for (what, f) in [("masses", fields.masses), ("scalar field", fields.scalar)] {
         if let Some(f) = f {

@@ -11,10 +11,21 @@ use crate::knn::KnnStats;
 
 use super::{KnnSinks, Prepared, prepare};
 
-/// The caller's per-source fields, as the back end reads them.
+/// The caller's per-source fields (and per-query k-th distance guesses), as the back end
+/// reads them.
 pub(crate) struct KnnFields<'a, B: Backend + 'a> {
     pub masses: Option<B::Scalar<'a>>,
     pub scalar: Option<B::Scalar<'a>>,
+    /// `KnnParams::kth_hint`, in the queries' input order.
+    pub kth_hint: Option<B::Scalar<'a>>,
+}
+
+/// The fields of a kNN job in z-order, as the leaf pass reads them: masses and scalar
+/// by source, the k-th distance guesses by query.
+pub(crate) struct LeafFields<'a, B: Backend> {
+    pub masses: Option<&'a B::Buf<f64>>,
+    pub scalar: Option<&'a B::Buf<f64>>,
+    pub kth_hint: Option<&'a B::Buf<f64>>,
 }
 
 /// Runs a kNN job (inputs already checked; at least one source) and returns its
@@ -40,17 +51,19 @@ where
     let mut timings = Timings::default();
     let params = &params.with_auto_leaf(b.auto_leaf_size(LeafJob::Knn { k }));
     let zs = prepare(b, domain, sources, queries, params, &mut timings)?;
-    let (masses, scalar) = super::stage(b, &mut timings, "fields", || -> Result<_> {
+    let (masses, scalar, hint) = super::stage(b, &mut timings, "fields", || -> Result<_> {
         let g = |f: Option<B::Scalar<'_>>| f.map(|f| b.gather_scalar(f, &zs.src_orig)).transpose();
-        Ok((g(fields.masses)?, g(fields.scalar)?))
+        let hint = fields.kth_hint.map(|f| b.gather_scalar(f, zs.queries().1)).transpose()?;
+        Ok((g(fields.masses)?, g(fields.scalar)?, hint))
     })?;
+    let f = LeafFields { masses: masses.as_ref(), scalar: scalar.as_ref(), kth_hint: hint.as_ref() };
     let walk = super::stage(b, &mut timings, "walk", || match domain {
-        Domain::Open => walk(b, &Open, &zs, k, masses.as_ref(), scalar.as_ref(), sinks),
-        Domain::Periodic(l) => walk(b, &Periodic::<T, D>::new(l), &zs, k, masses.as_ref(), scalar.as_ref(), sinks),
+        Domain::Open => walk(b, &Open, &zs, k, &f, sinks),
+        Domain::Periodic(l) => walk(b, &Periodic::<T, D>::new(l), &zs, k, &f, sinks),
     })?;
     let ns = zs.n_sources();
     let nq = B::len(zs.queries().1);
-    let field_bytes = masses.as_ref().map_or(0, |m| B::bytes(m)) + scalar.as_ref().map_or(0, |s| B::bytes(s));
+    let field_bytes = [&masses, &scalar, &hint].iter().map(|f| f.as_ref().map_or(0, |f| B::bytes(f))).sum::<usize>();
     let stats = KnnStats {
         sources: ns,
         queries: nq,
@@ -69,8 +82,7 @@ fn walk<B: Backend, T: Real, const D: usize, M: Metric<T, D>>(
     metric: &M,
     zs: &Prepared<B, T, D>,
     k: usize,
-    masses: Option<&B::Buf<f64>>,
-    scalar: Option<&B::Buf<f64>>,
+    fields: &LeafFields<'_, B>,
     sinks: &KnnSinks<'_, B, T>,
 ) -> Result<WalkStats> {
     let mut stats = WalkStats::default();
@@ -82,6 +94,6 @@ fn walk<B: Backend, T: Real, const D: usize, M: Metric<T, D>>(
         lists = b.knn_node_pass(metric, tree, node_k, parent, &lists)?;
         stats.list_entries.push(B::len(&lists.items) as u64);
     }
-    stats.list_entries.push(b.knn_leaf_pass(metric, zs, k, masses, scalar, &lists, sinks)?);
+    stats.list_entries.push(b.knn_leaf_pass(metric, zs, k, fields, &lists, sinks)?);
     Ok(stats)
 }

@@ -15,13 +15,13 @@ fn ctx(threads: usize) -> Context {
 fn bad_input_is_an_error_not_a_panic() {
     let c = ctx(2);
     let good: Vec<[f64; 3]> = vec![[0.1, 0.2, 0.3], [0.5, 0.5, 0.5], [0.9, 0.1, 0.4]];
-    let k1 = KnnParams { k: 1 };
+    let k1 = KnnParams::new(1);
     let none = SourceFields::default();
     let mut nan = good.clone();
     nan[1][2] = f64::NAN;
     let run = |src: &Vec<[f64; 3]>, dom: Domain<3>, k: usize| {
         let mut kth = vec![0.0f64; src.len()];
-        c.knn_self(&dom, src, &none, &KnnParams { k }, &mut KnnOutput { kth_distance: Some(&mut kth), ..Default::default() })
+        c.knn_self(&dom, src, &none, &KnnParams::new(k), &mut KnnOutput { kth_distance: Some(&mut kth), ..Default::default() })
     };
     assert!(matches!(run(&nan, Domain::Open, 1), Err(Error::NonFinite { index: 1, dim: 2, .. })));
     let mut inf = good.clone();
@@ -53,7 +53,7 @@ fn bad_input_is_an_error_not_a_panic() {
     }
     // Output arrays of the wrong size, untouched.
     let mut short = vec![7i64; 5];
-    let r = c.knn_self(&Domain::Open, &good, &none, &KnnParams { k: 2 }, &mut KnnOutput { indices: Some(&mut short), ..Default::default() });
+    let r = c.knn_self(&Domain::Open, &good, &none, &KnnParams::new(2), &mut KnnOutput { indices: Some(&mut short), ..Default::default() });
     assert!(matches!(r, Err(Error::LengthMismatch { got: 5, expected: 6, .. })));
     assert_eq!(short, vec![7; 5]);
     // Mismatched struct-of-arrays lengths.
@@ -86,7 +86,7 @@ fn zero_queries_is_fine() {
     let c = ctx(1);
     let src: Vec<[f32; 2]> = vec![[0.5, 0.5]];
     let q: Vec<[f32; 2]> = Vec::new();
-    let st = c.knn(&Domain::Open, &src, &q, &SourceFields::default(), &KnnParams { k: 3 }, &mut KnnOutput::default()).unwrap();
+    let st = c.knn(&Domain::Open, &src, &q, &SourceFields::default(), &KnnParams::new(3), &mut KnnOutput::default()).unwrap();
     assert_eq!(st.queries, 0);
 }
 
@@ -102,7 +102,7 @@ fn reductions_match_the_oracle() {
         let n = pts.len();
         let (mut kth, mut dens, mut dens_m, mut mean) = (vec![0.0f64; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
         let fields = SourceFields { masses: None, scalar: Some(&scalar) };
-        c.knn_self(&Domain::Periodic(l), &pts, &fields, &KnnParams { k }, &mut KnnOutput {
+        c.knn_self(&Domain::Periodic(l), &pts, &fields, &KnnParams::new(k), &mut KnnOutput {
             kth_distance: Some(&mut kth),
             density: Some(&mut dens),
             scalar_mean: Some(&mut mean),
@@ -110,7 +110,7 @@ fn reductions_match_the_oracle() {
         })
         .unwrap();
         let fm = SourceFields { masses: Some(&masses), scalar: None };
-        c.knn_self(&Domain::Periodic(l), &pts, &fm, &KnnParams { k }, &mut KnnOutput { density: Some(&mut dens_m), ..Default::default() }).unwrap();
+        c.knn_self(&Domain::Periodic(l), &pts, &fm, &KnnParams::new(k), &mut KnnOutput { density: Some(&mut dens_m), ..Default::default() }).unwrap();
         let (idx, dist) = brute_knn(&pts, None, k, Some(l));
         for q in 0..n {
             let row = &idx[q * k..(q + 1) * k];
@@ -135,7 +135,7 @@ fn zorder_output_with_permutation() {
     let k = 5;
     let n = pts.len();
     let (mut zi, mut zd, mut perm) = (vec![0i64; n * k], vec![0.0f32; n * k], vec![0i64; n]);
-    c.knn_self(&Domain::Open, &pts, &SourceFields::default(), &KnnParams { k }, &mut KnnOutput {
+    c.knn_self(&Domain::Open, &pts, &SourceFields::default(), &KnnParams::new(k), &mut KnnOutput {
         indices: Some(&mut zi),
         distances: Some(&mut zd),
         order: OutputOrder::ZOrder,

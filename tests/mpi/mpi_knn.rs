@@ -28,7 +28,7 @@ fn run_case<T: Real, const D: usize>(dist: &Dist, reference: &Context, global: &
     let (mut ri, mut rd, mut rk, mut rdens, mut rs) = (vec![0i64; n * k], vec![T::ZERO; n * k], vec![T::ZERO; n], vec![0.0; n], vec![0.0; n]);
     let fields = SourceFields { masses: Some(&cm), scalar: Some(&csc) };
     let mut out = KnnOutput { indices: Some(&mut ri), distances: Some(&mut rd), kth_distance: Some(&mut rk), density: Some(&mut rdens), scalar_mean: Some(&mut rs), ..Default::default() };
-    reference.knn_self(&domain, &cat, &fields, &KnnParams { k }, &mut out).unwrap();
+    reference.knn_self(&domain, &cat, &fields, &KnnParams::new(k), &mut out).unwrap();
     // The distributed call on this rank's share.
     let lo = case.lay.offsets[rank];
     let mine = case.lay.mine(rank);
@@ -42,7 +42,7 @@ fn run_case<T: Real, const D: usize>(dist: &Dist, reference: &Context, global: &
     if std::env::var_os("ZTREE_DEBUG_COMM").is_some() {
         eprintln!("rank {rank}: case {}", case.label);
     }
-    let st = dist.knn_self(&domain, &pts, &fields, &KnnParams { k }, &mut out).unwrap_or_else(|e| panic!("{}: rank {rank}: {e}", case.label));
+    let st = dist.knn_self(&domain, &pts, &fields, &KnnParams::new(k), &mut out).unwrap_or_else(|e| panic!("{}: rank {rank}: {e}", case.label));
     let mut bad = 0;
     for q in 0..nm {
         let g = lo + q;
@@ -75,7 +75,7 @@ fn run_case<T: Real, const D: usize>(dist: &Dist, reference: &Context, global: &
     // Summaries only (no lists): the boundary candidates then come from another pass.
     let (mut sk, mut sdens, mut ss) = (vec![T::ZERO; nm], vec![0.0; nm], vec![0.0; nm]);
     let mut out = KnnOutput { kth_distance: Some(&mut sk), density: Some(&mut sdens), scalar_mean: Some(&mut ss), ..Default::default() };
-    dist.knn_self(&domain, &pts, &fields, &KnnParams { k }, &mut out).unwrap();
+    dist.knn_self(&domain, &pts, &fields, &KnnParams::new(k), &mut out).unwrap();
     let summary_bad = (0..nm)
         .filter(|&q| {
             let g = lo + q;
@@ -101,7 +101,7 @@ fn run_queries<T: Real, const D: usize>(dist: &Dist, reference: &Context, src: &
     let (mut ri, mut rd, mut rdens) = (vec![0i64; nq * k], vec![T::ZERO; nq * k], vec![0.0; nq]);
     let fields = SourceFields { masses: Some(&cm), scalar: None };
     let mut out = KnnOutput { indices: Some(&mut ri), distances: Some(&mut rd), density: Some(&mut rdens), ..Default::default() };
-    reference.knn(&domain, &cs, &cq, &fields, &KnnParams { k }, &mut out).unwrap();
+    reference.knn(&domain, &cs, &cq, &fields, &KnnParams::new(k), &mut out).unwrap();
     let ms: Vec<[T; D]> = slay.mine(rank).iter().map(|&i| src[i]).collect();
     let mm: Vec<f64> = slay.mine(rank).iter().map(|&i| masses[i]).collect();
     let mq: Vec<[T; D]> = qlay.mine(rank).iter().map(|&i| qry[i]).collect();
@@ -109,7 +109,7 @@ fn run_queries<T: Real, const D: usize>(dist: &Dist, reference: &Context, src: &
     let (mut di, mut dd, mut ddens) = (vec![0i64; nm * k], vec![T::ZERO; nm * k], vec![0.0; nm]);
     let fields = SourceFields { masses: Some(&mm), scalar: None };
     let mut out = KnnOutput { indices: Some(&mut di), distances: Some(&mut dd), density: Some(&mut ddens), ..Default::default() };
-    dist.knn(&domain, &ms, &mq, &fields, &KnnParams { k }, &mut out).unwrap_or_else(|e| panic!("{label}: rank {rank}: {e}"));
+    dist.knn(&domain, &ms, &mq, &fields, &KnnParams::new(k), &mut out).unwrap_or_else(|e| panic!("{label}: rank {rank}: {e}"));
     let lo = qlay.offsets[rank];
     let mut bad = 0;
     for q in 0..nm {
@@ -128,7 +128,7 @@ fn run_queries<T: Real, const D: usize>(dist: &Dist, reference: &Context, src: &
     let mut sdens = vec![0.0; nm];
     let fields = SourceFields { masses: Some(&mm), scalar: None };
     let mut out = KnnOutput { density: Some(&mut sdens), ..Default::default() };
-    dist.knn(&domain, &ms, &mq, &fields, &KnnParams { k }, &mut out).unwrap();
+    dist.knn(&domain, &ms, &mq, &fields, &KnnParams::new(k), &mut out).unwrap();
     bad + (0..nm).filter(|&q| sdens[q].to_bits() != rdens[lo + q].to_bits()).count()
 }
 

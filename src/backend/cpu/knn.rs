@@ -22,6 +22,8 @@ pub(super) struct KnnJob<'a, T: Real, const D: usize> {
     /// Source masses and scalar in z-order, when the reductions need them.
     pub masses: Option<&'a [f64]>,
     pub scalar: Option<&'a [f64]>,
+    /// The caller's k-th distance guesses by query in z-order (`KnnParams::kth_hint`).
+    pub kth_hint: Option<&'a [f64]>,
 }
 
 /// The node–node test (k only: the count from `Prepared::knn_node_k`).

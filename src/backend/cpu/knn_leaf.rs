@@ -46,8 +46,16 @@ const GUESS_MISS: f64 = 1.25;
 const GUESS_HIT: f64 = 0.99;
 const GUESS_RANGE: (f64, f64) = (1.0, 4.0);
 
-/// The guess is used from this k on.
+/// The guess is used from this k on (with the caller's hints, at every k).
 const GUESS_MIN_K: usize = 8;
+
+/// With the caller's k-th distance hint h, the guessed radius² is h² times a factor that
+/// starts here and adapts as the other one does (a hint is usually close: the previous
+/// step's k-th distance of a particle that moved a little; 1% up covers its rounding).
+const HINT_START: f64 = 1.02;
+const HINT_MISS: f64 = 1.1;
+const HINT_HIT: f64 = 0.995;
+const HINT_RANGE: (f64, f64) = (1.0001, 4.0);
 
 /// Tests: a fixed guess factor (f64 bits; `u64::MAX`: none, adaptive), and how many
 /// queries the guess held (0) and missed (1) since the last `take_guess_counts`.
@@ -82,6 +90,8 @@ pub(crate) struct Scratch<T, const D: usize> {
     /// factor that turns it into the next query's guessed radius² (`leaf_queries`).
     last_kth: f64,
     guess: f64,
+    /// The factor that turns a caller's hint² into the guessed radius².
+    hint_factor: f64,
 }
 
 impl<T: Real, const D: usize> Scratch<T, D> {
@@ -97,6 +107,7 @@ impl<T: Real, const D: usize> Scratch<T, D> {
             cand: CandBuf::new(),
             last_kth: f64::INFINITY,
             guess: GUESS_START,
+            hint_factor: HINT_START,
         }
     }
 }
@@ -259,10 +270,11 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
     }
 
     /// Whether the queries start within a guessed radius (`leaf_queries`): from
-    /// `GUESS_MIN_K` on (below, the first pass costs more than it saves).
+    /// `GUESS_MIN_K` on (below, the first pass costs more than it saves), or with the
+    /// caller's hints.
     #[inline(always)]
     fn guessing(&self) -> bool {
-        self.kk >= GUESS_MIN_K
+        self.kk >= GUESS_MIN_K || self.kth_hint.is_some()
     }
 
     /// The leaf pass body; `AVX`: compiled into a function with AVX2 enabled; `GUESS`:
@@ -336,7 +348,17 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                     s.guess = f64::from_bits(forced);
                 }
             }
-            let guess = T::from_f64(s.last_kth * s.guess);
+            // The caller's hint when it gave a usable one (finite, > 0), else the
+            // previous query's k-th distance (from `GUESS_MIN_K` on).
+            let hint = match self.kth_hint {
+                Some(h) if h[q] > 0.0 && h[q] < f64::INFINITY => Some(h[q]),
+                _ => None,
+            };
+            let guess = match hint {
+                Some(h) => T::from_f64(h * h * s.hint_factor),
+                None if self.kk >= GUESS_MIN_K => T::from_f64(s.last_kth * s.guess),
+                None => T::INFINITY,
+            };
             let two_pass = GUESS && guess < wide;
             if two_pass {
                 thr = guess;
@@ -457,11 +479,15 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 let held = if buffered { s.cand.held() >= self.kk } else { s.best.zs().len() == self.kk };
                 #[cfg(test)]
                 GUESS_COUNTS[usize::from(!held)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let (factor, hit, miss, range) = match hint {
+                    Some(_) => (&mut s.hint_factor, HINT_HIT, HINT_MISS, HINT_RANGE),
+                    None => (&mut s.guess, GUESS_HIT, GUESS_MISS, GUESS_RANGE),
+                };
                 if held {
-                    s.guess = (s.guess * GUESS_HIT).max(GUESS_RANGE.0);
+                    *factor = (*factor * hit).max(range.0);
                     break;
                 }
-                s.guess = (s.guess * GUESS_MISS).min(GUESS_RANGE.1);
+                *factor = (*factor * miss).min(range.1);
                 (pass, lo, thr) = (1, guess, wide);
             }
             let row = if sinks.zorder { q } else { qorig[q] as usize };

@@ -69,10 +69,16 @@ fn brute_answer<T: Real>(pts: &[[T; 3]], periodic: bool, k: usize) -> (Vec<i64>,
 
 /// The search on `ctx`: (indices, distances), `k` per row.
 fn search<T: Real>(ctx: &Context, pts: &[[T; 3]], periodic: bool, k: usize) -> (Vec<i64>, Vec<T>) {
+    search_with(ctx, pts, periodic, KnnParams::new(k))
+}
+
+/// `search` with any parameters.
+fn search_with<T: Real>(ctx: &Context, pts: &[[T; 3]], periodic: bool, params: KnnParams<'_>) -> (Vec<i64>, Vec<T>) {
     let domain = if periodic { Domain::Periodic([1.0; 3]) } else { Domain::Open };
+    let k = params.k;
     let (mut idx, mut dist) = (vec![0i64; pts.len() * k], vec![T::ZERO; pts.len() * k]);
     let mut out = KnnOutput { indices: Some(&mut idx), distances: Some(&mut dist), ..Default::default() };
-    ctx.knn_self(&domain, pts, &SourceFields::default(), &KnnParams { k }, &mut out).unwrap();
+    ctx.knn_self(&domain, pts, &SourceFields::default(), &params, &mut out).unwrap();
     (idx, dist)
 }
 
@@ -178,4 +184,107 @@ fn large_leaves_equal_brute_force_f64() {
 #[test]
 fn large_leaves_equal_brute_force_f32() {
     large_leaves::<f32>();
+}
+
+/// `KnnParams::kth_hint` changes nothing but the speed: hints exact, too small (every
+/// query then takes the second pass), too large, garbage (NaN, +inf, 0, negative, the
+/// wrong particle's, random) and mixed, given as f64 and as f32, with the guesses of both
+/// kinds held and missed — the neighbours equal brute force bit for bit at every vector
+/// level, small k included (where only a hint turns the guess on).
+fn hinted<T: Real>() {
+    use super::knn_leaf::take_guess_counts;
+    let _one = FORCING.lock().unwrap_or_else(|e| e.into_inner());
+    take_guess_counts();
+    let mut counts = [0u64; 2];
+    for leaf_size in [8usize, 0] {
+        let ctx = Context::new(Config { threads: 2, tree: TreeParams { leaf_size, ..TreeParams::default() } }).unwrap();
+        for shape in ["uniform", "clustered", "duplicates"] {
+            let pts = points::<T>(shape, 900, 17);
+            for periodic in [false, true] {
+                for k in [1usize, 2, 5, 16, 28, 40] {
+                    let want = brute_answer(&pts, periodic, k);
+                    let kth: Vec<f64> = want.1.chunks(k).map(|r| r[k - 1].to_f64()).collect();
+                    let mut rng = Rng(0x1234_5678 + k as u64);
+                    let kinds: Vec<(&str, Vec<f64>)> = vec![
+                        ("exact", kth.clone()),
+                        ("half", kth.iter().map(|h| h * 0.5).collect()),
+                        ("one and a half", kth.iter().map(|h| h * 1.5).collect()),
+                        ("zero", vec![0.0; kth.len()]),
+                        ("tiny", vec![1e-300; kth.len()]),
+                        ("huge", vec![1e300; kth.len()]),
+                        ("nan", vec![f64::NAN; kth.len()]),
+                        ("inf", vec![f64::INFINITY; kth.len()]),
+                        ("negative", kth.iter().map(|h| -h).collect()),
+                        ("another particle's", kth.iter().rev().copied().collect()),
+                        ("random", kth.iter().map(|h| h * 2.0 * rng.f64()).collect()),
+                        ("mixed", kth.iter().enumerate().map(|(i, &h)| [h, f64::NAN, 0.0, 1e300, h * 0.9, f64::NEG_INFINITY][i % 6]).collect()),
+                    ];
+                    for (kind, hint) in &kinds {
+                        let as_f32: Vec<f32> = hint.iter().map(|&h| h as f32).collect();
+                        let fields: [&dyn crate::ScalarField; 2] = [hint, &as_f32];
+                        for (i, h) in fields.into_iter().enumerate() {
+                            let levels: Vec<Simd> = if i == 0 { Simd::available().to_vec() } else { vec![simd::level()] };
+                            for level in levels {
+                                simd::force(Some(level));
+                                let got = search_with(&ctx, &pts, periodic, KnnParams { k, kth_hint: Some(h) });
+                                simd::force(None);
+                                let what = format!("{} {shape} leaf {leaf_size} periodic {periodic} k {k} hint {kind} ({}) {level:?}", T::NAME, ["f64", "f32"][i]);
+                                assert_same(&got, &want, &what);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let [held, missed] = take_guess_counts();
+        counts = [counts[0] + held, counts[1] + missed];
+    }
+    assert!(counts[0] > 0 && counts[1] > 0, "both passes: {counts:?}");
+}
+
+#[test]
+fn hinted_searches_equal_brute_force_f64() {
+    hinted::<f64>();
+}
+
+#[test]
+fn hinted_searches_equal_brute_force_f32() {
+    hinted::<f32>();
+}
+
+/// A separate query set with hints (the hint is per query, in the queries' input order),
+/// and a hint of the wrong length: an error naming it, the outputs untouched.
+#[test]
+fn hints_follow_the_queries() {
+    let ctx = Context::new(Config { threads: 2, tree: TreeParams { leaf_size: 8, ..TreeParams::default() } }).unwrap();
+    let src = points::<f64>("clustered", 700, 3);
+    let qry = points::<f64>("uniform", 300, 4);
+    for k in [1usize, 3, 16, 40] {
+        let run = |hint: Option<&dyn crate::ScalarField>| {
+            let (mut idx, mut dist) = (vec![0i64; qry.len() * k], vec![0.0f64; qry.len() * k]);
+            let mut out = KnnOutput { indices: Some(&mut idx), distances: Some(&mut dist), ..Default::default() };
+            ctx.knn(&Domain::Open, &src, &qry, &SourceFields::default(), &KnnParams { k, kth_hint: hint }, &mut out).unwrap();
+            (idx, dist)
+        };
+        let plain = run(None);
+        // Brute force for the query set.
+        for (qi, q) in qry.iter().enumerate() {
+            let mut all: Vec<(f64, usize)> = src.iter().enumerate().map(|(i, s)| (Open.dist2(q, s), i)).collect();
+            all.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)));
+            for j in 0..k {
+                assert_eq!(plain.0[qi * k + j], all[j].1 as i64, "query {qi} k {k}");
+                assert_eq!(plain.1[qi * k + j].to_bits(), all[j].0.sqrt().to_bits(), "query {qi} k {k}");
+            }
+        }
+        let kth: Vec<f64> = plain.1.chunks(k).map(|r| r[k - 1]).collect();
+        let scaled: Vec<f64> = kth.iter().enumerate().map(|(i, h)| h * [0.7, 1.0, 1.2][i % 3]).collect();
+        assert_same(&run(Some(&kth)), &plain, &format!("exact hints k {k}"));
+        assert_same(&run(Some(&scaled)), &plain, &format!("scaled hints k {k}"));
+    }
+    let short = vec![1.0f64; qry.len() - 1];
+    let mut idx = vec![7i64; qry.len() * 4];
+    let r = ctx.knn(&Domain::Open, &src, &qry, &SourceFields::default(), &KnnParams { k: 4, kth_hint: Some(&short) }, &mut KnnOutput { indices: Some(&mut idx), ..Default::default() });
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("kth_hint"), "{e}");
+    assert!(idx.iter().all(|&i| i == 7), "outputs written despite the error");
 }

@@ -27,6 +27,7 @@ use crate::fof::catalogue::{Catalogue, CatalogueRequest, ReduceStats};
 use crate::geom::Real;
 use crate::geom::metric::Metric;
 use crate::input::{ParticleIds, ScalarField, VectorField};
+use crate::pipeline::knn::LeafFields;
 use crate::pipeline::{KnnSinks, Lists, PointTypes, Prepared, Tree};
 
 pub(crate) use par::DisjointSlice;
@@ -138,12 +139,18 @@ impl Backend for Cpu {
         metric: &M,
         zs: &Prepared<Self, T, D>,
         k: usize,
-        masses: Option<&Vec<f64>>,
-        scalar: Option<&Vec<f64>>,
+        fields: &LeafFields<'_, Self>,
         lists: &Lists<Self>,
         sinks: &KnnSinks<'_, Self, T>,
     ) -> Result<u64> {
-        let job = knn::KnnJob { zs, k, kk: k.min(zs.n_sources()), masses: masses.map(|m| &m[..]), scalar: scalar.map(|s| &s[..]) };
+        let job = knn::KnnJob {
+            zs,
+            k,
+            kk: k.min(zs.n_sources()),
+            masses: fields.masses.map(|m| &m[..]),
+            scalar: fields.scalar.map(|s| &s[..]),
+            kth_hint: fields.kth_hint.map(|h| &h[..]),
+        };
         Ok(knn::leaf_pass(metric, &job, lists, sinks))
     }
 

@@ -23,6 +23,7 @@ use crate::geom::Real;
 use crate::geom::metric::Metric;
 use crate::geom::morton::Quantizer;
 use crate::input::{Bounds, Domain};
+use crate::pipeline::knn::LeafFields;
 use crate::pipeline::{KnnSinks, Lists, PointTypes, Prepared, Tree};
 
 /// The CUDA back end on one device (real or emulated).
@@ -316,12 +317,13 @@ impl Backend for Cuda {
         metric: &M,
         zs: &Prepared<Self, T, D>,
         k: usize,
-        masses: Option<&DevBuf<f64>>,
-        scalar: Option<&DevBuf<f64>>,
+        fields: &LeafFields<'_, Self>,
         lists: &Lists<Self>,
         sinks: &KnnSinks<'_, Self, T>,
     ) -> Result<u64> {
-        walk::knn_leaf_pass(&self.dev, metric, zs, k, masses, scalar, lists, sinks)
+        // The k-th distance guesses are not used here (the kernels bound each leaf's
+        // queries together); results never depend on them.
+        walk::knn_leaf_pass(&self.dev, metric, zs, k, fields.masses, fields.scalar, lists, sinks)
     }
     fn knn_ball_query<T: Real, const D: usize, M: Metric<T, D>>(
         &self,

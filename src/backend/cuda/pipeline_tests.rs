@@ -91,7 +91,7 @@ fn knn_case_with<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, dom
     let (mut ci, mut cd2, mut ck) = (vec![0i64; nq * k], vec![T::ZERO; nq * k], vec![T::ZERO; nq]);
     let cpu_stats = {
         let sinks = KnnSinks::<Cpu, T> { indices: Some(DisjointSlice::new(&mut ci)), d2: Some(DisjointSlice::new(&mut cd2)), kth_d2: Some(DisjointSlice::new(&mut ck)), ..Default::default() };
-        let f = KnnFields::<Cpu> { masses: None, scalar: None };
+        let f = KnnFields::<Cpu> { masses: None, scalar: None, kth_hint: None };
         let q: Option<&Vec<[T; D]>> = None;
         match qry {
             None => crate::pipeline::knn::run(&Cpu, domain, &pts.to_vec(), q, &f, k, &params, &sinks).unwrap().0,
@@ -104,7 +104,7 @@ fn knn_case_with<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, dom
     let q_dev = qry.map(|q| OnDevice::new(dev, q));
     let (gi, gd2, gk): (DevBuf<i64>, DevBuf<T>, DevBuf<T>) = (DevBuf::new(dev, nq * k).unwrap(), DevBuf::new(dev, nq * k).unwrap(), DevBuf::new(dev, nq).unwrap());
     let sinks = KnnSinks::<Cuda, T> { indices: Some(out(&gi)), d2: Some(out(&gd2)), kth_d2: Some(out(&gk)), ..Default::default() };
-    let f = KnnFields::<Cuda> { masses: None, scalar: None };
+    let f = KnnFields::<Cuda> { masses: None, scalar: None, kth_hint: None };
     let qp = q_dev.as_ref().map(|q| q.points::<D>());
     trace(format_args!("kNN {name} {} {D}D k={k} leaf={} {domain:?} n={}", T::NAME, params.leaf_size, pts.len()));
     let dev_stats = crate::pipeline::knn::run(&cuda, domain, &src.points::<D>(), qp.as_ref(), &f, k, &params, &sinks).unwrap().0;

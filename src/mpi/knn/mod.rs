@@ -189,7 +189,7 @@ where
             d2: want.lists.then(|| DisjointSlice::new(&mut rows.d2)),
             ..Default::default()
         };
-        let kf = KnnFields::<Cpu> { masses: want.mass.then_some(&own.mass as &dyn ScalarField), scalar: want.scalar.then_some(&own.scalar as &dyn ScalarField) };
+        let kf = KnnFields::<Cpu> { masses: want.mass.then_some(&own.mass as &dyn ScalarField), scalar: want.scalar.then_some(&own.scalar as &dyn ScalarField), kth_hint: None };
         let q = q_route.as_ref().map(|q| &q.3);
         pool.install(|| crate::pipeline::knn::run(&Cpu, domain, &own.pos, q, &kf, k, &on.ctx.config.tree, &sinks)).map(Some)
     };
