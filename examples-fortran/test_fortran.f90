@@ -6,7 +6,7 @@ program test_fortran
   implicit none
   integer, parameter :: n = 600, k = 5
   real(c_double), target :: pos(3, n)
-  real(c_double), target :: density(n), kth(n)
+  real(c_double), target :: density(n), kth(n), density2(n), kth2(n), hint(n)
   integer(c_int64_t), target :: labels(n)
   integer(c_int64_t) :: n_halos, parent(n), ri, rj
   type(ztree_config) :: cfg
@@ -40,6 +40,15 @@ program test_fortran
     r = sqrt(kth_smallest(d2, k))
     call check(kth(i) == r, 'kth distance')
     call check(abs(density(i) - k / (4.0d0 / 3.0d0 * acos(-1.0d0) * r**3)) <= 1d-12 * density(i), 'density')
+  end do
+
+  ! The k-th distances as the next call's guess (exact, then 0.8 times them): the same
+  ! densities and k-th distances, bit for bit.
+  do j = 1, 2
+    hint = kth * merge(1.0d0, 0.8d0, j == 1)
+    st = ztree_f_knn_density(ctx, pos, k, density2, kth2, kth_hint=hint)
+    call check(st == ZTREE_OK, 'hinted knn: ' // ztree_last_error(ctx))
+    call check(all(density2 == density) .and. all(kth2 == kth), 'hinted results differ')
   end do
 
   l = 0.01d0

@@ -9,6 +9,7 @@
 !   ierr = ztree_create_mpi(cfg, MPI_COMM_WORLD, ctx)     ! use mpi (or ztree_create(cfg, ctx))
 !   ierr = ztree_create_mpi(cfg, MPI_COMM_WORLD%MPI_VAL, ctx)  ! use mpi_f08
 !   ierr = ztree_f_knn_density(ctx, pos, 16, density)        ! pos(3, n), real(4) or real(8)
+!   ierr = ztree_f_knn_density(ctx, pos, 16, density, kth, kth_hint=kth_prev)  ! a time step on
 !   p = ztree_particles_xyz(pos); call ztree_set_velocities(p, vel); call ztree_set_masses(p, m)
 !   ierr = ztree_f_fof_labels(ctx, p, 0.0d0, 0.2d0, 20, labels, n_halos, halos)
 !   ierr = ztree_f_fof_labels(ctx, pos, 0.0d0, 0.2d0, 20, labels, n_halos)
@@ -64,6 +65,9 @@ module ztree
     type(ztree_array) :: scalar
     !> CUDA stream for device arrays (c_null_ptr: the default stream).
     type(c_ptr) :: cuda_stream = c_null_ptr
+    !> Optional per-query guess of the k-th neighbour distance (e.g. the previous step's
+    !> kth_distance output): a faster call, the same results whatever it holds.
+    type(ztree_array) :: kth_hint
   end type
 
   type, bind(C), public :: ztree_knn_output
@@ -326,12 +330,13 @@ contains
 
   !> kNN density (k, or the neighbours' mass, over the volume of the k-ball) of every
   !> particle, and optionally the k-th neighbour distance.
-  integer(c_int) function knn_density_particles(ctx, p, k, density, kth) result(ierr)
+  integer(c_int) function knn_density_particles(ctx, p, k, density, kth, kth_hint) result(ierr)
     type(c_ptr), intent(in) :: ctx
     type(ztree_particles), intent(in) :: p
     integer, intent(in) :: k
     real(c_double), intent(out), target :: density(:)
     real(c_double), intent(out), target, optional :: kth(:)
+    real(c_double), intent(in), target, optional :: kth_hint(:)
     type(ztree_knn_params) :: prm
     type(ztree_knn_output) :: out
     prm%k = int(k, c_int32_t)
@@ -349,25 +354,34 @@ contains
       prm%outputs = ior(prm%outputs, ZTREE_KNN_KTH_DISTANCE)
       if (size(kth) > 0) out%kth_distance = c_loc(kth(1))
     end if
+    if (present(kth_hint)) then
+      if (size(kth_hint, kind=c_int64_t) < p%count) then
+        ierr = ZTREE_ERR_SIZE
+        return
+      end if
+      if (size(kth_hint) > 0) prm%kth_hint = ztree_array(c_loc(kth_hint(1)), ZTREE_DTYPE_F64, 0_c_int64_t)
+    end if
     ierr = ztree_knn(ctx, p, c_null_ptr, prm, out)
   end function
 
-  integer(c_int) function knn_density_f64(ctx, pos, k, density, kth) result(ierr)
+  integer(c_int) function knn_density_f64(ctx, pos, k, density, kth, kth_hint) result(ierr)
     type(c_ptr), intent(in) :: ctx
     real(c_double), intent(in), target, contiguous :: pos(:, :)
     integer, intent(in) :: k
     real(c_double), intent(out), target :: density(:)
     real(c_double), intent(out), target, optional :: kth(:)
-    ierr = knn_density_particles(ctx, particles_xyz_f64(pos), k, density, kth)
+    real(c_double), intent(in), target, optional :: kth_hint(:)
+    ierr = knn_density_particles(ctx, particles_xyz_f64(pos), k, density, kth, kth_hint)
   end function
 
-  integer(c_int) function knn_density_f32(ctx, pos, k, density, kth) result(ierr)
+  integer(c_int) function knn_density_f32(ctx, pos, k, density, kth, kth_hint) result(ierr)
     type(c_ptr), intent(in) :: ctx
     real(c_float), intent(in), target, contiguous :: pos(:, :)
     integer, intent(in) :: k
     real(c_double), intent(out), target :: density(:)
     real(c_double), intent(out), target, optional :: kth(:)
-    ierr = knn_density_particles(ctx, particles_xyz_f32(pos), k, density, kth)
+    real(c_double), intent(in), target, optional :: kth_hint(:)
+    ierr = knn_density_particles(ctx, particles_xyz_f32(pos), k, density, kth, kth_hint)
   end function
 
   !> FoF halo tags (-1: in no halo). Give linking_length (absolute) or b (relative,

@@ -251,6 +251,13 @@ typedef struct ztree_knn_params {
   // The call waits for the stream before it returns (its outputs are then ready, and
   // its scratch memory handed back).
   void *cuda_stream;
+  // Optional (`data = NULL`: none), f32 or f64, one per query in input order: a guess
+  // of each query's k-th neighbour distance, typically the previous step's
+  // `kth_distance` output. The search starts within it and widens where it holds fewer
+  // than k sources, so the results are the same whatever it holds (values that are not
+  // finite and positive mean "no guess"); a close guess makes the call faster. Read by
+  // host calls on serial contexts; device and distributed calls ignore it.
+  struct ztree_array kth_hint;
 } ztree_knn_params;
 
 // Outputs of `ztree_knn`. For each output requested in `ztree_knn_params::outputs`:

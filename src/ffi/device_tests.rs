@@ -96,6 +96,7 @@ fn knn_on_device_arrays_equals_host_arrays() {
                 order,
                 scalar: ztree_array { data: scalar as *const c_void, dtype: ZTREE_DTYPE_F32, stride: 0 },
                 cuda_stream: std::ptr::null_mut(),
+                kth_hint: ztree_array { data: std::ptr::null(), dtype: 0, stride: 0 },
             };
             let mut src = src;
             if !masses {

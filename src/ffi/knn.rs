@@ -116,6 +116,8 @@ pub(crate) struct Checked<T: Real, const D: usize> {
     pub qp: Option<StridedPoints<T, D>>,
     pub masses: Option<Strided>,
     pub scalar: Option<Strided>,
+    /// `params.kth_hint` (host calls on serial contexts only).
+    pub kth_hint: Option<Strided>,
     pub order: OutputOrder,
     pub bytes: Bytes,
     proposal: Proposal,
@@ -163,6 +165,9 @@ fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_knn_outp
         None
     };
 
+    // Read only where it is used: host arrays, one process.
+    let kth_hint = if src.memory == ZTREE_MEMORY_HOST && !distributed { Strided::new(&prm.kth_hint, nq, "params.kth_hint", &[ZTREE_DTYPE_F32, ZTREE_DTYPE_F64], false)? } else { None };
+
     let mut bytes = Bytes::default();
     let t = std::mem::size_of::<T>();
     bytes.add(ns + if a.qry.is_some() { nq } else { 0 }, if distributed { SCRATCH_PER_POINT_MPI } else { SCRATCH_PER_POINT });
@@ -195,7 +200,10 @@ fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_knn_outp
     let mut words = config_words(c);
     words.extend([a.dtype as u64, a.qry.is_some() as u64, k as u64, prm.outputs as u64, prm.order as u64]);
     let optional = vec![if want(ZTREE_KNN_DENSITY) { presence(&masses, ns) } else { None }, presence(&scalar, ns)];
-    Ok(Checked { ns, nq, k, rows, sp, qp, masses, scalar, order, bytes, proposal: Proposal { words, optional } })
+    if kth_hint.is_some() {
+        bytes.add(nq, 8); // the hints in the queries' z-order
+    }
+    Ok(Checked { ns, nq, k, rows, sp, qp, masses, scalar, kth_hint, order, bytes, proposal: Proposal { words, optional } })
 }
 
 pub(crate) fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztree_knn_output, size: Option<&mut i64>) -> Result<(), Fail> {
@@ -265,7 +273,7 @@ pub(crate) fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, 
         order: c.order,
         permutation,
     };
-    let kp = KnnParams::new(c.k);
+    let kp = KnnParams { k: c.k, kth_hint: c.kth_hint.as_ref().map(|h| h as &dyn ScalarField) };
     let dom = domain::<D>(&ctx.config);
     #[allow(unused_mut)]
     let mut dist: Option<DistInfo> = None;

@@ -133,6 +133,48 @@ static void test_knn_f64_soa(ztree_context *ctx, int n, double box) {
     double r = sqrt(c[k - 1].d2);
     CHECK(out.density[q] == k / (4.0 / 3.0 * ZT_PI * r * r * r), "density of %d", q);
   }
+  /* kth_hint: the k-th distances just computed as the guess (f64), the same scaled into
+   * floats at a stride, and garbage (NaN, 0, negative, +inf, huge, too small): the same
+   * lists, bit for bit; an integer hint array is refused, the outputs untouched. */
+  {
+    double *hint = malloc(n * sizeof *hint);
+    struct {
+      float h;
+      int32_t pad;
+    } *hint32 = malloc(n * sizeof *hint32);
+    int64_t *idx2 = malloc(n * k * sizeof *idx2);
+    double *dist2 = malloc(n * k * sizeof *dist2);
+    const double garbage[6] = {NAN, 0.0, -1.0, INFINITY, 1e300, 1e-9};
+    /* (The context-owned k-th distances are valid until the next call: copied first.) */
+    double *kth = malloc(n * sizeof *kth);
+    memcpy(kth, out.kth_distance, n * sizeof *kth);
+    for (int round = 0; round < 3; round++) {
+      for (int q = 0; q < n; q++) {
+        hint[q] = round == 2 ? garbage[q % 6] : kth[q] * (round == 0 ? 1.0 : 0.8);
+        hint32[q].h = (float)(kth[q] * 1.1);
+      }
+      ztree_knn_params hp = kp;
+      hp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES;
+      hp.kth_hint = round == 1 ? arr(&hint32[0].h, ZTREE_DTYPE_F32, (int64_t)sizeof *hint32) : arr(hint, ZTREE_DTYPE_F64, 0);
+      ztree_knn_output ho;
+      memset(&ho, 0, sizeof ho);
+      ho.indices = idx2;
+      ho.distances = dist2;
+      CHECK(ztree_knn(ctx, &src, NULL, &hp, &ho) == ZTREE_OK, "hinted knn (round %d): %s", round, ztree_last_error(ctx));
+      CHECK(memcmp(idx2, idx, n * k * sizeof *idx) == 0 && memcmp(dist2, dist, n * k * sizeof *dist) == 0, "hinted lists differ (round %d)", round);
+      if (round == 0) {
+        hp.kth_hint = arr(hint, ZTREE_DTYPE_I32, 0);
+        idx2[0] = -77;
+        CHECK(ztree_knn(ctx, &src, NULL, &hp, &ho) == ZTREE_ERR_DTYPE && strstr(ztree_last_error(ctx), "kth_hint") != NULL, "integer hint: %s", ztree_last_error(ctx));
+        CHECK(idx2[0] == -77, "outputs written despite the error");
+      }
+    }
+    free(kth);
+    free(hint);
+    free(hint32);
+    free(idx2);
+    free(dist2);
+  }
   /* The same with every output context-owned, in z-order with the permutation. */
   ztree_knn_output out2;
   memset(&out2, 0, sizeof out2);

@@ -87,6 +87,7 @@ fn main() {
             order: ZTREE_ORDER_INPUT,
             scalar: arr(scalar.as_ptr() as *const c_void, ZTREE_DTYPE_F64, 0),
             cuda_stream: std::ptr::null_mut(),
+            kth_hint: arr(std::ptr::null(), 0, 0),
         };
         let want = knn_words(ctx, &host, &kp);
         let got = knn_words(ctx, &device, &kp);
