@@ -116,7 +116,7 @@ pub(crate) struct Checked<T: Real, const D: usize> {
     pub qp: Option<StridedPoints<T, D>>,
     pub masses: Option<Strided>,
     pub scalar: Option<Strided>,
-    /// `params.kth_hint` (host calls on serial contexts only).
+    /// `params.kth_hint` (host calls only).
     pub kth_hint: Option<Strided>,
     pub order: OutputOrder,
     pub bytes: Bytes,
@@ -165,8 +165,8 @@ fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_knn_outp
         None
     };
 
-    // Read only where it is used: host arrays, one process.
-    let kth_hint = if src.memory == ZTREE_MEMORY_HOST && !distributed { Strided::new(&prm.kth_hint, nq, "params.kth_hint", &[ZTREE_DTYPE_F32, ZTREE_DTYPE_F64], false)? } else { None };
+    // Read only where it is used: host arrays (device calls take no hint).
+    let kth_hint = if src.memory == ZTREE_MEMORY_HOST { Strided::new(&prm.kth_hint, nq, "params.kth_hint", &[ZTREE_DTYPE_F32, ZTREE_DTYPE_F64], false)? } else { None };
 
     let mut bytes = Bytes::default();
     let t = std::mem::size_of::<T>();

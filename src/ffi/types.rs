@@ -160,7 +160,8 @@ pub struct ztree_knn_params {
     /// `kth_distance` output. The search starts within it and widens where it holds fewer
     /// than k sources, so the results are the same whatever it holds (values that are not
     /// finite and positive mean "no guess"); a close guess makes the call faster. Read by
-    /// host calls on serial contexts; device and distributed calls ignore it.
+    /// host calls, serial or distributed (ranks may differ in giving one); device calls
+    /// ignore it.
     pub kth_hint: ztree_array,
 }
 

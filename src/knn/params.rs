@@ -55,8 +55,8 @@ pub struct KnnParams<'a> {
     /// fewer than k sources, so a close guess saves most of the candidates a query would
     /// otherwise take; the results are the same whatever it holds. Values that are not
     /// finite and positive (+inf from a padded row, 0, NaN) mean "no guess" for that
-    /// query. Its length must be the number of queries. The CUDA back end and distributed
-    /// calls over more than one rank ignore it (not yet carried with the queries).
+    /// query. Its length must be the number of queries. In a distributed call it travels
+    /// with its query (ranks may differ in giving one); the CUDA back end ignores it.
     pub kth_hint: Option<&'a dyn ScalarField>,
 }
 

@@ -73,9 +73,13 @@ fn run_case<T: Real, const D: usize>(dist: &Dist, reference: &Context, global: &
     }
     let _ = st;
     // Summaries only (no lists): the boundary candidates then come from another pass.
+    // With k-th distance hints (exact, too small, too large, none) on every rank but the
+    // first: they travel with their points and change nothing.
     let (mut sk, mut sdens, mut ss) = (vec![T::ZERO; nm], vec![0.0; nm], vec![0.0; nm]);
     let mut out = KnnOutput { kth_distance: Some(&mut sk), density: Some(&mut sdens), scalar_mean: Some(&mut ss), ..Default::default() };
-    dist.knn_self(&domain, &pts, &fields, &KnnParams::new(k), &mut out).unwrap();
+    let hint: Vec<f64> = (0..nm).map(|q| rk[lo + q].to_f64() * [1.0, 0.7, 1.3, f64::NAN, 0.0][q % 5]).collect();
+    let params = KnnParams { k, kth_hint: (rank > 0).then_some(&hint as &dyn ztree::ScalarField) };
+    dist.knn_self(&domain, &pts, &fields, &params, &mut out).unwrap();
     let summary_bad = (0..nm)
         .filter(|&q| {
             let g = lo + q;
@@ -125,10 +129,13 @@ fn run_queries<T: Real, const D: usize>(dist: &Dist, reference: &Context, src: &
         }
     }
     // Summaries only: the own candidates of boundary queries come from the local tree.
+    // With hints (the k-th distances, scaled) on the odd ranks.
     let mut sdens = vec![0.0; nm];
     let fields = SourceFields { masses: Some(&mm), scalar: None };
     let mut out = KnnOutput { density: Some(&mut sdens), ..Default::default() };
-    dist.knn(&domain, &ms, &mq, &fields, &KnnParams::new(k), &mut out).unwrap();
+    let hint: Vec<f64> = (0..nm).map(|q| rd[(lo + q) * k + k - 1].to_f64() * [1.0, 0.8, 1.2][q % 3]).collect();
+    let params = KnnParams { k, kth_hint: (rank % 2 == 1).then_some(&hint as &dyn ztree::ScalarField) };
+    dist.knn(&domain, &ms, &mq, &fields, &params, &mut out).unwrap();
     bad + (0..nm).filter(|&q| sdens[q].to_bits() != rdens[lo + q].to_bits()).count()
 }
 

@@ -15,6 +15,7 @@ use rayon::prelude::*;
 use super::agree::{agree_params, domain_words};
 use super::decomp::Decomp;
 use super::route::{Arrival, Arrivals, Returned, agree_points, for_each_input, route, send_back};
+use super::comm::SliceWriter;
 use super::{CommStats, DistStats, On};
 use crate::api::Timings;
 use crate::backend::cpu::{Cpu, DisjointSlice};
@@ -44,6 +45,8 @@ pub(super) struct Wanted {
     pub scalar_mean: bool,
     pub mass: bool,
     pub scalar: bool,
+    /// Some rank passed `KnnParams::kth_hint` (the others send "no guess").
+    pub hint: bool,
 }
 
 /// The sources this rank owns after the decomposition, in global index order.
@@ -52,6 +55,8 @@ pub(super) struct OwnedSources<T, const D: usize> {
     pub gidx: Vec<u64>,
     pub mass: Vec<f64>,
     pub scalar: Vec<f64>,
+    /// The k-th distance guesses of the owned points (self-queries).
+    pub hint: Vec<f64>,
 }
 
 /// Per owned query: the results of the local pass, completed by the merge. List rows hold
@@ -90,6 +95,7 @@ where
         scalar_mean: out.scalar_mean.is_some(),
         mass: fields.masses.is_some(),
         scalar: fields.scalar.is_some(),
+        hint: false,
     };
     let checks = (|| -> Result<()> {
         if out.order != OutputOrder::Input || out.permutation.is_some() {
@@ -109,6 +115,11 @@ where
     }
     let words = [k as u64, want.lists as u64, want.kth as u64, want.density as u64, want.scalar_mean as u64, want.mass as u64, want.scalar as u64, queries.is_some() as u64, std::mem::size_of::<T>() as u64];
     agree_params(comm, "kNN", checks.map(|_| words.iter().copied().chain(domain_words(domain)).collect()))?;
+    // The hints travel with their points when any rank has them (a rank without sends
+    // NaN, "no guess"): they change no result, so the ranks need not agree on them.
+    let mut want = want;
+    want.hint = comm.max_u64(&[params.kth_hint.is_some() as u64])[0] == 1;
+    let hint_of = |i: usize| params.kth_hint.map_or(f64::NAN, |h| h.get(i));
     let mut timings = Timings::default();
     let mut cs = CommStats::default();
     let (quant, skeys, qkeys) = timings.time("dist keys", || agree_points(on, domain, sources, queries, Ok(())))?;
@@ -126,7 +137,8 @@ where
     // Sources (and queries) to the owners of their keys.
     let owner_of = |keys: &[u64]| -> Vec<u32> { pool.install(|| keys.par_iter().map(|&k| decomp.owner(k) as u32).collect()) };
     let s_owner = owner_of(&skeys.keys);
-    let rec = D * std::mem::size_of::<T>() + 8 + 8 * (want.mass as usize + want.scalar as usize);
+    let self_hint = want.hint && queries.is_none();
+    let rec = D * std::mem::size_of::<T>() + 8 + 8 * (want.mass as usize + want.scalar as usize + self_hint as usize);
     let s_arr = timings.time("dist exchange", || {
         route(
             on,
@@ -142,6 +154,9 @@ where
                 if let Some(s) = fields.scalar {
                     w.put(s.get(i));
                 }
+                if self_hint {
+                    w.put(hint_of(i));
+                }
             },
             0,
             None::<fn(usize, &mut Vec<u32>)>,
@@ -149,22 +164,40 @@ where
             &mut cs,
         )
     })?;
-    let own = own_sources(&s_arr, me, sources, skeys.offset, fields, want);
+    let own = own_sources(&s_arr, me, sources, skeys.offset, fields, self_hint.then_some(&hint_of), want);
     drop(s_arr.recv);
     let q_route = match queries {
         None => None,
         Some(q) => {
             let q_owner = owner_of(&qkeys.as_ref().unwrap().keys);
+            let rec = D * std::mem::size_of::<T>() + 8 * want.hint as usize;
             let arr = timings.time("dist exchange", || {
-                route(on, "decompose queries", &q_owner, D * std::mem::size_of::<T>(), |i, w| q.point(i).iter().for_each(|&c| w.real(c)), 0, None::<fn(usize, &mut Vec<u32>)>, |_, _| {}, &mut cs)
+                let put = |i: usize, w: &mut SliceWriter<'_>| {
+                    q.point(i).iter().for_each(|&c| w.real(c));
+                    if want.hint {
+                        w.put(hint_of(i));
+                    }
+                };
+                route(on, "decompose queries", &q_owner, rec, put, 0, None::<fn(usize, &mut Vec<u32>)>, |_, _| {}, &mut cs)
             })?;
             let mut pos = Vec::with_capacity(arr.owned());
+            let mut hint = Vec::with_capacity(if want.hint { arr.owned() } else { 0 });
             arr.visit(me, |rec| match rec {
-                Arrival::Stayer(i) => pos.push(q.point(i)),
-                Arrival::Owned(rd) => pos.push(std::array::from_fn(|_| rd.real::<T>())),
+                Arrival::Stayer(i) => {
+                    pos.push(q.point(i));
+                    if want.hint {
+                        hint.push(hint_of(i));
+                    }
+                }
+                Arrival::Owned(rd) => {
+                    pos.push(std::array::from_fn(|_| rd.real::<T>()));
+                    if want.hint {
+                        hint.push(rd.get());
+                    }
+                }
                 Arrival::Ghost(_) => {}
             });
-            Some((q_owner, arr.from_count, arr.stay.len(), pos))
+            Some((q_owner, arr.from_count, arr.stay.len(), pos, hint))
         }
     };
     let own_q: &[[T; D]] = q_route.as_ref().map_or(&own.pos, |q| &q.3);
@@ -189,7 +222,12 @@ where
             d2: want.lists.then(|| DisjointSlice::new(&mut rows.d2)),
             ..Default::default()
         };
-        let kf = KnnFields::<Cpu> { masses: want.mass.then_some(&own.mass as &dyn ScalarField), scalar: want.scalar.then_some(&own.scalar as &dyn ScalarField), kth_hint: None };
+        let hint: &Vec<f64> = q_route.as_ref().map_or(&own.hint, |q| &q.4);
+        let kf = KnnFields::<Cpu> {
+            masses: want.mass.then_some(&own.mass as &dyn ScalarField),
+            scalar: want.scalar.then_some(&own.scalar as &dyn ScalarField),
+            kth_hint: want.hint.then_some(hint as &dyn ScalarField),
+        };
         let q = q_route.as_ref().map(|q| &q.3);
         pool.install(|| crate::pipeline::knn::run(&Cpu, domain, &own.pos, q, &kf, k, &on.ctx.config.tree, &sinks)).map(Some)
     };
@@ -246,13 +284,22 @@ where
 }
 
 /// The owned sources in global order: stayers read in place, the rest parsed.
-fn own_sources<T: Real, const D: usize, S: PointSource<T, D> + ?Sized>(arr: &Arrivals, me: usize, sources: &S, offset: u64, fields: &SourceFields<'_>, want: Wanted) -> OwnedSources<T, D> {
+fn own_sources<T: Real, const D: usize, S: PointSource<T, D> + ?Sized>(
+    arr: &Arrivals,
+    me: usize,
+    sources: &S,
+    offset: u64,
+    fields: &SourceFields<'_>,
+    hint: Option<&dyn Fn(usize) -> f64>,
+    want: Wanted,
+) -> OwnedSources<T, D> {
     let no = arr.owned();
     let mut own = OwnedSources {
         pos: Vec::with_capacity(no),
         gidx: Vec::with_capacity(no),
         mass: Vec::with_capacity(if want.mass { no } else { 0 }),
         scalar: Vec::with_capacity(if want.scalar { no } else { 0 }),
+        hint: Vec::with_capacity(if hint.is_some() { no } else { 0 }),
     };
     arr.visit(me, |rec| match rec {
         Arrival::Stayer(i) => {
@@ -264,6 +311,9 @@ fn own_sources<T: Real, const D: usize, S: PointSource<T, D> + ?Sized>(arr: &Arr
             if let Some(s) = fields.scalar {
                 own.scalar.push(s.get(i));
             }
+            if let Some(h) = hint {
+                own.hint.push(h(i));
+            }
         }
         Arrival::Owned(rd) => {
             own.pos.push(std::array::from_fn(|_| rd.real::<T>()));
@@ -273,6 +323,9 @@ fn own_sources<T: Real, const D: usize, S: PointSource<T, D> + ?Sized>(arr: &Arr
             }
             if want.scalar {
                 own.scalar.push(rd.get());
+            }
+            if hint.is_some() {
+                own.hint.push(rd.get());
             }
         }
         Arrival::Ghost(_) => {}
