@@ -157,6 +157,9 @@ int main(int argc, char **argv) {
       memset(&ko, 0, sizeof ko);
       int use_q = pick(3) == 0;
       int64_t nq = use_q ? qry.count : src.count;
+      /* A k-th distance hint of any values (it may not change the results), at times of a
+       * type it does not allow. */
+      if (pick(4) == 0) kp.kth_hint = array(nq, !bad(20) ? (pick(2) ? ZTREE_DTYPE_F64 : ZTREE_DTYPE_F32) : ZTREE_DTYPE_I32, box * 0.05, 0, inputs);
       /* Caller arrays (with guards) for some outputs when the sizes are sane. */
       int64_t kk = kp.k > 0 ? kp.k : 1;
       if (nq >= 0 && nq <= MAXN && kk <= 64 && pick(2)) {
