@@ -140,32 +140,59 @@ impl<T: Real> TopK<T> {
         true
     }
 
-    /// Puts the `n` held entries of the array in order: each entry's
-    /// place is the count of held distances below it (vector compares over the padded
-    /// array; the pads are +inf and never count below a finite distance). Entries with
-    /// equal distances (rare) share a place and need their ranks: then an insertion sort.
+    /// Puts the `n` held entries of the array in order: each entry's place is the count
+    /// of held distances below it, counted for all entries at once (one broadcast and a
+    /// vector compare per entry: the counts stay in vector lanes; fixed trip counts, so
+    /// no loop exit to mispredict). Entries with equal distances (rare) share a place,
+    /// which leaves a slot at +inf or out of order: then (as for a held +inf, which the
+    /// leaf pass never offers) an insertion sort with their ranks.
     #[inline(always)]
     fn sort_held(&mut self, rank: &impl Fn(u32) -> u32) {
-        let (n, cap) = (self.n, self.cap);
-        debug_assert!(cap <= MAX_K);
-        let d = &self.d[1..1 + cap];
-        let mut od = [T::INFINITY; MAX_K];
-        let mut oz = [0u32; MAX_K];
-        let mut seen = 0u64;
-        for i in 0..n {
-            let di = d[i];
-            let mut lt = 0u32;
-            for c in d.chunks_exact(W) {
-                for &x in c {
-                    lt += (x < di) as u32;
-                }
-            }
-            let at = (lt as usize).min(MAX_K - 1);
-            seen |= 1 << at;
-            od[at] = di;
-            oz[at] = self.z[1 + i];
+        match self.cap {
+            8 => self.sort_held_in::<8>(rank),
+            16 => self.sort_held_in::<16>(rank),
+            24 => self.sort_held_in::<24>(rank),
+            _ => self.sort_held_in::<MAX_K>(rank),
         }
-        if seen == (1u64 << n) - 1 {
+    }
+
+    /// `sort_held` for `cap == C`.
+    #[inline(always)]
+    fn sort_held_in<const C: usize>(&mut self, rank: &impl Fn(u32) -> u32) {
+        let n = self.n;
+        debug_assert!(self.cap == C && n <= C && self.d.len() >= C + 2);
+        if n == 0 {
+            return;
+        }
+        // Slots from n on hold +inf: they count below no entry, and all land on slot n.
+        let d: [T; C] = self.d[1..1 + C].try_into().unwrap();
+        let z: [u32; C] = self.z[1..1 + C].try_into().unwrap();
+        // Two sums (the even and the odd entries' compares) halve the chain of adds;
+        // 64-bit lanes take an f64 compare's mask as it is.
+        let (mut lt, mut lt1) = ([0u64; C], [0u64; C]);
+        for j in 0..C / 2 {
+            let (a, b) = (d[2 * j], d[2 * j + 1]);
+            for i in 0..C {
+                lt[i] += (a < d[i]) as u64;
+                lt1[i] += (b < d[i]) as u64;
+            }
+        }
+        for i in 0..C {
+            lt[i] += lt1[i];
+        }
+        let mut od = [T::INFINITY; MAX_K + 1];
+        let mut oz = [0u32; MAX_K + 1];
+        for i in 0..C {
+            // (lt <= C <= MAX_K: the mask only spares a bounds check.)
+            let at = lt[i] as usize & (2 * MAX_K - 1);
+            od[at.min(MAX_K)] = d[i];
+            oz[at.min(MAX_K)] = z[i];
+        }
+        let mut ordered = od[n - 1] < T::INFINITY;
+        for i in 0..C - 1 {
+            ordered &= (i + 1 >= n) | (od[i] < od[i + 1]);
+        }
+        if ordered {
             self.d[1..1 + n].copy_from_slice(&od[..n]);
             self.z[1..1 + n].copy_from_slice(&oz[..n]);
         } else {
