@@ -71,10 +71,9 @@ fn run<T: Real>(ctx: &Context, job: &str, pts: &[[T; 3]], arg: f64, domain: &Dom
                         x = x.rem_euclid(l[0]);
                     }
                     *c = T::from_f64(x);
-                    if let Domain::Periodic(l) = domain {
-                        if c.to_f64() >= l[0] {
-                            *c = T::ZERO;
-                        }
+                    // (Rounding to T can land on L itself.)
+                    if matches!(domain, Domain::Periodic(l) if c.to_f64() >= l[0]) {
+                        *c = T::ZERO;
                     }
                 }
             }
