@@ -59,7 +59,7 @@
 // Version of the ztree library this header belongs to.
 #define ZTREE_VERSION_MAJOR 0
 
-#define ZTREE_VERSION_MINOR 1
+#define ZTREE_VERSION_MINOR 2
 
 #define ZTREE_VERSION_PATCH 0
 
