@@ -171,6 +171,9 @@ fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_knn_outp
     let mut bytes = Bytes::default();
     let t = std::mem::size_of::<T>();
     bytes.add(ns + if a.qry.is_some() { nq } else { 0 }, if distributed { SCRATCH_PER_POINT_MPI } else { SCRATCH_PER_POINT });
+    if kth_hint.is_some() {
+        bytes.add(nq, 8); // the hints in the queries' z-order
+    }
     let lists = want(ZTREE_KNN_INDICES) || want(ZTREE_KNN_DISTANCES);
     if distributed && lists {
         bytes.add(rows, 8 + t); // the merged rows of the owned queries
@@ -200,9 +203,6 @@ fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_knn_outp
     let mut words = config_words(c);
     words.extend([a.dtype as u64, a.qry.is_some() as u64, k as u64, prm.outputs as u64, prm.order as u64]);
     let optional = vec![if want(ZTREE_KNN_DENSITY) { presence(&masses, ns) } else { None }, presence(&scalar, ns)];
-    if kth_hint.is_some() {
-        bytes.add(nq, 8); // the hints in the queries' z-order
-    }
     Ok(Checked { ns, nq, k, rows, sp, qp, masses, scalar, kth_hint, order, bytes, proposal: Proposal { words, optional } })
 }
 

@@ -183,10 +183,10 @@ impl<T: Real> TopK<T> {
         let mut od = [T::INFINITY; MAX_K + 1];
         let mut oz = [0u32; MAX_K + 1];
         for i in 0..C {
-            // (lt <= C <= MAX_K: the mask only spares a bounds check.)
-            let at = lt[i] as usize & (2 * MAX_K - 1);
-            od[at.min(MAX_K)] = d[i];
-            oz[at.min(MAX_K)] = z[i];
+            // (lt <= C <= MAX_K: the min only spares a bounds check.)
+            let at = (lt[i] as usize).min(MAX_K);
+            od[at] = d[i];
+            oz[at] = z[i];
         }
         let mut ordered = od[n - 1] < T::INFINITY;
         for i in 0..C - 1 {

@@ -88,7 +88,7 @@ where
     let (comm, pool) = (on.comm, &on.ctx.pool);
     let (p, me, k) = (comm.size(), comm.rank(), params.k);
     let (ns, nq) = (sources.len(), queries.map_or(sources.len(), |q| q.len()));
-    let want = Wanted {
+    let mut want = Wanted {
         lists: out.indices.is_some() || out.distances.is_some(),
         kth: out.kth_distance.is_some(),
         density: out.density.is_some(),
@@ -117,7 +117,6 @@ where
     agree_params(comm, "kNN", checks.map(|_| words.iter().copied().chain(domain_words(domain)).collect()))?;
     // The hints travel with their points when any rank has them (a rank without sends
     // NaN, "no guess"): they change no result, so the ranks need not agree on them.
-    let mut want = want;
     want.hint = comm.max_u64(&[params.kth_hint.is_some() as u64])[0] == 1;
     let hint_of = |i: usize| params.kth_hint.map_or(f64::NAN, |h| h.get(i));
     let mut timings = Timings::default();
