@@ -288,3 +288,82 @@ fn hints_follow_the_queries() {
     assert!(e.contains("kth_hint"), "{e}");
     assert!(idx.iter().all(|&i| i == 7), "outputs written despite the error");
 }
+
+/// Trees of many planes (the default top target leaves small sets with a leaf plane and
+/// the super plane alone, so no node pass): the node tests' caps from the leaves below.
+const DEEP: TreeParams = TreeParams { leaf_size: 8, coarsening: 4, top_target: 8, super_group: 2, max_volume_factor: 20.0 };
+
+/// Every query of a node has k sources within the node's cap (brute force over the
+/// sources), on every plane the node passes use, for self-queries and separate queries.
+fn caps_hold<T: Real>() {
+    use crate::api::Timings;
+    use crate::pipeline::prepare;
+    for shape in ["uniform", "clustered", "duplicates"] {
+        let src = points::<T>(shape, 1500, 3);
+        let qry = points::<T>(shape, 700, 4);
+        for periodic in [false, true] {
+            let domain = if periodic { Domain::Periodic([1.0; 3]) } else { Domain::Open };
+            for separate in [false, true] {
+                let zs = prepare(&super::Cpu, &domain, &src, separate.then_some(&qry), &DEEP, &mut Timings::default()).unwrap();
+                let tree = &zs.tree;
+                assert!(tree.planes.len() >= 4, "{shape}: a deep tree");
+                let (qpos, _) = zs.queries();
+                let sp: Vec<[T; 3]> = (0..zs.n_sources()).map(|z| std::array::from_fn(|d| zs.src_pos[d][z])).collect();
+                for k in [0usize, 1, 2, 5, 16, 40] {
+                    let mut finite = 0;
+                    for p in 1..tree.planes.len() - 1 {
+                        let caps = if periodic {
+                            super::knn::leaf_caps(&Periodic::<T, 3>::new(&[1.0; 3]), tree, k, p)
+                        } else {
+                            super::knn::leaf_caps(&Open, tree, k, p)
+                        };
+                        let plane = tree.planes[p];
+                        for n in plane.first..plane.first + plane.len {
+                            let cap = caps[n - plane.first];
+                            finite += usize::from(cap < T::INFINITY);
+                            let (q0, qn) = tree.qry_range(n);
+                            for z in q0 as usize..(q0 + qn) as usize {
+                                let q: [T; 3] = std::array::from_fn(|d| qpos[d][z]);
+                                let mut d2: Vec<T> = sp
+                                    .iter()
+                                    .map(|s| if periodic { Periodic::<T, 3>::new(&[1.0; 3]).dist2(&q, s) } else { Open.dist2(&q, s) })
+                                    .collect();
+                                d2.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                                let kth = if k == 0 { T::ZERO } else { d2[k - 1] };
+                                assert!(kth <= cap, "{shape} periodic {periodic} separate {separate} k {k} plane {p} node {n}: k-th {kth:?} beyond the cap {cap:?}");
+                            }
+                        }
+                    }
+                    // (A parent of leaves holds at most 4 × 8 points: beyond that no cap.)
+                    assert!(finite > 0 || k > 32, "{shape} k {k}: some caps are finite");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn node_caps_hold_k_sources_f64() {
+    caps_hold::<f64>();
+}
+
+#[test]
+fn node_caps_hold_k_sources_f32() {
+    caps_hold::<f32>();
+}
+
+/// Whole searches over trees of many planes against brute force.
+#[test]
+fn deep_trees_equal_brute_force() {
+    let ctx = Context::new(Config { threads: 2, tree: DEEP }).unwrap();
+    for shape in ["uniform", "clustered", "duplicates"] {
+        let pts = points::<f64>(shape, 1500, 5);
+        let pts32 = points::<f32>(shape, 1500, 5);
+        for periodic in [false, true] {
+            for k in [1usize, 2, 5, 16, 40] {
+                assert_same(&search(&ctx, &pts, periodic, k), &brute_answer(&pts, periodic, k), &format!("f64 {shape} periodic {periodic} k {k}"));
+                assert_same(&search(&ctx, &pts32, periodic, k), &brute_answer(&pts32, periodic, k), &format!("f32 {shape} periodic {periodic} k {k}"));
+            }
+        }
+    }
+}
