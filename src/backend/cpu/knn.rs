@@ -42,15 +42,18 @@ pub(super) fn node_pass<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, tr
     })
 }
 
-/// For every node of plane `p` (≥ 1): the largest k-count radius² of its leaves, each
-/// counted among the leaves of its own parent (+inf where one of them has fewer than k
-/// sources there). Every query of the node has k sources within it, so it caps the
+/// For every node of plane `p` (≥ 1): the largest k-count radius² of its leaves — a
+/// leaf's own d_max² when it holds k sources, else its k-count radius² among the leaves
+/// of its parent (+inf where those hold fewer than k). Every query of the node has k sources within it, so it caps the
 /// node's radius: a node's own k-count radius is at least its own diagonal (its d_max
 /// to itself), far beyond the k-th distances of its queries when it holds many more
 /// than k points (uniform 1e6, k = 16: plane 1 kept 127 of 2048 nodes, and each leaf was
 /// handed ~1000 candidate leaves). 0 for every node when k = 0.
 pub(super) fn leaf_caps<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, tree: &Tree<Cpu, T, D>, k: usize, p: usize) -> Vec<T> {
     use rayon::prelude::*;
+    if k == 0 {
+        return vec![T::ZERO; tree.planes[p].len];
+    }
     let parents = tree.planes[1];
     // Per plane-1 node: the largest k-count radius² of its leaves with queries.
     let mut caps: Vec<T> = (parents.first..parents.first + parents.len)
@@ -63,6 +66,13 @@ pub(super) fn leaf_caps<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, tr
                     continue;
                 }
                 let (alo, ahi) = tree.qry_box(a);
+                // A leaf holding k sources: its own d_max (the siblings' count is rarely
+                // smaller, and this skips their sort).
+                if tree.src_count[a] as usize >= k {
+                    let r = metric.box_max2(alo, ahi, &tree.src_lo[a], &tree.src_hi[a]);
+                    cap = if r > cap { r } else { cap };
+                    continue;
+                }
                 near.clear();
                 near.extend(kids.clone().filter(|&b| tree.src_count[b] > 0).map(|b| (metric.box_max2(alo, ahi, &tree.src_lo[b], &tree.src_hi[b]), tree.src_count[b])));
                 near.sort_unstable_by(|x, y| x.0.partial_cmp(&y.0).unwrap_or(std::cmp::Ordering::Equal));
@@ -74,9 +84,6 @@ pub(super) fn leaf_caps<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, tr
                         r = d;
                         break;
                     }
-                }
-                if k == 0 {
-                    r = T::ZERO;
                 }
                 cap = if r > cap { r } else { cap };
             }
