@@ -9,6 +9,7 @@ use super::Cpu;
 use super::knn_leaf::Scratch;
 use super::walk::{Candidates, walk_leaves, walk_plane};
 use crate::geom::Real;
+use crate::geom::real::fmax;
 use crate::geom::metric::Metric;
 use crate::pipeline::{KnnSinks, Lists, Prepared, Tree};
 
@@ -44,8 +45,8 @@ pub(super) fn node_pass<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, tr
 
 /// For every node of plane `p` (≥ 1): the largest k-count radius² of its leaves — a
 /// leaf's own d_max² when it holds k sources, else its k-count radius² among the leaves
-/// of its parent (+inf where those hold fewer than k). Every query of the node has k sources within it, so it caps the
-/// node's radius: a node's own k-count radius is at least its own diagonal (its d_max
+/// of its parent (+inf where those hold fewer than k). Every query of the node has k
+/// sources within it, so it caps the node's radius: a node's own k-count radius is at least its own diagonal (its d_max
 /// to itself), far beyond the k-th distances of its queries when it holds many more
 /// than k points (uniform 1e6, k = 16: plane 1 kept 127 of 2048 nodes, and each leaf was
 /// handed ~1000 candidate leaves). 0 for every node when k = 0.
@@ -70,7 +71,7 @@ pub(super) fn leaf_caps<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, tr
                 // smaller, and this skips their sort).
                 if tree.src_count[a] as usize >= k {
                     let r = metric.box_max2(alo, ahi, &tree.src_lo[a], &tree.src_hi[a]);
-                    cap = if r > cap { r } else { cap };
+                    cap = fmax(r, cap);
                     continue;
                 }
                 near.clear();
@@ -85,7 +86,7 @@ pub(super) fn leaf_caps<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, tr
                         break;
                     }
                 }
-                cap = if r > cap { r } else { cap };
+                cap = fmax(r, cap);
             }
             cap
         })
@@ -94,7 +95,7 @@ pub(super) fn leaf_caps<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, tr
     for q in 2..=p {
         let (below, plane) = (tree.planes[q - 1], tree.planes[q]);
         caps = (plane.first..plane.first + plane.len)
-            .map(|n| tree.children(n).filter(|&c| tree.qry_range(c).1 > 0).map(|c| caps[c - below.first]).fold(T::ZERO, |m, c| if c > m { c } else { m }))
+            .map(|n| tree.children(n).filter(|&c| tree.qry_range(c).1 > 0).map(|c| caps[c - below.first]).fold(T::ZERO, fmax))
             .collect();
     }
     caps
