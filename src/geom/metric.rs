@@ -21,6 +21,9 @@ pub(crate) fn min_image<T: Real>(x: T, l: T, h: T) -> T {
 
 /// Distance geometry: open space or a periodic box.
 pub(crate) trait Metric<T: Real, const D: usize>: Copy + Send + Sync {
+    /// Whether differences take the minimum image (a periodic box).
+    const PERIODIC: bool = false;
+
     /// The per-dimension difference `a - b` (minimum image when periodic).
     fn diff(&self, a: T, b: T, d: usize) -> T;
 
@@ -107,6 +110,7 @@ impl<T: Real, const D: usize> Periodic<T, D> {
 }
 
 impl<T: Real, const D: usize> Metric<T, D> for Periodic<T, D> {
+    const PERIODIC: bool = true;
     fn box_len(&self) -> Option<[f64; D]> {
         Some(std::array::from_fn(|d| self.len[d].to_f64()))
     }

@@ -120,6 +120,41 @@ fn guesses<T: Real>() {
     assert!(counts[0] > 0 && counts[1] > 0, "both passes: {counts:?}");
 }
 
+/// Kept leaves stored a few at a time (`keep_leaves` / `keep_rest`): the scans that reach
+/// past the stored ones must store and visit the rest, in both top-k kinds, both passes
+/// of the guess and both metrics.
+fn kept_in_parts<T: Real>() {
+    use super::knn_leaf::{FORCED_KEPT_FIRST, KEPT_RESTS};
+    use std::sync::atomic::Ordering;
+    let _one = FORCING.lock().unwrap_or_else(|e| e.into_inner());
+    let ctx = Context::new(Config { threads: 2, tree: TreeParams { leaf_size: 8, ..TreeParams::default() } }).unwrap();
+    KEPT_RESTS.swap(0, Ordering::Relaxed);
+    for first in [8, 16] {
+        FORCED_KEPT_FIRST.store(first, Ordering::Relaxed);
+        for shape in ["uniform", "clustered", "duplicates"] {
+            let pts = points::<T>(shape, 900, 5);
+            for periodic in [false, true] {
+                for k in [1usize, 2, 8, 16, 28, 40] {
+                    let what = format!("{shape} kept first {first} periodic {periodic} k {k}");
+                    assert_same(&search(&ctx, &pts, periodic, k), &brute_answer(&pts, periodic, k), &what);
+                }
+            }
+        }
+    }
+    FORCED_KEPT_FIRST.store(0, Ordering::Relaxed);
+    assert!(KEPT_RESTS.swap(0, Ordering::Relaxed) > 100, "the rest was never stored");
+}
+
+#[test]
+fn kept_leaves_in_parts_equal_brute_force_f64() {
+    kept_in_parts::<f64>();
+}
+
+#[test]
+fn kept_leaves_in_parts_equal_brute_force_f32() {
+    kept_in_parts::<f32>();
+}
+
 #[test]
 fn guessed_radius_equals_brute_force_f64() {
     guesses::<f64>();
