@@ -225,8 +225,8 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
     /// sorted by one integer: d_min² rounded down to f32, then the node. The rounded
     /// values, still lower bounds and now ascending, are what the leaf pass compares.
     ///
-    /// Up to `SORTED_MAX_K` only the nearest `KEPT_FIRST` are sorted and stored here; the leaf pass asks for
-    /// the rest (`keep_rest`) when a query reaches them, which few do.
+    /// Up to `SORTED_MAX_K` only the nearest `KEPT_FIRST` are sorted and stored here; the
+    /// leaf pass asks for the rest (`keep_rest`) when a query reaches them, which few do.
     pub(super) fn keep_leaves<M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, a: usize, r2: T, s: &mut Scratch<T, D>) {
         let (alo, ahi) = tree.qry_box(a);
         s.order.clear();
@@ -256,7 +256,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         self.store_kept(metric, tree, a, first, s);
     }
 
-    /// Sorts and stores the kept leaves after the first `KEPT_FIRST` (`keep_leaves`).
+    /// Sorts and stores the kept leaves after those `keep_leaves` stored.
     #[inline(never)]
     fn keep_rest<M: Metric<T, D>>(&self, metric: &M, a: usize, s: &mut Scratch<T, D>) {
         #[cfg(test)]
@@ -435,113 +435,113 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 // (The stored leaves, then, when no leaf stopped the scan, the rest of them.)
                 let mut c0 = 0;
                 'leaves: loop {
-                let nk = s.kept.len();
-                for (i, boxes) in s.boxes[c0..].iter().enumerate() {
-                    let j0 = (c0 + i) * B;
-                    // Kept leaves come by ascending d_min to this leaf, a lower bound of the
-                    // query's distance to them: past the threshold, no later leaf can hold a
-                    // candidate.
-                    if s.kept[j0].min > thr {
-                        break 'leaves;
-                    }
-                    let bound = boxes.min2(&qp);
-                    // SAFETY: AVX only in the AVX2 and AVX-512 versions.
-                    let mut lm = if AVX { unsafe { T::le_mask_avx(&bound, thr) } } else { T::le_mask(&bound, thr) };
-                    if nk - j0 < B {
-                        lm &= (1u32 << (nk - j0)) - 1;
-                    }
-                    while lm != 0 {
-                        let i = lm.trailing_zeros() as usize;
-                        lm &= lm - 1;
-                        let kl = &s.kept[j0 + i];
-                        if kl.min > thr {
+                    let nk = s.kept.len();
+                    for (i, boxes) in s.boxes[c0..].iter().enumerate() {
+                        let j0 = (c0 + i) * B;
+                        // Kept leaves come by ascending d_min to this leaf, a lower bound of the
+                        // query's distance to them: past the threshold, no later leaf can hold a
+                        // candidate.
+                        if s.kept[j0].min > thr {
                             break 'leaves;
                         }
-                        if bound[i] > thr || (kl.wrap && metric.box_min2(&qp, &qp, &kl.lo, &kl.hi) > thr) {
-                            continue;
+                        let bound = boxes.min2(&qp);
+                        // SAFETY: AVX only in the AVX2 and AVX-512 versions.
+                        let mut lm = if AVX { unsafe { T::le_mask_avx(&bound, thr) } } else { T::le_mask(&bound, thr) };
+                        if nk - j0 < B {
+                            lm &= (1u32 << (nk - j0)) - 1;
                         }
-                        // Blocks of B sources: distances and the mask of those within the threshold
-                        // by vector code. A block may run past the leaf into the next sources
-                        // (masked off); the last block of the array is computed one source at a
-                        // time.
-                        let s0 = kl.start as usize;
-                        let cnt = kl.count as usize;
-                        let wrap = kl.wrap;
-                        // (A macro, not a closure: a closure would be compiled without the AVX2
-                        // features of the enclosing function and keep the vector block out of line.)
-                        macro_rules! block {
-                            ($base:expr, $thr:expr, $d2b:expr) => {{
-                                let (base, thr, d2b): (usize, T, &mut [T; B]) = ($base, $thr, $d2b);
-                                if base + B <= nsrc {
-                                    // SAFETY: every column holds `nsrc >= base + B` points; AVX only
-                                    // in the AVX2 and AVX-512 versions.
-                                    unsafe {
-                                        if AVX && !wrap {
-                                            T::open_block_avx(&qp, &sp, base, thr, d2b)
-                                        } else {
-                                            *d2b = if wrap { distances_block_at::<T, D, B, M>(metric, &qp, &sp, base) } else { distances_block_at::<T, D, B, Open>(&Open, &qp, &sp, base) };
-                                            if AVX { T::le_mask_avx(d2b, thr) } else { T::le_mask(d2b, thr) }
+                        while lm != 0 {
+                            let i = lm.trailing_zeros() as usize;
+                            lm &= lm - 1;
+                            let kl = &s.kept[j0 + i];
+                            if kl.min > thr {
+                                break 'leaves;
+                            }
+                            if bound[i] > thr || (kl.wrap && metric.box_min2(&qp, &qp, &kl.lo, &kl.hi) > thr) {
+                                continue;
+                            }
+                            // Blocks of B sources: distances and the mask of those within the threshold
+                            // by vector code. A block may run past the leaf into the next sources
+                            // (masked off); the last block of the array is computed one source at a
+                            // time.
+                            let s0 = kl.start as usize;
+                            let cnt = kl.count as usize;
+                            let wrap = kl.wrap;
+                            // (A macro, not a closure: a closure would be compiled without the AVX2
+                            // features of the enclosing function and keep the vector block out of line.)
+                            macro_rules! block {
+                                ($base:expr, $thr:expr, $d2b:expr) => {{
+                                    let (base, thr, d2b): (usize, T, &mut [T; B]) = ($base, $thr, $d2b);
+                                    if base + B <= nsrc {
+                                        // SAFETY: every column holds `nsrc >= base + B` points; AVX only
+                                        // in the AVX2 and AVX-512 versions.
+                                        unsafe {
+                                            if AVX && !wrap {
+                                                T::open_block_avx(&qp, &sp, base, thr, d2b)
+                                            } else {
+                                                *d2b = if wrap { distances_block_at::<T, D, B, M>(metric, &qp, &sp, base) } else { distances_block_at::<T, D, B, Open>(&Open, &qp, &sp, base) };
+                                                if AVX { T::le_mask_avx(d2b, thr) } else { T::le_mask(d2b, thr) }
+                                            }
                                         }
+                                    } else {
+                                        *d2b = std::array::from_fn(|i| if base + i < nsrc { metric.dist2(&qp, &std::array::from_fn(|d| spos[d][base + i])) } else { T::INFINITY });
+                                        T::le_mask(d2b, thr)
                                     }
-                                } else {
-                                    *d2b = std::array::from_fn(|i| if base + i < nsrc { metric.dist2(&qp, &std::array::from_fn(|d| spos[d][base + i])) } else { T::INFINITY });
-                                    T::le_mask(d2b, thr)
+                                }};
+                            }
+                            if buffered {
+                                // Above `SORTED_MAX_K` each block goes into the buffer without a branch.
+                                let mut b0 = 0;
+                                while b0 < cnt {
+                                    let base = s0 + b0;
+                                    let mut d2b = [T::ZERO; B];
+                                    let mut m = block!(base, thr, &mut d2b);
+                                    if cnt - b0 < B {
+                                        m &= (1u32 << (cnt - b0)) - 1;
+                                    }
+                                    if GUESS && pass == 1 {
+                                        m &= !T::le_mask(&d2b, lo);
+                                    }
+                                    if s.cand.offer::<B, AVX>(&d2b, base as u32, m, &rank) {
+                                        thr = s.cand.kth();
+                                    }
+                                    b0 += B;
                                 }
-                            }};
-                        }
-                        if buffered {
-                            // Above `SORTED_MAX_K` each block goes into the buffer without a branch.
+                                continue;
+                            }
+                            // Up to `SORTED_MAX_K`: runs of up to `RUN` blocks, then the sources in the
+                            // run's mask offered one by one, re-tested as the threshold shrinks. One
+                            // mask per run rather than per block: the loop over its bits ends (a
+                            // mispredicted branch) once per run.
                             let mut b0 = 0;
                             while b0 < cnt {
-                                let base = s0 + b0;
-                                let mut d2b = [T::ZERO; B];
-                                let mut m = block!(base, thr, &mut d2b);
-                                if cnt - b0 < B {
-                                    m &= (1u32 << (cnt - b0)) - 1;
+                                let left = cnt - b0;
+                                let nb = left.div_ceil(B).min(RUN);
+                                let mut m = 0u64;
+                                for (j, d2b) in d2r.iter_mut().enumerate().take(nb) {
+                                    m |= (block!(s0 + b0 + j * B, thr, d2b) as u64) << (j * B);
                                 }
-                                if GUESS && pass == 1 {
-                                    m &= !T::le_mask(&d2b, lo);
+                                if left < RUN * B {
+                                    m &= (1u64 << left) - 1;
                                 }
-                                if s.cand.offer::<B, AVX>(&d2b, base as u32, m, &rank) {
-                                    thr = s.cand.kth();
+                                let d2f = d2r.as_flattened();
+                                while m != 0 {
+                                    let i = m.trailing_zeros() as usize;
+                                    m &= m - 1;
+                                    let d2 = d2f[i];
+                                    if d2 <= thr && (!GUESS || d2 > lo) && s.best.push(d2, (s0 + b0 + i) as u32, &rank) {
+                                        thr = s.best.kth();
+                                    }
                                 }
-                                b0 += B;
+                                b0 += RUN * B;
                             }
-                            continue;
-                        }
-                        // Up to `SORTED_MAX_K`: runs of up to `RUN` blocks, then the sources in the
-                        // run's mask offered one by one, re-tested as the threshold shrinks. One
-                        // mask per run rather than per block: the loop over its bits ends (a
-                        // mispredicted branch) once per run.
-                        let mut b0 = 0;
-                        while b0 < cnt {
-                            let left = cnt - b0;
-                            let nb = left.div_ceil(B).min(RUN);
-                            let mut m = 0u64;
-                            for (j, d2b) in d2r.iter_mut().enumerate().take(nb) {
-                                m |= (block!(s0 + b0 + j * B, thr, d2b) as u64) << (j * B);
-                            }
-                            if left < RUN * B {
-                                m &= (1u64 << left) - 1;
-                            }
-                            let d2f = d2r.as_flattened();
-                            while m != 0 {
-                                let i = m.trailing_zeros() as usize;
-                                m &= m - 1;
-                                let d2 = d2f[i];
-                                if d2 <= thr && (!GUESS || d2 > lo) && s.best.push(d2, (s0 + b0 + i) as u32, &rank) {
-                                    thr = s.best.kth();
-                                }
-                            }
-                            b0 += RUN * B;
                         }
                     }
-                }
-                if s.kept.len() == s.order.len() {
-                    break;
-                }
-                c0 = s.boxes.len();
-                self.keep_rest(metric, a, s);
+                    if s.kept.len() == s.order.len() {
+                        break;
+                    }
+                    c0 = s.boxes.len();
+                    self.keep_rest(metric, a, s);
                 }
                 // After the pass within the guess: done when it held k (then the guess
                 // shrinks a little), else (it grows) the pass beyond it.
