@@ -11,6 +11,7 @@ mod fof_tests;
 mod ingest;
 mod knn;
 mod knn_leaf;
+mod knn_rows;
 #[cfg(test)]
 mod knn_tests;
 pub(crate) mod par;
