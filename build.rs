@@ -26,9 +26,12 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     #[cfg(feature = "cuda-emu")]
     build_emulator();
-    // A versioned soname so that installed libraries and CMake users link cleanly.
+    // A versioned soname so that installed libraries and CMake users link cleanly. Before
+    // 1.0 a minor version may break the ABI (Cargo's rule for 0.x), so it is part of the
+    // soname there: libztree.so.0.2, then libztree.so.1 (CMakeLists.txt agrees).
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
-        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libztree.so.{major}");
+        let soversion = if major == "0" { format!("0.{minor}") } else { major.clone() };
+        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libztree.so.{soversion}");
     }
 }
 

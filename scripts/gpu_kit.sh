@@ -16,7 +16,9 @@ cmake --build build/ztree-nompi
 cmake --install build/ztree-nompi --prefix "$prefix" >/dev/null
 rm -rf "$kit"
 mkdir -p "$kit/lib" "$kit/whl"
-cp -L "$prefix/lib/libztree.so.0" "$kit/lib/"
+# The library under its soname (the name the kit's programs ask the loader for).
+soname=$(objdump -p "$prefix/lib/libztree.so" | awk '/SONAME/ {print $2}')
+cp -L "$prefix/lib/libztree.so" "$kit/lib/$soname"
 ${CC:-cc} -O2 -Wall -Wextra -I"$prefix/include" -Iexamples-c benches/peers/ztree_run.c -L"$prefix/lib" -lztree -ldl -lm -o "$kit/ztree_run"
 tests=$(cargo test --release --no-default-features --features cuda,cuda-emu --lib --no-run --target-dir "$tgt" --message-format=json 2>/dev/null |
   python3 -c 'import json, sys
@@ -26,7 +28,7 @@ for l in sys.stdin:
         print(m["executable"])' | tail -1)
 cp "$tests" "$kit/ztree_tests"
 ${CC:-cc} -O2 -Wall -Wextra -I"$prefix/include" -Iexamples-c examples-c/insitu_cuda.c -L"$prefix/lib" -lztree -ldl -lm -o "$kit/insitu_cuda"
-strip "$kit/ztree_tests" "$kit/lib/libztree.so.0" "$kit/ztree_run" "$kit/insitu_cuda"
+strip "$kit/ztree_tests" "$kit/lib/$soname" "$kit/ztree_run" "$kit/insitu_cuda"
 cp ../shared/bench/gen.py "$kit/gen.py"
 mkdir -p "$kit/gadget4"
 cp ../shared/data/gadget4-64-z1/*.{f32,i32,u32} ../shared/data/gadget4-64-z1/meta.json "$kit/gadget4/"

@@ -13,6 +13,14 @@ work="$2"
 rm -rf "$work" && mkdir -p "$work"
 lib="$prefix/lib"
 
+echo "consumers: soname (0.x: major.minor, as Cargo's compatibility rule)"
+ver=$(sed -n 's/^version = "\([0-9.]*\)"$/\1/p' "$here/../../Cargo.toml" | head -1)
+major=${ver%%.*}; minor=${ver#*.}; minor=${minor%%.*}
+if [ "$major" = 0 ]; then want="libztree.so.0.$minor"; else want="libztree.so.$major"; fi
+got=$(readelf -d "$lib/libztree.so" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
+[ "$got" = "$want" ] || { echo "soname $got, want $want (version $ver)" >&2; exit 1; }
+[ -e "$lib/$want" ] || { echo "$lib/$want is not installed" >&2; exit 1; }
+
 echo "consumers: exported symbols and debug info"
 extra=$(nm -D --defined-only "$lib/libztree.so" | awk '{print $3}' | grep -v '^ztree_' || true)
 [ -z "$extra" ] || { echo "libztree.so exports more than ztree_*: $extra" >&2; exit 1; }
@@ -43,6 +51,6 @@ grep -q "$moved" <(PKG_CONFIG_PATH="$moved/lib/pkgconfig" pkg-config --cflags zt
 "$work/make/demo_shared" >/dev/null
 "$work/make/demo_static" >/dev/null
 so=$(ldd "$work/make/demo_shared" | awk "/libztree/ {print \$3}")
-[ "$(readlink -f "$so")" = "$(readlink -f "$moved/lib/libztree.so.0")" ] || { echo "demo_shared does not use the relocated library" >&2; exit 1; }
+[ "$(readlink -f "$so")" = "$(readlink -f "$moved/lib/libztree.so")" ] || { echo "demo_shared does not use the relocated library" >&2; exit 1; }
 if ldd "$work/make/demo_static" | grep -q libztree; then echo "demo_static links libztree dynamically" >&2; exit 1; fi
 echo "consumers: ok"
