@@ -174,6 +174,18 @@ def git_commit():
     return (r.stdout.strip() or "unknown") + ("+dirty" if d.stdout.strip() else "")
 
 
+def cpu_model():
+    """The host's CPU model (ratios differ between hosts: BENCHMARKS.md records which)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
 def checksum_warnings(case, first):
     """Compares every peer's checksum with ztree's (`first`: the first record of each peer)."""
     z = first.get("ztree") or first.get("ztree-1t")
@@ -238,7 +250,7 @@ def main():
     commit, started = git_commit(), time.strftime("%Y-%m-%dT%H:%M:%S")
     load0 = os.getloadavg()[0]
     os.makedirs(os.path.dirname(os.path.abspath(a.log)), exist_ok=True)
-    print(f"# ztree {commit}, {a.threads} threads, {a.rounds} round(s), median; {os.cpu_count()} CPUs, "
+    print(f"# ztree {commit}, {a.threads} threads, {a.rounds} round(s), median; {os.cpu_count()} CPUs ({cpu_model()}), "
           f"load average {load0:.2f} at start", flush=True)
     if load0 > 0.5 * (os.cpu_count() or 1):
         print("# NOTE: the machine is busy (load average above half the CPUs): times are noisy", flush=True)
