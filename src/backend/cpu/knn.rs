@@ -106,7 +106,7 @@ pub(super) fn leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, jo
     let t = KnnNodeTest { k: job.zs.knn_node_k(job.k) };
     walk_leaves(tree, lists, Scratch::<T, D>::new, |a, cands: &Candidates<'_>, s| {
         let r2 = t.select(metric, tree, a, cands, s, job.own_radius(metric, a, t.k));
-        job.keep_leaves(metric, tree, a, r2, s);
+        job.keep_leaves(metric, a, r2, s);
         job.leaf(metric, a, r2, s, sinks);
     })
 }

@@ -13,7 +13,7 @@ use super::topk::TopK;
 use crate::geom::Real;
 use crate::geom::real::fmax;
 use crate::geom::metric::{Metric, Open, distances_block_at};
-use crate::pipeline::{KnnSinks, Tree};
+use crate::pipeline::KnnSinks;
 
 /// Sources per distance block of the leaf scan.
 const B: usize = 8;
@@ -226,7 +226,8 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
     ///
     /// Up to `SORTED_MAX_K` only the nearest `KEPT_FIRST` are sorted and stored here; the
     /// leaf pass asks for the rest (`keep_rest`) when a query reaches them, which few do.
-    pub(super) fn keep_leaves<M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, a: usize, r2: T, s: &mut Scratch<T, D>) {
+    pub(super) fn keep_leaves<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>) {
+        let tree = &self.zs.tree;
         let (alo, ahi) = tree.qry_box(a);
         s.order.clear();
         s.any_wrap = false;
@@ -252,7 +253,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             s.order.select_nth_unstable(first - 1);
         }
         let first = s.order.len().min(first);
-        self.store_kept(metric, tree, a, first, s);
+        self.store_kept(metric, a, first, s);
     }
 
     /// Sorts and stores the kept leaves after those `keep_leaves` stored.
@@ -260,12 +261,13 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
     fn keep_rest<M: Metric<T, D>>(&self, metric: &M, a: usize, s: &mut Scratch<T, D>) {
         #[cfg(test)]
         KEPT_RESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.store_kept(metric, &self.zs.tree, a, s.order.len(), s);
+        self.store_kept(metric, a, s.order.len(), s);
     }
 
     /// Sorts the keys `s.order[s.kept.len() .. end]` (all below the later ones) and
     /// appends their leaves to `s.kept` and `s.boxes` (`s.kept.len()` a multiple of `B`).
-    fn store_kept<M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, a: usize, end: usize, s: &mut Scratch<T, D>) {
+    fn store_kept<M: Metric<T, D>>(&self, metric: &M, a: usize, end: usize, s: &mut Scratch<T, D>) {
+        let tree = &self.zs.tree;
         let (alo, ahi) = tree.qry_box(a);
         let from = s.kept.len();
         debug_assert!(from % B == 0);
