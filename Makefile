@@ -21,7 +21,7 @@ export OMPI_MCA_rmaps_base_oversubscribe = 1
 # shared-memory messages; plain copies through shared memory work everywhere.
 export OMPI_MCA_btl_vader_single_copy_mechanism ?= none
 
-.PHONY: all bootstrap build header header-check package test check miri test-rust test-device test-mpi test-c test-fortran test-consumers test-fuzz fuzz fuzz-build bench-build \
+.PHONY: all bootstrap build header header-check package test check lint miri test-rust test-device test-mpi test-c test-fortran test-consumers test-fuzz fuzz fuzz-build bench-build \
         examples demo bench bench-knn bench-fof bench-peers bench-gpu bench-runner gpu-kit clean
 
 all: build
@@ -56,7 +56,7 @@ package: bootstrap
 # Fortran tests against the installed package (valgrind included), the examples and a
 # distributed run of the in-situ demo; benchmarks must compile; the build without MPI
 # must compile.
-test: bootstrap header-check bench-build examples test-c test-fortran test-consumers test-fuzz test-mpi test-rust
+test: bootstrap lint header-check bench-build examples test-c test-fortran test-consumers test-fuzz test-mpi test-rust
 
 # The edit loop (under 2 minutes after a build): unit tests, the CPU oracles and API tests,
 # and the distributed tests on 2 ranks.
@@ -70,6 +70,12 @@ check:
 # rayon) is not Stacked-Borrows clean; rayon's pool threads outlive main (a leak to Miri).
 miri:
 	MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-permissive-provenance -Zmiri-ignore-leaks" $(CARGO) +nightly miri test --no-default-features --lib
+
+# Clippy over every target, warnings as errors (about 30 s from scratch): with the test
+# features, and the library alone without MPI.
+lint: bootstrap
+	$(CARGO) clippy --all-targets $(TEST_FEATURES) -- -D warnings
+	$(CARGO) clippy --lib --no-default-features -- -D warnings
 
 bench-build: bootstrap
 	$(CARGO) bench --no-run

@@ -4,6 +4,7 @@ use crate::error::{Error, Result};
 
 /// Configuration of a [`Context`].
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Default)]
 pub struct Config {
     /// Worker threads; 0 = `OMP_NUM_THREADS` when set, else the cores this process is
     /// bound to.
@@ -12,11 +13,6 @@ pub struct Config {
     pub tree: TreeParams,
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Self { threads: 0, tree: TreeParams::default() }
-    }
-}
 
 /// Shape parameters of the plane hierarchy (jz-tree's defaults, but for the leaf size).
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -291,7 +291,6 @@ pub(crate) fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, 
         (_, None) => ctx.core.knn_self(&dom, &c.sp, &fields, &kp, &mut kout)?,
         (_, Some(q)) => ctx.core.knn(&dom, &c.sp, q, &fields, &kp, &mut kout)?,
     };
-    drop(kout);
     if let Some(d) = distances {
         d.iter_mut().zip(&dist_t).for_each(|(d, s)| *d = s.to_f64());
     }

@@ -5,6 +5,9 @@
 
 #![allow(non_camel_case_types)]
 #![allow(clippy::missing_safety_doc)]
+// C entry points take raw pointers by contract (checked for NULL, never freed unless
+// handed over); marking them `unsafe` would change nothing for C callers.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 #[cfg(feature = "cuda")]
 pub(crate) mod device;

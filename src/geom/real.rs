@@ -163,7 +163,7 @@ macro_rules! impl_real {
 #[inline(always)]
 fn le_mask_f64<const W: usize>(x: &[f64; W], thr: f64) -> u32 {
     #[cfg(target_arch = "x86_64")]
-    if W % 2 == 0 {
+    if W.is_multiple_of(2) {
         use std::arch::x86_64::*;
         let mut m = 0u32;
         // SAFETY: SSE2 is part of x86-64; every load reads two elements inside `x`.
@@ -187,7 +187,7 @@ fn le_mask_f64<const W: usize>(x: &[f64; W], thr: f64) -> u32 {
 #[inline(always)]
 fn le_mask_f32<const W: usize>(x: &[f32; W], thr: f32) -> u32 {
     #[cfg(target_arch = "x86_64")]
-    if W % 4 == 0 {
+    if W.is_multiple_of(4) {
         use std::arch::x86_64::*;
         let mut m = 0u32;
         // SAFETY: SSE is part of x86-64; every load reads four elements inside `x`.
@@ -212,7 +212,7 @@ fn le_mask_f32<const W: usize>(x: &[f32; W], thr: f32) -> u32 {
 #[inline]
 unsafe fn le_mask_f64_avx<const W: usize>(x: &[f64; W], thr: f64) -> u32 {
     use std::arch::x86_64::*;
-    if W % 4 != 0 {
+    if !W.is_multiple_of(4) {
         return le_mask_f64(x, thr);
     }
     let t = _mm256_set1_pd(thr);
@@ -231,7 +231,7 @@ unsafe fn le_mask_f64_avx<const W: usize>(x: &[f64; W], thr: f64) -> u32 {
 #[inline]
 unsafe fn le_mask_f32_avx<const W: usize>(x: &[f32; W], thr: f32) -> u32 {
     use std::arch::x86_64::*;
-    if W % 8 != 0 {
+    if !W.is_multiple_of(8) {
         return le_mask_f32(x, thr);
     }
     let t = _mm256_set1_ps(thr);

@@ -104,6 +104,7 @@ impl<const D: usize> Decomp<D> {
         // Cells spanned by the cube [p - r, p + r], padded by two cells for rounding.
         let mut qlo = [0i64; D];
         let mut qhi = [0i64; D];
+        #[allow(clippy::neg_cmp_op_on_partial_ord)] // a NaN radius wraps too
         let mut wraps = !(r < half_box);
         for d in 0..D {
             let lo = (self.quant.cell_coord(d, p[d] - r) - 2.0).floor();
@@ -317,7 +318,7 @@ fn region_boxes<const D: usize>(quant: &Quantizer<D>, periodic: bool, mut a: u12
         let mut lev = 0u32;
         while lev < bits {
             let w = 1u128 << (D as u32 * (lev + 1));
-            if a % w == 0 && a + w <= b { lev += 1 } else { break }
+            if a.is_multiple_of(w) && a + w <= b { lev += 1 } else { break }
         }
         let cell = unmorton::<D>((a >> (D as u32 * lev)) as u64);
         let mut bx = [[0.0; D]; 2];

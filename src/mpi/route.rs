@@ -144,7 +144,9 @@ where
 {
     let chunks = chunk_ranges(n, rayon::current_num_threads() * 4);
     // Pass 1: owned counts and ghost destinations per chunk.
-    let counted: Vec<(Vec<usize>, Vec<(u32, u32)>)> = chunks
+    // Per chunk: owned points per rank, and (point, rank) of each ghost copy.
+    type Counted = (Vec<usize>, Vec<(u32, u32)>);
+    let counted: Vec<Counted> = chunks
         .par_iter()
         .map(|r| {
             let mut cnt = vec![0usize; p];

@@ -49,6 +49,10 @@ where
     Ok((cat, stats))
 }
 
+/// What `link` returns: the prepared points and tree, each z-ordered point's root, and
+/// the walk's counts.
+pub(crate) type Linked<B, T, const D: usize> = (Prepared<B, T, D>, <B as Backend>::Buf<u32>, WalkStats);
+
 /// Links `points` (or, with `keys`, points already validated and keyed by the caller):
 /// the root (z-index of its group's first point) of every z-ordered point.
 pub(crate) fn link<B, T, const D: usize, P>(
@@ -59,7 +63,7 @@ pub(crate) fn link<B, T, const D: usize, P>(
     l: f64,
     params: &TreeParams,
     timings: &mut Timings,
-) -> Result<(Prepared<B, T, D>, B::Buf<u32>, WalkStats)>
+) -> Result<Linked<B, T, D>>
 where
     T: Real,
     P: ?Sized,

@@ -10,6 +10,9 @@ use crate::input::Domain;
 
 use super::{PointTypes, Tree};
 
+/// Points in z-order (one column per dimension) and their input indices.
+pub(crate) type ZOrdered<B, T, const D: usize> = ([<B as Backend>::Buf<T>; D], <B as Backend>::Buf<u32>);
+
 /// Largest number of points (sources + queries) in one call on one rank.
 pub(crate) const MAX_POINTS: usize = (u32::MAX - 1) as usize;
 
@@ -21,7 +24,7 @@ pub(crate) struct Prepared<B: Backend, T: Real, const D: usize> {
     pub src_orig: B::Buf<u32>,
     /// Queries in z-order and their input indices; None in a self-query (the sources are
     /// the queries).
-    pub qry: Option<([B::Buf<T>; D], B::Buf<u32>)>,
+    pub qry: Option<ZOrdered<B, T, D>>,
     pub tree: Tree<B, T, D>,
 }
 

@@ -108,10 +108,7 @@ pub fn points<T: Real, const D: usize>(shape: Shape, n: usize, l: [f64; D], rng:
                     _ => rng.f64() * l[d],
                 }
             }),
-            Shape::Duplicates => {
-                let c = centres[rng.below(3)];
-                c
-            }
+            Shape::Duplicates => centres[rng.below(3)],
             Shape::Line => {
                 let t = rng.f64();
                 std::array::from_fn(|d| if d == 0 { t * l[d] } else { 0.25 * l[d] })

@@ -3,7 +3,7 @@
 //! within float32 precision. The data lives in `../shared/data/gadget4-64-z1` next to the
 //! repository; the test is skipped (with a message) when it is absent, and fails in CI.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -16,7 +16,7 @@ fn data_dir() -> Option<PathBuf> {
     d.join("pos.f32").exists().then_some(d)
 }
 
-fn read<T, const W: usize>(dir: &PathBuf, name: &str, f: fn([u8; W]) -> T) -> Vec<T> {
+fn read<T, const W: usize>(dir: &Path, name: &str, f: fn([u8; W]) -> T) -> Vec<T> {
     let bytes = std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
     assert_eq!(bytes.len() % W, 0, "{name}: size");
     bytes.chunks_exact(W).map(|c| f(c.try_into().unwrap())).collect()

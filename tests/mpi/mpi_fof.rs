@@ -62,7 +62,8 @@ fn run_case<T: Real, const D: usize>(dist: &Dist, reference: &Context, global: &
     let rank = dist.rank();
     let domain = periodic.map_or(Domain::Open, Domain::Periodic);
     let params = FofParams { linking_length: LinkingLength::Absolute(case.l), min_members: case.min_members, order: case.order, members: true };
-    let pick = |idx: &[usize]| -> (Vec<[T; D]>, Vec<[T; D]>, Vec<f64>, Vec<i64>) {
+    type Picked<T, const D: usize> = (Vec<[T; D]>, Vec<[T; D]>, Vec<f64>, Vec<i64>);
+    let pick = |idx: &[usize]| -> Picked<T, D> {
         (idx.iter().map(|&i| global[i]).collect(), idx.iter().map(|&i| vel[i]).collect(), idx.iter().map(|&i| masses[i]).collect(), idx.iter().map(|&i| ids[i]).collect())
     };
     let (cp, cv, cm, ci) = pick(&case.lay.order);

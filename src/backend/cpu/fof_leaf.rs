@@ -127,9 +127,9 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
             return (n0, nn);
         }
         *held = n;
-        for d in 0..D {
-            x[d].clear();
-            x[d].extend(self.zs.src_pos[d][n0..n0 + nn].iter().map(|v| v.to_f64()));
+        for (xd, col) in x.iter_mut().zip(&self.zs.src_pos) {
+            xd.clear();
+            xd.extend(col[n0..n0 + nn].iter().map(|v| v.to_f64()));
         }
         (n0, nn)
     }

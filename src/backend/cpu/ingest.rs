@@ -204,9 +204,9 @@ fn refine_one<T: Real, const D: usize>(perm: &mut [u32], levels: &mut [u8], pos:
     super::sort::radix_sort(&mut keys, &mut order, 64); // stable: ties keep their order
     let old: Vec<u32> = order.iter().map(|&i| perm[i as usize]).collect();
     perm.copy_from_slice(&old);
-    for d in 0..D {
-        let old: Vec<T> = order.iter().map(|&i| pos[d][i as usize]).collect();
-        pos[d].copy_from_slice(&old);
+    for col in pos {
+        let old: Vec<T> = order.iter().map(|&i| col[i as usize]).collect();
+        col.copy_from_slice(&old);
     }
     for (i, l) in levels.iter_mut().enumerate() {
         *l = level_of(keys[i], keys[i + 1]);

@@ -270,7 +270,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         let tree = &self.zs.tree;
         let (alo, ahi) = tree.qry_box(a);
         let from = s.kept.len();
-        debug_assert!(from % B == 0);
+        debug_assert!(from.is_multiple_of(B));
         s.order[from..end].sort_unstable();
         let pad = LeafBoxes { lo: [[T::INFINITY; B]; D], hi: [[T::INFINITY; B]; D] };
         for j in from..end {

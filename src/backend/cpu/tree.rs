@@ -119,7 +119,7 @@ pub(crate) fn split_caps<'s>(levels: &[u8], types: PointTypes<'_, Cpu>, params: 
                 let t = (i + 1 - a) as u64;
                 let mut np = leaf;
                 let mut best = 0u64;
-                while np < total && t % np == 0 {
+                while np < total && t.is_multiple_of(np) {
                     best = np + 1;
                     np = np.saturating_mul(c);
                 }
@@ -309,7 +309,7 @@ pub(crate) fn cap_from_groups(mut groups: Vec<(u8, u32, u64)>, n: usize, params:
         cnt += t;
     }
     let mean = vol / cnt.max(1) as f64;
-    let cap = (params.max_volume_factor * mean).log2().floor().max(0.0).min(63.0) as u8;
+    let cap = (params.max_volume_factor * mean).log2().floor().clamp(0.0, 63.0) as u8;
     if max_g > cap { Some(cap) } else { None }
 }
 

@@ -394,8 +394,8 @@ impl<T: Real, const D: usize> Ingest<DevPoints<'_, T, D>, T, D> for Cuda {
         prims::keys::<T, D>(&self.dev, pts.pos, pts.n, quant, keys.ptr() + (at * 8) as u64)
     }
     fn gather_into(&self, pts: &DevPoints<'_, T, D>, perm: &DevBuf<u32>, first: u32, out: &mut [DevBuf<T>; D]) -> Result<()> {
-        for d in 0..D {
-            prims::gather::<T>(&self.dev, pts.pos[d], perm, first, pts.n, &out[d])?;
+        for (&col, o) in pts.pos.iter().zip(out.iter()) {
+            prims::gather::<T>(&self.dev, col, perm, first, pts.n, o)?;
         }
         Ok(())
     }
