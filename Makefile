@@ -77,8 +77,10 @@ lint: bootstrap
 	$(CARGO) clippy --all-targets $(TEST_FEATURES) -- -D warnings
 	$(CARGO) clippy --lib --no-default-features -- -D warnings
 
+# The benchmarks must compile: built in the test profile with the test features (sharing
+# the library and dependencies the tests build, rather than a second optimised LTO build).
 bench-build: bootstrap
-	$(CARGO) bench --no-run
+	$(CARGO) test $(TEST_FEATURES) --benches --no-run
 
 test-rust: bootstrap
 	$(CARGO) check --lib --no-default-features
