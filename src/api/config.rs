@@ -3,8 +3,7 @@
 use crate::error::{Error, Result};
 
 /// Configuration of a [`Context`].
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[derive(Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Config {
     /// Worker threads; 0 = `OMP_NUM_THREADS` when set, else the cores this process is
     /// bound to.
@@ -12,7 +11,6 @@ pub struct Config {
     /// Shape of the plane hierarchy.
     pub tree: TreeParams,
 }
-
 
 /// Shape parameters of the plane hierarchy (jz-tree's defaults, but for the leaf size).
 #[derive(Clone, Copy, Debug, PartialEq)]

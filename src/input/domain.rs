@@ -62,9 +62,9 @@ impl<const D: usize> Bounds<D> {
     pub const EMPTY: Self = Self { lo: [f64::INFINITY; D], hi: [f64::NEG_INFINITY; D] };
 
     pub fn include(&mut self, p: &[f64; D]) {
-        for ((lo, hi), &x) in self.lo.iter_mut().zip(self.hi.iter_mut()).zip(p) {
-            *lo = lo.min(x);
-            *hi = hi.max(x);
+        for d in 0..D {
+            self.lo[d] = self.lo[d].min(p[d]);
+            self.hi[d] = self.hi[d].max(p[d]);
         }
     }
 

@@ -301,9 +301,9 @@ unsafe fn merge_low_n<const N: usize>(p: *mut i64, h: *const i64) -> __m256i {
     unsafe {
         let mut next = _mm256_set1_epi64x(i64::MAX);
         let mut v: [__m256i; N] = std::array::from_fn(|a| load(p, a));
-        for (a, va) in v.iter_mut().enumerate() {
-            let (lo, hi) = minmax(*va, reverse(load(h, N - 1 - a)));
-            *va = lo;
+        for a in 0..N {
+            let (lo, hi) = minmax(v[a], reverse(load(h, N - 1 - a)));
+            v[a] = lo;
             next = minmax(next, hi).0;
         }
         clean_regs(&mut v);

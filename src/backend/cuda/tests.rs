@@ -213,7 +213,11 @@ fn check_metric<T: Real, const D: usize>(dev: &Arc<dyn Device>, l: f64) {
     let cases = 4000;
     let h = l / 2.0;
     // Coordinates on a coarse grid (exact halves of the box appear) and at random.
-    let coord = |r: &mut Lcg, i: usize| if i.is_multiple_of(3) { (r.next() % 17) as f64 * l / 16.0 } else if i % 3 == 1 { h + (r.next() % 3) as f64 * l * 1e-7 } else { r.unit() * l };
+    let coord = |r: &mut Lcg, i: usize| match i % 3 {
+        0 => (r.next() % 17) as f64 * l / 16.0,
+        1 => h + (r.next() % 3) as f64 * l * 1e-7,
+        _ => r.unit() * l,
+    };
     let input: Vec<T> = (0..cases * 12).map(|i| T::from_f64(coord(&mut r, i).min(l * 0.999_999))).collect();
     let buf = DevBuf::from_slice(dev, &input).unwrap();
     for periodic in [false, true] {
