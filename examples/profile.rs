@@ -99,6 +99,10 @@ fn run<T: Real>(ctx: &Context, job: &str, pts: &[[T; 3]], arg: f64, domain: &Dom
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
+    if a.len() < 3 || !matches!(a[0].as_str(), "knn" | "fof") {
+        eprintln!("usage: profile knn FILE K [options] | profile fof FILE LINK [options] (options: see the head of examples/profile.rs)");
+        std::process::exit(2);
+    }
     let (job, path, arg) = (a[0].clone(), a[1].clone(), a[2].parse::<f64>().unwrap());
     let opt = |name: &str| a.iter().position(|x| x == name).map(|i| a[i + 1].parse::<f64>().unwrap());
     let domain = opt("--box").map_or(Domain::Open, |l| Domain::Periodic([l; 3]));
