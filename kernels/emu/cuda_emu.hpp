@@ -8,8 +8,11 @@
 //   warp collectives one over the warp's. After each barrier the threads resume in a
 //   different order (forward, backward, shuffled), so that a read of shared memory that
 //   lacks its barrier sees a different writer's state and the tests notice.
-// - Blocks of a launch run one after another, so `__shared__` variables (function-local
-//   statics here) are the block's shared memory. Launches are serialised process-wide.
+// - The blocks of a launch are shared out among a few OS threads (`ZT_EMU_THREADS`, else
+//   the machine's hardware threads, at most 8), each running one block at a time, in
+//   block order from a shared counter (so a block that waits on a lower one always
+//   waits on one that runs). `__shared__` variables are function-local thread-local
+//   statics: the block's shared memory. Launches are serialised process-wide.
 // - Atomics are real atomics (std::atomic_ref); device memory is host memory.
 // - Warp collectives keep their `_sync` contract: the mask must name every lane of the
 //   warp (the kernels only use full-warp collectives), and a lane that has returned may
@@ -25,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <thread>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -100,7 +104,7 @@ struct Warp {
     unsigned long long slot[32] = {};
 };
 
-// The running launch (one at a time).
+// The launch this OS thread runs blocks of (one launch at a time process-wide).
 struct Launch {
     std::function<void()> body;  // runs the kernel with its arguments
     uint3 bid{};
@@ -112,14 +116,14 @@ struct Launch {
     void* scheduler_sp = nullptr;
     unsigned current = 0, live = 0, at_block = 0;
 };
-inline Launch* g_launch = nullptr;
+inline thread_local Launch* g_launch = nullptr;
 
 constexpr std::size_t STACK = 64 * 1024;
 
-// Fiber stacks for the largest block, allocated once and never cleared (pages are touched
-// only as deep as the kernels go).
+// Fiber stacks for the largest block, allocated once per OS thread and never cleared
+// (pages are touched only as deep as the kernels go).
 inline char* fiber_stacks() {
-    static std::unique_ptr<char[]> stacks(new char[1024 * STACK]);
+    static thread_local std::unique_ptr<char[]> stacks(new char[1024 * STACK]);
     return stacks.get();
 }
 
@@ -311,6 +315,20 @@ inline void run_block(Launch& L, unsigned nt, unsigned round_seed) {
     }
 }
 
+// How many OS threads run the blocks of a launch: `ZT_EMU_THREADS` when set (>= 1),
+// else the hardware threads, at most 8.
+inline unsigned block_threads() {
+    static const unsigned n = [] {
+        if (const char* e = std::getenv("ZT_EMU_THREADS")) {
+            long v = std::strtol(e, nullptr, 10);
+            if (v >= 1) return unsigned(v < 64 ? v : 64);
+        }
+        unsigned h = std::thread::hardware_concurrency();
+        return h == 0 ? 1u : (h < 8 ? h : 8u);
+    }();
+    return n;
+}
+
 // Runs `grid` blocks of `block` threads; 0, or 1 for an unknown kernel, 2 for bad sizes.
 inline int launch(const char* name, dim3 grid, dim3 block, void** args) {
     auto it = registry().find(name);
@@ -321,25 +339,37 @@ inline int launch(const char* name, dim3 grid, dim3 block, void** args) {
     static std::mutex serial;
     static unsigned launches = 0;
     std::lock_guard<std::mutex> lock(serial);
-    Launch L;
     const Entry& entry = it->second;
-    L.body = [&] { entry(args); };
-    L.bdim = block;
-    L.gdim = grid;
-    L.fibers.resize(nt);
-    L.warps.resize((nt + 31) / 32);
-    L.stacks = fiber_stacks();
-    for (unsigned t = 0; t < nt; ++t) {
-        L.fibers[t].tid = uint3{t % block.x, t / block.x % block.y, t / (block.x * block.y)};
-        L.fibers[t].lane = t % 32;
-        L.fibers[t].warp = t / 32;
-    }
-    g_launch = &L;
-    for (unsigned b = 0; b < nb; ++b) {
-        L.bid = uint3{b % grid.x, b / grid.x % grid.y, b / (grid.x * grid.y)};
-        run_block(L, nt, launches * 7919u + b);
-    }
-    g_launch = nullptr;
+    const unsigned seed = launches * 7919u;
+    std::atomic<unsigned> next{0};
+    // One OS thread's share: blocks taken in order until none is left. Each block's
+    // resume orders come from its own seed, whichever thread runs it.
+    auto work = [&] {
+        Launch L;
+        L.body = [&] { entry(args); };
+        L.bdim = block;
+        L.gdim = grid;
+        L.fibers.resize(nt);
+        L.warps.resize((nt + 31) / 32);
+        L.stacks = fiber_stacks();
+        for (unsigned t = 0; t < nt; ++t) {
+            L.fibers[t].tid = uint3{t % block.x, t / block.x % block.y, t / (block.x * block.y)};
+            L.fibers[t].lane = t % 32;
+            L.fibers[t].warp = t / 32;
+        }
+        g_launch = &L;
+        for (unsigned b = next.fetch_add(1); b < nb; b = next.fetch_add(1)) {
+            L.bid = uint3{b % grid.x, b / grid.x % grid.y, b / (grid.x * grid.y)};
+            run_block(L, nt, seed + b);
+        }
+        g_launch = nullptr;
+    };
+    unsigned helpers = (nb < block_threads() ? nb : block_threads()) - 1;
+    std::vector<std::thread> pool;
+    pool.reserve(helpers);
+    for (unsigned h = 0; h < helpers; ++h) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
     launches++;
     return 0;
 }
@@ -352,7 +382,7 @@ inline int launch(const char* name, dim3 grid, dim3 block, void** args) {
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __shared__ static
+#define __shared__ static thread_local
 #define __restrict__ __restrict
 #define __launch_bounds__(...)
 #define __maxnreg__(...)

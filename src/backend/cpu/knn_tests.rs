@@ -53,7 +53,14 @@ fn brute<T: Real, M: Metric<T, 3>>(metric: &M, pts: &[[T; 3]], k: usize) -> (Vec
     let (mut idx, mut dist) = (Vec::new(), Vec::new());
     for (qi, q) in pts.iter().enumerate() {
         let mut all: Vec<(T, usize, usize)> = pts.iter().enumerate().map(|(i, s)| (metric.dist2(q, s), usize::from(i != qi), i)).collect();
-        all.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        // A total order (the indices differ): the k first after a selection are the k
+        // first of a full sort, at a fraction of its cost.
+        let by = |a: &(T, usize, usize), b: &(T, usize, usize)| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2));
+        if k > 0 && k < all.len() {
+            all.select_nth_unstable_by(k - 1, by);
+            all.truncate(k);
+        }
+        all.sort_by(by);
         for j in 0..k {
             idx.push(all.get(j).map_or(-1, |e| e.2 as i64));
             dist.push(all.get(j).map_or(T::INFINITY, |e| e.0.sqrt()));
@@ -344,6 +351,15 @@ fn caps_hold<T: Real>() {
                 assert!(tree.planes.len() >= 4, "{shape}: a deep tree");
                 let (qpos, _) = zs.queries();
                 let sp: Vec<[T; 3]> = (0..zs.n_sources()).map(|z| std::array::from_fn(|d| zs.src_pos[d][z])).collect();
+                // Every query's distances² to all sources, ascending (by z-index of the query).
+                let sorted: Vec<Vec<T>> = (0..qpos[0].len())
+                    .map(|z| {
+                        let q: [T; 3] = std::array::from_fn(|d| qpos[d][z]);
+                        let mut d2: Vec<T> = sp.iter().map(|s| if periodic { Periodic::<T, 3>::new(&[1.0; 3]).dist2(&q, s) } else { Open.dist2(&q, s) }).collect();
+                        d2.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                        d2
+                    })
+                    .collect();
                 for k in [0usize, 1, 2, 5, 16, 40] {
                     let mut finite = 0;
                     for p in 1..tree.planes.len() - 1 {
@@ -357,13 +373,7 @@ fn caps_hold<T: Real>() {
                             let cap = caps[n - plane.first];
                             finite += usize::from(cap < T::INFINITY);
                             let (q0, qn) = tree.qry_range(n);
-                            for z in q0 as usize..(q0 + qn) as usize {
-                                let q: [T; 3] = std::array::from_fn(|d| qpos[d][z]);
-                                let mut d2: Vec<T> = sp
-                                    .iter()
-                                    .map(|s| if periodic { Periodic::<T, 3>::new(&[1.0; 3]).dist2(&q, s) } else { Open.dist2(&q, s) })
-                                    .collect();
-                                d2.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                            for d2 in &sorted[q0 as usize..(q0 + qn) as usize] {
                                 let kth = if k == 0 { T::ZERO } else { d2[k - 1] };
                                 assert!(kth <= cap, "{shape} periodic {periodic} separate {separate} k {k} plane {p} node {n}: k-th {kth:?} beyond the cap {cap:?}");
                             }
