@@ -61,7 +61,7 @@ test: bootstrap lint header-check bench-build examples test-c test-fortran test-
 # The edit loop (under 2 minutes after a build): unit tests, the CPU oracles and API tests,
 # and the distributed tests on 2 ranks.
 check:
-	$(CUDA_ENV) $(CARGO) test $(TEST_FEATURES) --lib --test knn_oracle --test knn_api --test fof_oracle
+	$(CUDA_ENV) $(CARGO) test $(TEST_FEATURES) --lib --test host
 	@$(MAKE) --no-print-directory test-mpi MPI_RANKS=2 MPI_DEMO=0
 
 # Miri over the modules it can run (sort, tree, union-find, catalogue, metric, keys,
@@ -93,7 +93,7 @@ test-device: bootstrap
 
 # Distributed kNN and FoF against single-rank results, on 1, 2, 3 and 4 ranks
 # (oversubscribed), then the C in-situ demo on 3 ranks.
-MPI_TESTS = mpi_knn mpi_fof mpi_device
+MPI_TESTS = mpi_dist mpi_device
 MPI_RANKS ?= 1 2 3 4
 MPI_DEMO ?= 1
 test-mpi:

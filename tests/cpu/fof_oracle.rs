@@ -2,10 +2,7 @@
 //! many shapes, sizes, precisions, dimensions, boundary conditions and thread counts; the
 //! catalogue against a direct f64 computation per group; bad input.
 
-#[path = "../common/mod.rs"]
-mod common;
-
-use common::*;
+use crate::common::*;
 use ztree::{CatalogueOrder, Config, Context, Domain, Error, FofFields, FofParams, LinkingLength, Real, TreeParams};
 
 fn small_tree(threads: usize, leaf: usize) -> Context {

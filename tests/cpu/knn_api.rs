@@ -1,10 +1,7 @@
 //! kNN API: bad input, reductions, output orders, thread-count independence, and contexts
 //! on concurrent threads. (The cross-check against scipy's cKDTree is in tests/tools.)
 
-#[path = "../common/mod.rs"]
-mod common;
-
-use common::*;
+use crate::common::*;
 use ztree::{Config, Context, Domain, Error, FofFields, FofParams, KnnOutput, KnnParams, LinkingLength, OutputOrder, SoaPoints, SourceFields, TreeParams};
 
 fn ctx(threads: usize) -> Context {

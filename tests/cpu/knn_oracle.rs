@@ -1,10 +1,7 @@
 //! kNN against a brute-force oracle, bit for bit, over many shapes, sizes, k, precisions,
 //! dimensions and boundary conditions.
 
-#[path = "../common/mod.rs"]
-mod common;
-
-use common::*;
+use crate::common::*;
 use ztree::{Config, Context, Domain, Real, TreeParams};
 
 fn ctx(threads: usize, leaf: usize) -> Context {

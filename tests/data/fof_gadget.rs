@@ -5,9 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-#[path = "../common/mod.rs"]
-mod common;
-use common::require;
+use crate::common::require;
 
 use ztree::{CatalogueOrder, Config, Context, Domain, FofFields, FofParams, LinkingLength};
 

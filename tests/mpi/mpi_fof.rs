@@ -1,12 +1,8 @@
 //! Distributed FoF equals single-rank FoF: labels exactly, the catalogue row for row
-//! (every field bit for bit). Run under `mpirun -np 1..4`
-//! (`make test-mpi`); also runs as a one-rank singleton under `cargo test`.
+//! (every field bit for bit).
 
-#[path = "../common/mod.rs"]
-mod common;
-
-use common::scatter::{Layout, SPREADS, Spread, layout, make_identical};
-use common::*;
+use crate::common::scatter::{Layout, SPREADS, Spread, layout, make_identical};
+use crate::common::*;
 use mpi::traits::*;
 use ztree::{Catalogue, CatalogueOrder, CatalogueScope, Config, Context, Dist, Domain, FofFields, FofParams, LinkingLength, Real, TreeParams};
 
@@ -108,9 +104,8 @@ fn dist_sum(dist: &Dist, v: usize) -> usize {
     out as usize
 }
 
-fn main() {
-    let universe = mpi::initialize().expect("MPI initialises once");
-    let world = universe.world();
+/// Every case on `world`; rank 0 prints the summary. Returns the failures over all ranks.
+pub fn run(world: &mpi::topology::SimpleCommunicator) -> usize {
     let (rank, size) = (world.rank() as usize, world.size() as usize);
     let config = Config { threads: 2, tree: TreeParams { leaf_size: 16, top_target: 8, super_group: 4, ..Default::default() } };
     let dist = Dist::new(config, world.duplicate()).unwrap();
@@ -199,7 +194,5 @@ fn main() {
     if rank == 0 {
         println!("mpi_fof: {size} ranks, {cases} cases, {total} failures");
     }
-    if total > 0 {
-        world.abort(1);
-    }
+    total
 }

@@ -1,10 +1,7 @@
 //! kNN against scipy's cKDTree, an independent implementation (needs the Python venv
 //! that `make bootstrap` creates; skipped without it locally, a failure in CI).
 
-#[path = "../common/mod.rs"]
-mod common;
-
-use common::*;
+use crate::common::*;
 use ztree::{Config, Context, Domain, TreeParams};
 
 fn ctx(threads: usize) -> Context {
