@@ -4,9 +4,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-#[path = "mpi_fof.rs"]
 mod mpi_fof;
-#[path = "mpi_knn.rs"]
 mod mpi_knn;
 
 use mpi::traits::*;
@@ -18,4 +16,12 @@ fn main() {
     if failures > 0 {
         world.abort(1);
     }
+}
+
+/// The sum of `v` over every rank (a collective: every rank calls it).
+pub fn sum_all(v: usize) -> usize {
+    let world = mpi::topology::SimpleCommunicator::world();
+    let mut out = 0u64;
+    world.all_reduce_into(&(v as u64), &mut out, mpi::collective::SystemOperation::sum());
+    out as usize
 }

@@ -86,22 +86,14 @@ fn run_case<T: Real, const D: usize>(dist: &Dist, reference: &Context, global: &
     }
     // The distributed scope: every halo exactly once over the ranks.
     let (cat_d, _) = dist.fof(&domain, &mp, &fields, &params, CatalogueScope::Distributed, &mut labels).unwrap();
-    let rows = dist_sum(dist, cat_d.len());
-    let tag_sum = dist_sum(dist, cat_d.tag.iter().map(|&t| t as usize % 1_000_003).sum());
+    let rows = crate::sum_all(cat_d.len());
+    let tag_sum = crate::sum_all(cat_d.tag.iter().map(|&t| t as usize % 1_000_003).sum());
     let want_sum: usize = want.catalogue.tag.iter().map(|&t| t as usize % 1_000_003).sum();
     if rows != want.catalogue.len() || tag_sum != want_sum {
         eprintln!("{}: distributed catalogue has {rows} rows, expected {}", case.label, want.catalogue.len());
         bad += 1;
     }
     bad
-}
-
-fn dist_sum(dist: &Dist, v: usize) -> usize {
-    let world = mpi::topology::SimpleCommunicator::world();
-    let _ = dist;
-    let mut out = 0u64;
-    world.all_reduce_into(&(v as u64), &mut out, mpi::collective::SystemOperation::sum());
-    out as usize
 }
 
 /// Every case on `world`; rank 0 prints the summary. Returns the failures over all ranks.
@@ -190,7 +182,7 @@ pub fn run(world: &mpi::topology::SimpleCommunicator) -> usize {
             failures += 1;
         }
     }
-    let total = dist_sum(&dist, failures);
+    let total = crate::sum_all(failures);
     if rank == 0 {
         println!("mpi_fof: {size} ranks, {cases} cases, {total} failures");
     }

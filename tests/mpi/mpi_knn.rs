@@ -219,21 +219,9 @@ pub fn run(world: &mpi::topology::SimpleCommunicator) -> usize {
         failures += run_case::<f64, 3>(&dist, &reference, &g, &vec![1.0; n], &vec![0.0; n], &case, None);
         cases += 1;
     }
-    let total = world.all_reduce_sum(failures);
+    let total = crate::sum_all(failures);
     if rank == 0 {
         println!("mpi_knn: {size} ranks, {cases} cases, {total} differing rows");
     }
     total
-}
-
-trait SumAll {
-    fn all_reduce_sum(&self, v: usize) -> usize;
-}
-
-impl<C: Communicator> SumAll for C {
-    fn all_reduce_sum(&self, v: usize) -> usize {
-        let mut out = 0u64;
-        self.all_reduce_into(&(v as u64), &mut out, mpi::collective::SystemOperation::sum());
-        out as usize
-    }
 }
