@@ -490,13 +490,17 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                                     }
                                 }};
                             }
+                            // The checks of `block!` settled once for the leaf: open distances by
+                            // AVX2, every block inside the columns (all but the array's last leaf).
+                            let fast = AVX && !wrap && s0 + cnt.next_multiple_of(B) <= nsrc;
                             if buffered {
                                 // Above `SORTED_MAX_K` each block goes into the buffer without a branch.
                                 let mut b0 = 0;
                                 while b0 < cnt {
                                     let base = s0 + b0;
                                     let mut d2b = [T::ZERO; B];
-                                    let mut m = block!(base, thr, &mut d2b);
+                                    // SAFETY (`fast`): the block lies inside the columns; AVX2.
+                                    let mut m = if fast { unsafe { T::open_block_avx(&qp, &sp, base, thr, &mut d2b) } } else { block!(base, thr, &mut d2b) };
                                     if cnt - b0 < B {
                                         m &= (1u32 << (cnt - b0)) - 1;
                                     }
@@ -519,8 +523,16 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                                 let left = cnt - b0;
                                 let nb = left.div_ceil(B).min(RUN);
                                 let mut m = 0u64;
-                                for (j, d2b) in d2r.iter_mut().enumerate().take(nb) {
-                                    m |= (block!(s0 + b0 + j * B, thr, d2b) as u64) << (j * B);
+                                if fast {
+                                    for j in 0..nb {
+                                        // SAFETY: `fast`: every block of the leaf lies inside the
+                                        // columns, and the CPU has AVX2.
+                                        m |= (unsafe { T::open_block_avx(&qp, &sp, s0 + b0 + j * B, thr, &mut d2r[j]) } as u64) << (j * B);
+                                    }
+                                } else {
+                                    for (j, d2b) in d2r.iter_mut().enumerate().take(nb) {
+                                        m |= (block!(s0 + b0 + j * B, thr, d2b) as u64) << (j * B);
+                                    }
                                 }
                                 if left < RUN * B {
                                     m &= (1u64 << left) - 1;
