@@ -21,14 +21,18 @@ const W: usize = 8;
 pub(crate) struct TopK<T> {
     /// Entry j at `d[1 + j]`, `z[1 + j]`; `d[0]` = -inf is a pad the shift reads; slots
     /// from n on hold +inf (they never count as smaller), through one pad slot after the
-    /// `cap` entries.
-    d: Vec<T>,
-    z: Vec<u32>,
+    /// `cap` entries. Fixed arrays: every index below is provably in bounds (no checks in
+    /// the insertion's loops).
+    d: [T; LEN],
+    z: [u32; LEN],
     n: usize,
     k: usize,
     /// k rounded up to a multiple of `W`.
     cap: usize,
 }
+
+/// The arrays' length: `MAX_K` entries, the pad before them and the one after.
+const LEN: usize = MAX_K + 2;
 
 /// Whether `(d2, rank(z))` orders before `(bd, rank(bz))`.
 #[inline(always)]
@@ -38,7 +42,7 @@ fn before<T: Real>(d2: T, z: u32, bd: T, bz: u32, rank: &impl Fn(u32) -> u32) ->
 
 impl<T: Real> TopK<T> {
     pub(crate) fn new() -> Self {
-        Self { d: Vec::new(), z: Vec::new(), n: 0, k: 0, cap: 0 }
+        Self { d: [T::INFINITY; LEN], z: [0; LEN], n: 0, k: 0, cap: 0 }
     }
 
     /// Empties the buffer for a selection of `1 <= k <= MAX_K`.
@@ -46,10 +50,6 @@ impl<T: Real> TopK<T> {
     pub(crate) fn reset(&mut self, k: usize) {
         assert!((1..=MAX_K).contains(&k));
         let cap = k.div_ceil(W) * W;
-        if self.d.len() < cap + 2 || self.z.len() < cap + 2 {
-            self.d.resize(cap + 2, T::INFINITY);
-            self.z.resize(cap + 2, 0);
-        }
         self.d[..cap + 2].fill(T::INFINITY);
         self.d[0] = T::NEG_INFINITY;
         self.n = 0;
@@ -67,8 +67,10 @@ impl<T: Real> TopK<T> {
     /// was taken and the buffer is full (the k-th distance may have shrunk).
     #[inline(always)]
     pub(crate) fn push(&mut self, d2: T, z: u32, rank: &impl Fn(u32) -> u32) -> bool {
-        let (k, n, cap) = (self.k, self.n, self.cap);
-        debug_assert!(k >= 1 && n <= k && cap <= MAX_K && cap + 2 <= self.d.len());
+        // (The mins state what `reset` ensures, k <= cap <= MAX_K, so that the compiler
+        // sees every index in bounds.)
+        let (k, n, cap) = (self.k.min(MAX_K), self.n, self.cap.min(MAX_K));
+        debug_assert!(k >= 1 && n <= k && k <= cap && cap == self.cap);
         if n < k {
             // Filling: appended as they come, put in order once when full (one sort
             // costs less than k ordered insertions; nothing reads the order before).
@@ -91,11 +93,10 @@ impl<T: Real> TopK<T> {
             self.z[1] = z;
             return true;
         }
-        let (d, zs) = (&self.d[..cap + 1], &self.z[..cap + 1]);
         // The slot: entries below d2, then equal ones of smaller rank (rare: scalar).
         let mut lt = 0usize;
         let mut eq = false;
-        for c in d[1..].chunks_exact(W) {
+        for c in self.d[1..1 + MAX_K].chunks_exact(W).take(cap / W) {
             for &x in c {
                 lt += (x < d2) as usize;
                 eq |= x == d2;
@@ -103,7 +104,7 @@ impl<T: Real> TopK<T> {
         }
         let mut pos = lt;
         if eq {
-            while pos < n && d[1 + pos] == d2 && rank(zs[1 + pos]) < rank(z) {
+            while pos < n && self.d[1 + pos] == d2 && rank(self.z[1 + pos]) < rank(z) {
                 pos += 1;
             }
         }
@@ -114,12 +115,10 @@ impl<T: Real> TopK<T> {
         // take the previous one from the slot on, then z at the slot. Plain vector code:
         // no branch on the slot, and no unaligned copy the next insertion would have to
         // read back through the store buffer.
-        let d = &mut self.d[..cap + 1];
-        let zs = &mut self.z[..cap + 1];
+        let (d, zs) = (&mut self.d, &mut self.z);
         let p32 = pos as u32;
-        let mut c = cap;
-        while c > 0 {
-            c -= W;
+        for b in (0..cap / W).rev() {
+            let c = b * W;
             let pd: [T; W] = d[c..c + W].try_into().unwrap();
             let cd: [T; W] = d[c + 1..c + 1 + W].try_into().unwrap();
             let pz: [u32; W] = zs[c..c + W].try_into().unwrap();
@@ -134,9 +133,9 @@ impl<T: Real> TopK<T> {
             d[c + 1..c + 1 + W].copy_from_slice(&od);
             zs[c + 1..c + 1 + W].copy_from_slice(&oz);
         }
-        zs[1 + pos] = z;
+        zs[1 + pos.min(MAX_K)] = z;
         // Entry k (shifted in from k - 1) is outside the selection.
-        self.d[1 + k] = T::INFINITY;
+        d[1 + k] = T::INFINITY;
         true
     }
 
