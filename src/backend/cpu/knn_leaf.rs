@@ -381,7 +381,10 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 let mut far = T::ZERO;
                 for &z in prev {
                     let z = z as usize;
-                    let p: [T; D] = std::array::from_fn(|d| spos[d][z]);
+                    debug_assert!(z < nsrc);
+                    // SAFETY: held z-indices are sources (< nsrc): the blocks offer only the
+                    // sources inside their leaf.
+                    let p: [T; D] = std::array::from_fn(|d| unsafe { *sp[d].add(z) });
                     let d2 = metric.dist2(&qp, &p);
                     far = if d2 > far { d2 } else { far };
                 }

@@ -55,7 +55,9 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             if let Some(p) = &sinks.indices {
                 let (held, pad) = p.slice_mut(row * k, k).split_at_mut(m);
                 for (o, &z) in held.iter_mut().zip(ez) {
-                    *o = sorig[z as usize] as i64;
+                    // (Held z-indices are sources: inside `sorig`; the unsafe block's promise.)
+                    debug_assert!((z as usize) < sorig.len());
+                    *o = *sorig.get_unchecked(z as usize) as i64;
                 }
                 pad.fill(-1);
             }
