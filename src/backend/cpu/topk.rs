@@ -159,7 +159,7 @@ impl<T: Real> TopK<T> {
     #[inline(always)]
     fn sort_held_in<const C: usize>(&mut self, rank: &impl Fn(u32) -> u32) {
         let n = self.n;
-        debug_assert!(self.cap == C && n <= C && self.d.len() >= C + 2);
+        debug_assert!(self.cap == C && n <= C);
         if n == 0 {
             return;
         }
@@ -235,8 +235,7 @@ impl<T: Real> TopK<T> {
     /// The held sources' z-indices, matching `d2s`.
     #[inline(always)]
     pub(crate) fn zs(&self) -> &[u32] {
-        // Empty (not a panic) before the first `reset`.
-        self.z.get(1..1 + self.n).unwrap_or(&[])
+        &self.z[1..1 + self.n]
     }
 }
 
