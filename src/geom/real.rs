@@ -54,6 +54,13 @@ pub trait Real:
     /// The CPU must have AVX (call it from code compiled for AVX2 or above: it inlines
     /// there).
     unsafe fn le_mask_avx<const W: usize>(x: &[Self; W], thr: Self) -> u32;
+    /// Bit i set when `x[i] < v`.
+    fn lt_mask<const W: usize>(x: &[Self; W], v: Self) -> u32;
+    /// `lt_mask` with 256-bit compares.
+    ///
+    /// # Safety
+    /// As `le_mask_avx`.
+    unsafe fn lt_mask_avx<const W: usize>(x: &[Self; W], v: Self) -> u32;
     /// Open-space squared distances from `q` to the `W` points `s0 .. s0 + W` of the
     /// columns `pos` into `out` (the same operations as `metric::distances_block_at` with
     /// `Open`), and `le_mask` of them: 256-bit vectors written whole, so the later reads
@@ -132,15 +139,27 @@ macro_rules! impl_real {
             }
             #[inline(always)]
             fn le_mask<const W: usize>(x: &[Self; W], thr: Self) -> u32 {
-                $le_mask(x, thr)
+                $le_mask::<W, false>(x, thr)
             }
             #[inline(always)]
             unsafe fn le_mask_avx<const W: usize>(x: &[Self; W], thr: Self) -> u32 {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: the caller guarantees AVX.
-                return unsafe { $le_mask_avx(x, thr) };
+                return unsafe { $le_mask_avx::<W, false>(x, thr) };
                 #[cfg(not(target_arch = "x86_64"))]
-                return $le_mask(x, thr);
+                return $le_mask::<W, false>(x, thr);
+            }
+            #[inline(always)]
+            fn lt_mask<const W: usize>(x: &[Self; W], v: Self) -> u32 {
+                $le_mask::<W, true>(x, v)
+            }
+            #[inline(always)]
+            unsafe fn lt_mask_avx<const W: usize>(x: &[Self; W], v: Self) -> u32 {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the caller guarantees AVX.
+                return unsafe { $le_mask_avx::<W, true>(x, v) };
+                #[cfg(not(target_arch = "x86_64"))]
+                return $le_mask::<W, true>(x, v);
             }
             #[inline(always)]
             unsafe fn open_block_avx<const D: usize, const W: usize>(q: &[Self; D], pos: &[*const Self; D], s0: usize, thr: Self, out: &mut [Self; W]) -> u32 {
@@ -151,7 +170,7 @@ macro_rules! impl_real {
                     #[cfg(not(target_arch = "x86_64"))]
                     {
                         *out = crate::geom::metric::distances_block_at::<Self, D, W, crate::geom::metric::Open>(&crate::geom::metric::Open, q, pos, s0);
-                        return $le_mask(out, thr);
+                        return $le_mask::<W, false>(out, thr);
                     }
                 }
             }
@@ -159,9 +178,9 @@ macro_rules! impl_real {
     };
 }
 
-/// `le_mask` for f64: two lanes per SSE2 compare.
+/// `le_mask` (`LT`: `lt_mask`) for f64: two lanes per SSE2 compare.
 #[inline(always)]
-fn le_mask_f64<const W: usize>(x: &[f64; W], thr: f64) -> u32 {
+fn le_mask_f64<const W: usize, const LT: bool>(x: &[f64; W], thr: f64) -> u32 {
     #[cfg(target_arch = "x86_64")]
     if W.is_multiple_of(2) {
         use std::arch::x86_64::*;
@@ -171,21 +190,22 @@ fn le_mask_f64<const W: usize>(x: &[f64; W], thr: f64) -> u32 {
             let t = _mm_set1_pd(thr);
             for c in 0..W / 2 {
                 let v = _mm_loadu_pd(x.as_ptr().add(2 * c));
-                m |= (_mm_movemask_pd(_mm_cmple_pd(v, t)) as u32) << (2 * c);
+                let c2 = if LT { _mm_cmplt_pd(v, t) } else { _mm_cmple_pd(v, t) };
+                m |= (_mm_movemask_pd(c2) as u32) << (2 * c);
             }
         }
         return m;
     }
     let mut m = 0u32;
     for (i, &v) in x.iter().enumerate() {
-        m |= ((v <= thr) as u32) << i;
+        m |= ((if LT { v < thr } else { v <= thr }) as u32) << i;
     }
     m
 }
 
-/// `le_mask` for f32: four lanes per SSE compare.
+/// `le_mask` (`LT`: `lt_mask`) for f32: four lanes per SSE compare.
 #[inline(always)]
-fn le_mask_f32<const W: usize>(x: &[f32; W], thr: f32) -> u32 {
+fn le_mask_f32<const W: usize, const LT: bool>(x: &[f32; W], thr: f32) -> u32 {
     #[cfg(target_arch = "x86_64")]
     if W.is_multiple_of(4) {
         use std::arch::x86_64::*;
@@ -195,51 +215,54 @@ fn le_mask_f32<const W: usize>(x: &[f32; W], thr: f32) -> u32 {
             let t = _mm_set1_ps(thr);
             for c in 0..W / 4 {
                 let v = _mm_loadu_ps(x.as_ptr().add(4 * c));
-                m |= (_mm_movemask_ps(_mm_cmple_ps(v, t)) as u32) << (4 * c);
+                let c2 = if LT { _mm_cmplt_ps(v, t) } else { _mm_cmple_ps(v, t) };
+                m |= (_mm_movemask_ps(c2) as u32) << (4 * c);
             }
         }
         return m;
     }
     let mut m = 0u32;
     for (i, &v) in x.iter().enumerate() {
-        m |= ((v <= thr) as u32) << i;
+        m |= ((if LT { v < thr } else { v <= thr }) as u32) << i;
     }
     m
 }
-/// `le_mask` for f64 with AVX: four lanes per compare.
+/// `le_mask` (`LT`: `lt_mask`) for f64 with AVX: four lanes per compare.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
 #[inline]
-unsafe fn le_mask_f64_avx<const W: usize>(x: &[f64; W], thr: f64) -> u32 {
+unsafe fn le_mask_f64_avx<const W: usize, const LT: bool>(x: &[f64; W], thr: f64) -> u32 {
     use std::arch::x86_64::*;
     if !W.is_multiple_of(4) {
-        return le_mask_f64(x, thr);
+        return le_mask_f64::<W, LT>(x, thr);
     }
     let t = _mm256_set1_pd(thr);
     let mut m = 0u32;
     for c in 0..W / 4 {
         // SAFETY: every load reads four elements inside `x`.
         let v = unsafe { _mm256_loadu_pd(x.as_ptr().add(4 * c)) };
-        m |= (_mm256_movemask_pd(_mm256_cmp_pd::<_CMP_LE_OQ>(v, t)) as u32) << (4 * c);
+        let c2 = if LT { _mm256_cmp_pd::<_CMP_LT_OQ>(v, t) } else { _mm256_cmp_pd::<_CMP_LE_OQ>(v, t) };
+        m |= (_mm256_movemask_pd(c2) as u32) << (4 * c);
     }
     m
 }
 
-/// `le_mask` for f32 with AVX: eight lanes per compare.
+/// `le_mask` (`LT`: `lt_mask`) for f32 with AVX: eight lanes per compare.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
 #[inline]
-unsafe fn le_mask_f32_avx<const W: usize>(x: &[f32; W], thr: f32) -> u32 {
+unsafe fn le_mask_f32_avx<const W: usize, const LT: bool>(x: &[f32; W], thr: f32) -> u32 {
     use std::arch::x86_64::*;
     if !W.is_multiple_of(8) {
-        return le_mask_f32(x, thr);
+        return le_mask_f32::<W, LT>(x, thr);
     }
     let t = _mm256_set1_ps(thr);
     let mut m = 0u32;
     for c in 0..W / 8 {
         // SAFETY: every load reads eight elements inside `x`.
         let v = unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * c)) };
-        m |= (_mm256_movemask_ps(_mm256_cmp_ps::<_CMP_LE_OQ>(v, t)) as u32) << (8 * c);
+        let c2 = if LT { _mm256_cmp_ps::<_CMP_LT_OQ>(v, t) } else { _mm256_cmp_ps::<_CMP_LE_OQ>(v, t) };
+        m |= (_mm256_movemask_ps(c2) as u32) << (8 * c);
     }
     m
 }
@@ -255,7 +278,7 @@ macro_rules! open_block_avx {
             if W % $lanes != 0 || D == 0 {
                 // SAFETY: the caller's guarantees.
                 *out = unsafe { crate::geom::metric::distances_block_at::<$t, D, W, crate::geom::metric::Open>(&crate::geom::metric::Open, q, pos, s0) };
-                return $fallback(out, thr);
+                return $fallback::<W, false>(out, thr);
             }
             let t = $set1(thr);
             let mut m = 0u32;
@@ -332,6 +355,38 @@ mod tests {
                 assert_eq!(m, T::le_mask(&want, thr), "{} D {D} s0 {s0}", T::NAME);
             }
         }
+    }
+
+    /// `le_mask` and `lt_mask`, baseline and AVX, against scalar compares, ties and
+    /// infinities included, at widths with and without a vector tail.
+    fn masks_match<T: Real, const W: usize>() {
+        #[cfg(target_arch = "x86_64")]
+        let avx = std::arch::is_x86_feature_detected!("avx");
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx = false;
+        let x: [T; W] = std::array::from_fn(|i| if i % 5 == 4 { T::INFINITY } else { T::from_f64((i % 3) as f64 * 0.5) });
+        for v in [T::ZERO, T::from_f64(0.5), T::from_f64(0.7), T::INFINITY] {
+            let le = (0..W).fold(0u32, |m, i| m | (u32::from(x[i] <= v) << i));
+            let lt = (0..W).fold(0u32, |m, i| m | (u32::from(x[i] < v) << i));
+            assert_eq!(T::le_mask(&x, v), le, "{} W {W}", T::NAME);
+            assert_eq!(T::lt_mask(&x, v), lt, "{} W {W}", T::NAME);
+            if avx {
+                // SAFETY: AVX checked above.
+                unsafe {
+                    assert_eq!(T::le_mask_avx(&x, v), le, "{} W {W}", T::NAME);
+                    assert_eq!(T::lt_mask_avx(&x, v), lt, "{} W {W}", T::NAME);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn masks_equal_scalar_compares() {
+        masks_match::<f64, 8>();
+        masks_match::<f64, 3>();
+        masks_match::<f32, 8>();
+        masks_match::<f32, 16>();
+        masks_match::<f32, 6>();
     }
 
     #[test]

@@ -547,7 +547,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                                     let i = m.trailing_zeros() as usize;
                                     m &= m - 1;
                                     let d2 = d2f[i];
-                                    if d2 <= thr && (!GUESS || d2 > lo) && s.best.push(d2, (s0 + b0 + i) as u32, &rank) {
+                                    if d2 <= thr && (!GUESS || d2 > lo) && s.best.push::<AVX>(d2, (s0 + b0 + i) as u32, &rank) {
                                         thr = s.best.kth();
                                     }
                                 }

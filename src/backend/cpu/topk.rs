@@ -34,6 +34,18 @@ pub(crate) struct TopK<T> {
 /// The arrays' length: `MAX_K` entries, the pad before them and the one after.
 const LEN: usize = MAX_K + 2;
 
+/// Slot numbers, for the insertion's vector compares (a constant vector per block, not
+/// one built from the block's index).
+const SLOT: [u32; LEN] = {
+    let mut a = [0u32; LEN];
+    let mut i = 0;
+    while i < LEN {
+        a[i] = i as u32;
+        i += 1;
+    }
+    a
+};
+
 /// Whether `(d2, rank(z))` orders before `(bd, rank(bz))`.
 #[inline(always)]
 fn before<T: Real>(d2: T, z: u32, bd: T, bz: u32, rank: &impl Fn(u32) -> u32) -> bool {
@@ -65,8 +77,11 @@ impl<T: Real> TopK<T> {
 
     /// Offers source `z` at distance² `d2`; `rank(z)` breaks ties. Returns true when it
     /// was taken and the buffer is full (the k-th distance may have shrunk).
+    ///
+    /// `AVX`: the caller runs with AVX (the slot's compares use 256-bit vectors); it is
+    /// unsafe to pass true otherwise.
     #[inline(always)]
-    pub(crate) fn push(&mut self, d2: T, z: u32, rank: &impl Fn(u32) -> u32) -> bool {
+    pub(crate) fn push<const AVX: bool>(&mut self, d2: T, z: u32, rank: &impl Fn(u32) -> u32) -> bool {
         // (The mins state what `reset` ensures, k <= cap <= MAX_K, so that the compiler
         // sees every index in bounds.)
         let (k, n, cap) = (self.k.min(MAX_K), self.n, self.cap.min(MAX_K));
@@ -93,17 +108,18 @@ impl<T: Real> TopK<T> {
             self.z[1] = z;
             return true;
         }
-        // The slot: entries below d2, then equal ones of smaller rank (rare: scalar).
-        let mut lt = 0usize;
-        let mut eq = false;
+        // The slot: entries below d2 (a compare mask and a bit count per W), then equal
+        // ones of smaller rank (rare: scalar). The held entries are sorted, so any equal
+        // one is the entry at the count.
+        let mut pos = 0usize;
         for c in self.d[1..1 + MAX_K].chunks_exact(W).take(cap / W) {
-            for &x in c {
-                lt += (x < d2) as usize;
-                eq |= x == d2;
-            }
+            let c: &[T; W] = c.try_into().unwrap();
+            // SAFETY: AVX only when the caller has it (the flag's contract).
+            let m = if AVX { unsafe { T::lt_mask_avx(c, d2) } } else { T::lt_mask(c, d2) };
+            pos += m.count_ones() as usize;
         }
-        let mut pos = lt;
-        if eq {
+        // (pos <= cap <= MAX_K: the min only spares a bounds check.)
+        if self.d[1 + pos.min(MAX_K)] == d2 {
             while pos < n && self.d[1 + pos] == d2 && rank(self.z[1 + pos]) < rank(z) {
                 pos += 1;
             }
@@ -128,7 +144,7 @@ impl<T: Real> TopK<T> {
             for i in 0..W {
                 let m = if cd[i] < d2 { cd[i] } else { d2 };
                 od[i] = if pd[i] > m { pd[i] } else { m };
-                oz[i] = if ((c + i) as u32) < p32 { cz[i] } else { pz[i] };
+                oz[i] = if SLOT[c + i] < p32 { cz[i] } else { pz[i] };
             }
             d[c + 1..c + 1 + W].copy_from_slice(&od);
             zs[c + 1..c + 1 + W].copy_from_slice(&oz);
@@ -192,8 +208,11 @@ impl<T: Real> TopK<T> {
             ordered &= (i + 1 >= n) | (od[i] < od[i + 1]);
         }
         if ordered {
-            self.d[1..1 + n].copy_from_slice(&od[..n]);
-            self.z[1..1 + n].copy_from_slice(&oz[..n]);
+            // All C slots, not the n held: a fixed-size copy stays inline (n bytes went to
+            // two memcpy calls per query). Slots from n on are +inf in `od`, as they must be
+            // in `d`; their z-indices are never read.
+            self.d[1..1 + C].copy_from_slice(&od[..C]);
+            self.z[1..1 + C].copy_from_slice(&oz[..C]);
         } else {
             self.insertion_sort(rank);
         }
@@ -255,6 +274,10 @@ mod tests {
             x
         };
         let mut t = TopK::new();
+        #[cfg(target_arch = "x86_64")]
+        let avx = std::arch::is_x86_feature_detected!("avx");
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx = false;
         for k in [1usize, 2, 7, 8, 9, 16, 24, 28, 32, 3, 17] {
             for round in 0..40 {
                 let n = (next() % 400) as usize;
@@ -273,7 +296,10 @@ mod tests {
                     if filter && d > thr {
                         continue;
                     }
-                    if t.push(d, r, &rank) {
+                    // The vector slot search (AVX) where the CPU has it, else the baseline,
+                    // by round.
+                    let taken = if avx && round % 3 == 0 { t.push::<true>(d, r, &rank) } else { t.push::<false>(d, r, &rank) };
+                    if taken {
                         assert_eq!(t.zs().len(), k);
                         // The threshold is the k-th distance of all candidates so far.
                         let mut seen: Vec<f64> = cands[..=i].iter().map(|c| c.0).collect();
