@@ -61,6 +61,13 @@ pub trait Real:
     /// # Safety
     /// As `le_mask_avx`.
     unsafe fn lt_mask_avx<const W: usize>(x: &[Self; W], v: Self) -> u32;
+    /// For each i, how many entries of `x` are below `x[i]` (equal ones count neither
+    /// way), into `out`: one broadcast and a vector compare per entry, the counts kept in
+    /// vector lanes.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 (call it from code compiled for AVX2 or above).
+    unsafe fn less_counts_avx<const C: usize>(x: &[Self; C], out: &mut [u64; C]);
     /// Open-space squared distances from `q` to the `W` points `s0 .. s0 + W` of the
     /// columns `pos` into `out` (the same operations as `metric::distances_block_at` with
     /// `Open`), and `le_mask` of them: 256-bit vectors written whole, so the later reads
@@ -80,7 +87,7 @@ mod sealed {
 }
 
 macro_rules! impl_real {
-    ($t:ty, $name:expr, $max_coord:expr, $le_mask:ident, $le_mask_avx:ident, $open_block_avx:ident, $set:ident, $get:ident, $max:ident, $min:ident) => {
+    ($t:ty, $name:expr, $max_coord:expr, $le_mask:ident, $le_mask_avx:ident, $less_counts_avx:ident, $open_block_avx:ident, $set:ident, $get:ident, $max:ident, $min:ident) => {
         impl Real for $t {
             const ZERO: Self = 0.0;
             const MAX_COORD: f64 = $max_coord;
@@ -160,6 +167,16 @@ macro_rules! impl_real {
                 return unsafe { $le_mask_avx::<W, true>(x, v) };
                 #[cfg(not(target_arch = "x86_64"))]
                 return $le_mask::<W, true>(x, v);
+            }
+            #[inline(always)]
+            unsafe fn less_counts_avx<const C: usize>(x: &[Self; C], out: &mut [u64; C]) {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the caller guarantees AVX2.
+                unsafe { $less_counts_avx(x, out) };
+                #[cfg(not(target_arch = "x86_64"))]
+                for i in 0..C {
+                    out[i] = x.iter().filter(|&&v| v < x[i]).count() as u64;
+                }
             }
             #[inline(always)]
             unsafe fn open_block_avx<const D: usize, const W: usize>(q: &[Self; D], pos: &[*const Self; D], s0: usize, thr: Self, out: &mut [Self; W]) -> u32 {
@@ -267,6 +284,52 @@ unsafe fn le_mask_f32_avx<const W: usize, const LT: bool>(x: &[f32; W], thr: f32
     m
 }
 
+/// `Real::less_counts_avx` for one type: `$lanes` per vector, counts in lanes of the same
+/// width (a true compare is all ones: subtracting it adds one).
+macro_rules! less_counts_avx {
+    ($name:ident, $t:ty, $lanes:expr, $lane:ty, $v:ty, $set1:ident, $loadu:ident, $cmp:ident, $cast:ident, $sub:ident) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2")]
+        #[inline]
+        unsafe fn $name<const C: usize>(x: &[$t; C], out: &mut [u64; C]) {
+            use std::arch::x86_64::*;
+            if C % $lanes != 0 || C > 64 {
+                for i in 0..C {
+                    out[i] = x.iter().filter(|&&v| v < x[i]).count() as u64;
+                }
+                return;
+            }
+            // (At most 64 entries: 16 vectors; C = 16 f64 keeps all in registers.)
+            let mut v: [$v; 16] = [$set1(0.0); 16];
+            let mut acc = [_mm256_setzero_si256(); 16];
+            let n = C / $lanes;
+            for c in 0..n {
+                // SAFETY: each load reads `$lanes` entries inside `x`.
+                v[c] = unsafe { $loadu(x.as_ptr().add(c * $lanes)) };
+            }
+            for j in 0..C {
+                let b = $set1(x[j]);
+                for c in 0..n {
+                    // Lane i: x[j] < x[i].
+                    let lt = $cast($cmp::<_CMP_LT_OQ>(b, v[c]));
+                    acc[c] = $sub(acc[c], lt);
+                }
+            }
+            let mut counts = [0 as $lane; C];
+            for c in 0..n {
+                // SAFETY: each store writes `$lanes` lanes inside `counts`.
+                unsafe { _mm256_storeu_si256(counts.as_mut_ptr().add(c * $lanes) as *mut __m256i, acc[c]) };
+            }
+            for i in 0..C {
+                out[i] = counts[i] as u64;
+            }
+        }
+    };
+}
+
+less_counts_avx!(less_counts_f64_avx, f64, 4, u64, __m256d, _mm256_set1_pd, _mm256_loadu_pd, _mm256_cmp_pd, _mm256_castpd_si256, _mm256_sub_epi64);
+less_counts_avx!(less_counts_f32_avx, f32, 8, u32, __m256, _mm256_set1_ps, _mm256_loadu_ps, _mm256_cmp_ps, _mm256_castps_si256, _mm256_sub_epi32);
+
 /// `Real::open_block_avx` for one type: `$lanes` per vector, `$v` the vector type.
 macro_rules! open_block_avx {
     ($name:ident, $t:ty, $lanes:expr, $v:ty, $set1:ident, $loadu:ident, $storeu:ident, $sub:ident, $mul:ident, $add:ident, $cmp:ident, $movemask:ident, $fallback:ident) => {
@@ -306,8 +369,8 @@ open_block_avx!(open_block_f64_avx, f64, 4, __m256d, _mm256_set1_pd, _mm256_load
 open_block_avx!(open_block_f32_avx, f32, 8, __m256, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_add_ps, _mm256_cmp_ps, _mm256_movemask_ps, le_mask_f32);
 
 // (2 * MAX_COORD)^2 * 3 < MAX: 1.2e37 < 3.4e38 (f32), 1.2e301 < 1.8e308 (f64).
-impl_real!(f32, "f32", 1e18, le_mask_f32, le_mask_f32_avx, open_block_f32_avx, _mm_set_ss, _mm_cvtss_f32, _mm_max_ss, _mm_min_ss);
-impl_real!(f64, "f64", 1e150, le_mask_f64, le_mask_f64_avx, open_block_f64_avx, _mm_set_sd, _mm_cvtsd_f64, _mm_max_sd, _mm_min_sd);
+impl_real!(f32, "f32", 1e18, le_mask_f32, le_mask_f32_avx, less_counts_f32_avx, open_block_f32_avx, _mm_set_ss, _mm_cvtss_f32, _mm_max_ss, _mm_min_ss);
+impl_real!(f64, "f64", 1e150, le_mask_f64, le_mask_f64_avx, less_counts_f64_avx, open_block_f64_avx, _mm_set_sd, _mm_cvtsd_f64, _mm_max_sd, _mm_min_sd);
 
 /// `max` for non-NaN values (ztree rejects NaN at ingest), written as a select so that
 /// loops over arrays vectorise (`maxpd`). In scalar code LLVM may compile it into a branch;
@@ -357,8 +420,8 @@ mod tests {
         }
     }
 
-    /// `le_mask` and `lt_mask`, baseline and AVX, against scalar compares, ties and
-    /// infinities included, at widths with and without a vector tail.
+    /// `le_mask` and `lt_mask`, baseline and AVX, and `less_counts_avx` against scalar
+    /// compares, ties and infinities included, at widths with and without a vector tail.
     fn masks_match<T: Real, const W: usize>() {
         #[cfg(target_arch = "x86_64")]
         let avx = std::arch::is_x86_feature_detected!("avx");
@@ -378,6 +441,14 @@ mod tests {
                 }
             }
         }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            let want: [u64; W] = std::array::from_fn(|i| x.iter().filter(|&&v| v < x[i]).count() as u64);
+            let mut got = [u64::MAX; W];
+            // SAFETY: AVX2 checked.
+            unsafe { T::less_counts_avx(&x, &mut got) };
+            assert_eq!(got, want, "{} W {W}", T::NAME);
+        }
     }
 
     #[test]
@@ -387,6 +458,9 @@ mod tests {
         masks_match::<f32, 8>();
         masks_match::<f32, 16>();
         masks_match::<f32, 6>();
+        masks_match::<f64, 16>();
+        masks_match::<f64, 32>();
+        masks_match::<f32, 24>();
     }
 
     #[test]

@@ -585,7 +585,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 s.cand.finish(&rank);
                 (s.cand.d2s(), s.cand.zs())
             } else {
-                s.best.finish(&rank);
+                s.best.finish::<AVX>(&rank);
                 (s.best.d2s(), s.best.zs())
             };
             if GUESS {

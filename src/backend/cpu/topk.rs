@@ -78,8 +78,8 @@ impl<T: Real> TopK<T> {
     /// Offers source `z` at distance² `d2`; `rank(z)` breaks ties. Returns true when it
     /// was taken and the buffer is full (the k-th distance may have shrunk).
     ///
-    /// `AVX`: the caller runs with AVX (the slot's compares use 256-bit vectors); it is
-    /// unsafe to pass true otherwise.
+    /// `AVX`: the caller runs with AVX2 (the slot's compares and the fill's sort use
+    /// 256-bit vectors); it is unsafe to pass true otherwise.
     #[inline(always)]
     pub(crate) fn push<const AVX: bool>(&mut self, d2: T, z: u32, rank: &impl Fn(u32) -> u32) -> bool {
         // (The mins state what `reset` ensures, k <= cap <= MAX_K, so that the compiler
@@ -96,7 +96,7 @@ impl<T: Real> TopK<T> {
                 return false;
             }
             if k > 1 {
-                self.sort_held(rank);
+                self.sort_held::<AVX>(rank);
             }
             return true;
         }
@@ -162,18 +162,18 @@ impl<T: Real> TopK<T> {
     /// which leaves a slot at +inf or out of order: then (as for a held +inf, which the
     /// leaf pass never offers) an insertion sort with their ranks.
     #[inline(always)]
-    fn sort_held(&mut self, rank: &impl Fn(u32) -> u32) {
+    fn sort_held<const AVX: bool>(&mut self, rank: &impl Fn(u32) -> u32) {
         match self.cap {
-            8 => self.sort_held_in::<8>(rank),
-            16 => self.sort_held_in::<16>(rank),
-            24 => self.sort_held_in::<24>(rank),
-            _ => self.sort_held_in::<MAX_K>(rank),
+            8 => self.sort_held_in::<8, AVX>(rank),
+            16 => self.sort_held_in::<16, AVX>(rank),
+            24 => self.sort_held_in::<24, AVX>(rank),
+            _ => self.sort_held_in::<MAX_K, AVX>(rank),
         }
     }
 
     /// `sort_held` for `cap == C`.
     #[inline(always)]
-    fn sort_held_in<const C: usize>(&mut self, rank: &impl Fn(u32) -> u32) {
+    fn sort_held_in<const C: usize, const AVX: bool>(&mut self, rank: &impl Fn(u32) -> u32) {
         let n = self.n;
         debug_assert!(self.cap == C && n <= C);
         if n == 0 {
@@ -182,18 +182,24 @@ impl<T: Real> TopK<T> {
         // Slots from n on hold +inf: they count below no entry, and all land on slot n.
         let d: [T; C] = self.d[1..1 + C].try_into().unwrap();
         let z: [u32; C] = self.z[1..1 + C].try_into().unwrap();
-        // Two sums (the even and the odd entries' compares) halve the chain of adds;
-        // 64-bit lanes take an f64 compare's mask as it is.
-        let (mut lt, mut lt1) = ([0u64; C], [0u64; C]);
-        for j in 0..C / 2 {
-            let (a, b) = (d[2 * j], d[2 * j + 1]);
-            for i in 0..C {
-                lt[i] += (a < d[i]) as u64;
-                lt1[i] += (b < d[i]) as u64;
+        let mut lt = [0u64; C];
+        if AVX {
+            // SAFETY: AVX2 by the flag's contract (the AVX2 and AVX-512 leaf passes).
+            unsafe { T::less_counts_avx(&d, &mut lt) };
+        } else {
+            // Two sums (the even and the odd entries' compares) halve the chain of adds;
+            // 64-bit lanes take an f64 compare's mask as it is.
+            let (mut lt0, mut lt1) = ([0u64; C], [0u64; C]);
+            for j in 0..C / 2 {
+                let (a, b) = (d[2 * j], d[2 * j + 1]);
+                for i in 0..C {
+                    lt0[i] += (a < d[i]) as u64;
+                    lt1[i] += (b < d[i]) as u64;
+                }
             }
-        }
-        for i in 0..C {
-            lt[i] += lt1[i];
+            for i in 0..C {
+                lt[i] = lt0[i] + lt1[i];
+            }
         }
         let mut od = [T::INFINITY; MAX_K + 1];
         let mut oz = [0u32; MAX_K + 1];
@@ -238,10 +244,10 @@ impl<T: Real> TopK<T> {
 
     /// Puts the held candidates in order (needed when the buffer never filled).
     #[inline(always)]
-    pub(crate) fn finish(&mut self, rank: &impl Fn(u32) -> u32) {
+    pub(crate) fn finish<const AVX: bool>(&mut self, rank: &impl Fn(u32) -> u32) {
         if self.n < self.k {
             // Never filled: the entries are still in arrival order.
-            self.sort_held(rank);
+            self.sort_held::<AVX>(rank);
         }
     }
 
@@ -309,7 +315,7 @@ mod tests {
                         assert_eq!(t.kth(), *t.d2s().last().unwrap());
                     }
                 }
-                t.finish(&rank);
+                if avx && round % 3 == 0 { t.finish::<true>(&rank) } else { t.finish::<false>(&rank) }
                 let mut want: Vec<(f64, u32)> = cands.iter().map(|&(d, z)| (d, rank(z))).collect();
                 want.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)));
                 want.truncate(k);
