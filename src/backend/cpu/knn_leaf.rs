@@ -355,6 +355,8 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         let nsrc = spos[0].len();
         let sp: [*const T; D] = std::array::from_fn(|d| spos[d].as_ptr());
         let buffered = self.kk > SORTED_MAX_K;
+        // (A local: the offers' bounds come from one loop-invariant value.)
+        let kk = self.kk;
         // The first line of every output row of the leaf: their pages' TLB walks run
         // side by side here rather than one per query in the loop.
         for q in q0..q0 + qn {
@@ -547,8 +549,8 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                                     let i = m.trailing_zeros() as usize;
                                     m &= m - 1;
                                     let d2 = d2f[i];
-                                    if d2 <= thr && (!GUESS || d2 > lo) && s.best.push::<AVX>(d2, (s0 + b0 + i) as u32, &rank) {
-                                        thr = s.best.kth();
+                                    if d2 <= thr && (!GUESS || d2 > lo) && s.best.push::<AVX>(d2, (s0 + b0 + i) as u32, kk, &rank) {
+                                        thr = s.best.kth(kk);
                                     }
                                 }
                                 b0 += RUN * B;
