@@ -285,7 +285,7 @@ mod tests {
         };
         let mut t = TopK::new();
         #[cfg(target_arch = "x86_64")]
-        let avx = std::arch::is_x86_feature_detected!("avx");
+        let avx = std::arch::is_x86_feature_detected!("avx2");
         #[cfg(not(target_arch = "x86_64"))]
         let avx = false;
         for k in [1usize, 2, 7, 8, 9, 16, 24, 28, 32, 3, 17] {
@@ -306,7 +306,7 @@ mod tests {
                     if filter && d > thr {
                         continue;
                     }
-                    // The vector slot search (AVX) where the CPU has it, else the baseline,
+                    // The vector slot search and fill sort (AVX2) where the CPU has them, else the baseline,
                     // by round.
                     let taken = if avx && round % 3 == 0 { t.push::<true>(d, r, k, &rank) } else { t.push::<false>(d, r, k, &rank) };
                     if taken {
