@@ -306,8 +306,8 @@ mod tests {
                     if filter && d > thr {
                         continue;
                     }
-                    // The vector slot search and fill sort (AVX2) where the CPU has them, else the baseline,
-                    // by round.
+                    // The vector slot search and fill sort (AVX2) where the CPU has them,
+                    // else the baseline, by round.
                     let taken = if avx && round % 3 == 0 { t.push::<true>(d, r, k, &rank) } else { t.push::<false>(d, r, k, &rank) };
                     if taken {
                         assert_eq!(t.zs().len(), k);
