@@ -87,7 +87,7 @@ mod sealed {
 }
 
 macro_rules! impl_real {
-    ($t:ty, $name:expr, $max_coord:expr, $le_mask:ident, $le_mask_avx:ident, $less_counts_avx:ident, $open_block_avx:ident, $set:ident, $get:ident, $max:ident, $min:ident) => {
+    ($t:ty, $name:expr, $max_coord:expr, $cmp_mask:ident, $cmp_mask_avx:ident, $less_counts_avx:ident, $open_block_avx:ident, $set:ident, $get:ident, $max:ident, $min:ident) => {
         impl Real for $t {
             const ZERO: Self = 0.0;
             const MAX_COORD: f64 = $max_coord;
@@ -146,27 +146,27 @@ macro_rules! impl_real {
             }
             #[inline(always)]
             fn le_mask<const W: usize>(x: &[Self; W], thr: Self) -> u32 {
-                $le_mask::<W, false>(x, thr)
+                $cmp_mask::<W, false>(x, thr)
             }
             #[inline(always)]
             unsafe fn le_mask_avx<const W: usize>(x: &[Self; W], thr: Self) -> u32 {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: the caller guarantees AVX.
-                return unsafe { $le_mask_avx::<W, false>(x, thr) };
+                return unsafe { $cmp_mask_avx::<W, false>(x, thr) };
                 #[cfg(not(target_arch = "x86_64"))]
-                return $le_mask::<W, false>(x, thr);
+                return $cmp_mask::<W, false>(x, thr);
             }
             #[inline(always)]
             fn lt_mask<const W: usize>(x: &[Self; W], v: Self) -> u32 {
-                $le_mask::<W, true>(x, v)
+                $cmp_mask::<W, true>(x, v)
             }
             #[inline(always)]
             unsafe fn lt_mask_avx<const W: usize>(x: &[Self; W], v: Self) -> u32 {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: the caller guarantees AVX.
-                return unsafe { $le_mask_avx::<W, true>(x, v) };
+                return unsafe { $cmp_mask_avx::<W, true>(x, v) };
                 #[cfg(not(target_arch = "x86_64"))]
-                return $le_mask::<W, true>(x, v);
+                return $cmp_mask::<W, true>(x, v);
             }
             #[inline(always)]
             unsafe fn less_counts_avx<const C: usize>(x: &[Self; C], out: &mut [u64; C]) {
@@ -174,9 +174,7 @@ macro_rules! impl_real {
                 // SAFETY: the caller guarantees AVX2.
                 unsafe { $less_counts_avx(x, out) };
                 #[cfg(not(target_arch = "x86_64"))]
-                for i in 0..C {
-                    out[i] = x.iter().filter(|&&v| v < x[i]).count() as u64;
-                }
+                less_counts_scalar(x, out);
             }
             #[inline(always)]
             unsafe fn open_block_avx<const D: usize, const W: usize>(q: &[Self; D], pos: &[*const Self; D], s0: usize, thr: Self, out: &mut [Self; W]) -> u32 {
@@ -187,7 +185,7 @@ macro_rules! impl_real {
                     #[cfg(not(target_arch = "x86_64"))]
                     {
                         *out = crate::geom::metric::distances_block_at::<Self, D, W, crate::geom::metric::Open>(&crate::geom::metric::Open, q, pos, s0);
-                        return $le_mask::<W, false>(out, thr);
+                        return $cmp_mask::<W, false>(out, thr);
                     }
                 }
             }
@@ -195,9 +193,9 @@ macro_rules! impl_real {
     };
 }
 
-/// `le_mask` (`LT`: `lt_mask`) for f64: two lanes per SSE2 compare.
+/// `le_mask`, or with `LT` `lt_mask`, for f64: two lanes per SSE2 compare.
 #[inline(always)]
-fn le_mask_f64<const W: usize, const LT: bool>(x: &[f64; W], thr: f64) -> u32 {
+fn cmp_mask_f64<const W: usize, const LT: bool>(x: &[f64; W], thr: f64) -> u32 {
     #[cfg(target_arch = "x86_64")]
     if W.is_multiple_of(2) {
         use std::arch::x86_64::*;
@@ -220,9 +218,9 @@ fn le_mask_f64<const W: usize, const LT: bool>(x: &[f64; W], thr: f64) -> u32 {
     m
 }
 
-/// `le_mask` (`LT`: `lt_mask`) for f32: four lanes per SSE compare.
+/// `le_mask`, or with `LT` `lt_mask`, for f32: four lanes per SSE compare.
 #[inline(always)]
-fn le_mask_f32<const W: usize, const LT: bool>(x: &[f32; W], thr: f32) -> u32 {
+fn cmp_mask_f32<const W: usize, const LT: bool>(x: &[f32; W], thr: f32) -> u32 {
     #[cfg(target_arch = "x86_64")]
     if W.is_multiple_of(4) {
         use std::arch::x86_64::*;
@@ -244,14 +242,14 @@ fn le_mask_f32<const W: usize, const LT: bool>(x: &[f32; W], thr: f32) -> u32 {
     }
     m
 }
-/// `le_mask` (`LT`: `lt_mask`) for f64 with AVX: four lanes per compare.
+/// `le_mask`, or with `LT` `lt_mask`, for f64 with AVX: four lanes per compare.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
 #[inline]
-unsafe fn le_mask_f64_avx<const W: usize, const LT: bool>(x: &[f64; W], thr: f64) -> u32 {
+unsafe fn cmp_mask_f64_avx<const W: usize, const LT: bool>(x: &[f64; W], thr: f64) -> u32 {
     use std::arch::x86_64::*;
     if !W.is_multiple_of(4) {
-        return le_mask_f64::<W, LT>(x, thr);
+        return cmp_mask_f64::<W, LT>(x, thr);
     }
     let t = _mm256_set1_pd(thr);
     let mut m = 0u32;
@@ -264,14 +262,14 @@ unsafe fn le_mask_f64_avx<const W: usize, const LT: bool>(x: &[f64; W], thr: f64
     m
 }
 
-/// `le_mask` (`LT`: `lt_mask`) for f32 with AVX: eight lanes per compare.
+/// `le_mask`, or with `LT` `lt_mask`, for f32 with AVX: eight lanes per compare.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
 #[inline]
-unsafe fn le_mask_f32_avx<const W: usize, const LT: bool>(x: &[f32; W], thr: f32) -> u32 {
+unsafe fn cmp_mask_f32_avx<const W: usize, const LT: bool>(x: &[f32; W], thr: f32) -> u32 {
     use std::arch::x86_64::*;
     if !W.is_multiple_of(8) {
-        return le_mask_f32::<W, LT>(x, thr);
+        return cmp_mask_f32::<W, LT>(x, thr);
     }
     let t = _mm256_set1_ps(thr);
     let mut m = 0u32;
@@ -284,6 +282,14 @@ unsafe fn le_mask_f32_avx<const W: usize, const LT: bool>(x: &[f32; W], thr: f32
     m
 }
 
+/// `Real::less_counts_avx` one entry at a time (its fallback).
+#[inline]
+fn less_counts_scalar<T: Real, const C: usize>(x: &[T; C], out: &mut [u64; C]) {
+    for i in 0..C {
+        out[i] = x.iter().filter(|&&v| v < x[i]).count() as u64;
+    }
+}
+
 /// `Real::less_counts_avx` for one type: `$lanes` per vector, counts in lanes of the same
 /// width (a true compare is all ones: subtracting it adds one).
 macro_rules! less_counts_avx {
@@ -294,10 +300,7 @@ macro_rules! less_counts_avx {
         unsafe fn $name<const C: usize>(x: &[$t; C], out: &mut [u64; C]) {
             use std::arch::x86_64::*;
             if C % $lanes != 0 || C > 64 {
-                for i in 0..C {
-                    out[i] = x.iter().filter(|&&v| v < x[i]).count() as u64;
-                }
-                return;
+                return less_counts_scalar(x, out);
             }
             // (At most 64 entries: 16 vectors; C = 16 f64 keeps all in registers.)
             let mut v: [$v; 16] = [$set1(0.0); 16];
@@ -365,12 +368,12 @@ macro_rules! open_block_avx {
     };
 }
 
-open_block_avx!(open_block_f64_avx, f64, 4, __m256d, _mm256_set1_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_sub_pd, _mm256_mul_pd, _mm256_add_pd, _mm256_cmp_pd, _mm256_movemask_pd, le_mask_f64);
-open_block_avx!(open_block_f32_avx, f32, 8, __m256, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_add_ps, _mm256_cmp_ps, _mm256_movemask_ps, le_mask_f32);
+open_block_avx!(open_block_f64_avx, f64, 4, __m256d, _mm256_set1_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_sub_pd, _mm256_mul_pd, _mm256_add_pd, _mm256_cmp_pd, _mm256_movemask_pd, cmp_mask_f64);
+open_block_avx!(open_block_f32_avx, f32, 8, __m256, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_add_ps, _mm256_cmp_ps, _mm256_movemask_ps, cmp_mask_f32);
 
 // (2 * MAX_COORD)^2 * 3 < MAX: 1.2e37 < 3.4e38 (f32), 1.2e301 < 1.8e308 (f64).
-impl_real!(f32, "f32", 1e18, le_mask_f32, le_mask_f32_avx, less_counts_f32_avx, open_block_f32_avx, _mm_set_ss, _mm_cvtss_f32, _mm_max_ss, _mm_min_ss);
-impl_real!(f64, "f64", 1e150, le_mask_f64, le_mask_f64_avx, less_counts_f64_avx, open_block_f64_avx, _mm_set_sd, _mm_cvtsd_f64, _mm_max_sd, _mm_min_sd);
+impl_real!(f32, "f32", 1e18, cmp_mask_f32, cmp_mask_f32_avx, less_counts_f32_avx, open_block_f32_avx, _mm_set_ss, _mm_cvtss_f32, _mm_max_ss, _mm_min_ss);
+impl_real!(f64, "f64", 1e150, cmp_mask_f64, cmp_mask_f64_avx, less_counts_f64_avx, open_block_f64_avx, _mm_set_sd, _mm_cvtsd_f64, _mm_max_sd, _mm_min_sd);
 
 /// `max` for non-NaN values (ztree rejects NaN at ingest), written as a select so that
 /// loops over arrays vectorise (`maxpd`). In scalar code LLVM may compile it into a branch;
