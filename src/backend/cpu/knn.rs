@@ -159,17 +159,18 @@ impl KnnNodeTest {
             let r = Self::radius(s, sum, k);
             if cap < r { cap } else { r }
         };
+        // (The radius in a local, recomputed only when the set changes.)
+        let mut r = radius(s, *sum);
         for &c in group {
             let cu = c as usize;
             let (blo, bhi) = (&tree.src_lo[cu], &tree.src_hi[cu]);
             let dmin = metric.box_min2(alo, ahi, blo, bhi);
-            let radius = radius(s, *sum);
-            if dmin > radius {
+            if dmin > r {
                 continue;
             }
             s.eval.push((dmin, c));
             let dmax = metric.box_max2(alo, ahi, blo, bhi);
-            if *sum >= k && dmax >= radius {
+            if *sum >= k && dmax >= r {
                 continue;
             }
             // Smallest set of candidates by d_max holding >= k sources.
@@ -185,8 +186,9 @@ impl KnnNodeTest {
                     break;
                 }
             }
+            r = radius(s, *sum);
         }
-        radius(s, *sum)
+        r
     }
 
     /// The k-count radius so far: the largest d_max of the smallest set holding >= k

@@ -54,10 +54,13 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             // Held entries, then the pads (straight loops: the square roots vectorise).
             if let Some(p) = &sinks.indices {
                 let (held, pad) = p.slice_mut(row * k, k).split_at_mut(m);
+                // (A raw pointer: the row's stores could alias the Vec's fields for all the
+                // compiler knows, and it reloaded the pointer for every entry.)
+                let so = sorig.as_ptr();
                 for (o, &z) in held.iter_mut().zip(ez) {
                     // (Held z-indices are sources: inside `sorig`; the unsafe block's promise.)
                     debug_assert!((z as usize) < sorig.len());
-                    *o = *sorig.get_unchecked(z as usize) as i64;
+                    *o = *so.add(z as usize) as i64;
                 }
                 pad.fill(-1);
             }
