@@ -42,6 +42,15 @@ pub(crate) trait Metric<T: Real, const D: usize>: Copy + Send + Sync {
         true
     }
 
+    /// When every difference `a_d - b_d` between a point of box A and one of box B takes
+    /// the same minimum image in each dimension: the shift it adds per dimension (0, -L
+    /// or +L), so that `(a_d - b_d) + shift_d` is the metric's difference, bit for bit.
+    /// None when some dimension mixes images. (Open space: zero shifts.)
+    #[inline(always)]
+    fn shift(&self, _alo: &[T; D], _ahi: &[T; D], _blo: &[T; D], _bhi: &[T; D]) -> Option<[T; D]> {
+        Some([T::ZERO; D])
+    }
+
     #[inline(always)]
     fn dist2(&self, a: &[T; D], b: &[T; D]) -> T {
         let mut s = T::ZERO;
@@ -125,6 +134,24 @@ impl<T: Real, const D: usize> Metric<T, D> for Periodic<T, D> {
         // Without a branch: in the leaf pass's keep step its outcome is random.
         (0..D).fold(true, |ok, d| ok & (ahi[d] - blo[d] <= self.half[d]) & (alo[d] - bhi[d] >= -self.half[d]))
     }
+    /// Rounding is monotone, so the differences lie within [alo - bhi, ahi - blo] as
+    /// rounded; `min_image` subtracts L from all of them when that range lies above h,
+    /// adds it below -h, and leaves them within [-h, h].
+    #[inline(always)]
+    fn shift(&self, alo: &[T; D], ahi: &[T; D], blo: &[T; D], bhi: &[T; D]) -> Option<[T; D]> {
+        // (Selects and bit operations, no branch: in the leaf pass's keep step the
+        // outcomes are random.)
+        let mut sh = [T::ZERO; D];
+        let mut one = true;
+        for d in 0..D {
+            let (lo, hi, h, l) = (alo[d] - bhi[d], ahi[d] - blo[d], self.half[d], self.len[d]);
+            let (above, below) = (lo > h, hi < -h);
+            one &= above | below | ((lo >= -h) & (hi <= h));
+            let s = if below { l } else { T::ZERO };
+            sh[d] = if above { -l } else { s };
+        }
+        one.then_some(sh)
+    }
     #[inline(always)]
     fn gap_range(&self, alo: T, ahi: T, blo: T, bhi: T, d: usize) -> (T, T) {
         let lo = (alo - bhi).max1(blo - ahi).max1(T::ZERO);
@@ -189,9 +216,31 @@ pub(crate) unsafe fn distances_block_at<T: Real, const D: usize, const W: usize,
     out
 }
 
+/// `distances_block_at` with each difference `q_d - s_d` then shifted by `sh[d]`: in a
+/// periodic box, where every difference between two boxes takes the same minimum image in
+/// each dimension (`Periodic::shift`), the same values as the periodic metric's.
+///
+/// # Safety
+/// As `distances_block_at`.
+#[inline(always)]
+pub(crate) unsafe fn shifted_block_at<T: Real, const D: usize, const W: usize>(q: &[T; D], pos: &[*const T; D], s0: usize, sh: &[T; D]) -> [T; W] {
+    let mut out = [T::ZERO; W];
+    for d in 0..D {
+        // SAFETY (each block read): W elements from s0 lie inside the column (the caller).
+        let xs: [T; W] = unsafe { std::ptr::read_unaligned(pos[d].add(s0) as *const [T; W]) };
+        for i in 0..W {
+            let dx = (q[d] - xs[i]) + sh[d];
+            out[i] = if d == 0 { dx * dx } else { out[i] + dx * dx };
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::geom::real::{fmax, fmin};
 
     #[test]
     fn min_image_keeps_half_box_differences() {
@@ -265,5 +314,64 @@ mod tests {
             }
         }
         assert!(held > 1000 && wrapped > 1000, "{held} {wrapped}");
+    }
+
+    /// Where `shift` gives one shift per dimension, the shifted differences and the
+    /// shifted blocks are bit for bit the periodic metric's, for the box corners and points
+    /// inside (boxes across the faces, touching half a box length exactly, and large ones
+    /// that mix images: None).
+    fn shift_matches<T: Real>() {
+        let p = Periodic::<T, 3>::new(&[1.0, 2.0, 4.0]);
+        let len = [1.0, 2.0, 4.0];
+        let mut s = 13u64;
+        let mut r = move || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (s >> 40) as f64 / (1u64 << 24) as f64
+        };
+        let (mut uniform, mut shifted, mut mixed) = (0, 0, 0);
+        for i in 0..20000 {
+            let w = [0.3, 0.05, 0.6][i % 3];
+            let alo: [f64; 3] = std::array::from_fn(|d| len[d] * r());
+            let mut blo: [f64; 3] = std::array::from_fn(|d| len[d] * r());
+            if i % 7 == 0 {
+                blo[0] = alo[0] + 0.5; // a face exactly half a box away
+            }
+            if i % 5 == 0 {
+                blo[1] = 2.0 - 0.01 * r(); // at the top face
+            }
+            let ahi: [f64; 3] = std::array::from_fn(|d| (alo[d] + len[d] * w * r()).min(len[d] * 0.999));
+            let bhi: [f64; 3] = std::array::from_fn(|d| (blo[d] + len[d] * w * r()).min(len[d] * 0.999));
+            let blo: [f64; 3] = std::array::from_fn(|d| blo[d].min(bhi[d]));
+            let t = |x: [f64; 3]| x.map(T::from_f64);
+            let (alo, ahi, blo, bhi) = (t(alo), t(ahi), t(blo), t(bhi));
+            let Some(sh) = p.shift(&alo, &ahi, &blo, &bhi) else {
+                mixed += 1;
+                continue;
+            };
+            uniform += 1;
+            shifted += usize::from(sh.iter().any(|&x| x != T::ZERO));
+            for _ in 0..4 {
+                let (t, u) = (T::from_f64(r()), T::from_f64(r()));
+                let inside = |lo: &[T; 3], hi: &[T; 3], t: T| -> [T; 3] { std::array::from_fn(|d| fmin(fmax(lo[d] + t * (hi[d] - lo[d]), lo[d]), hi[d])) };
+                let (q, b) = (inside(&alo, &ahi, t), inside(&blo, &bhi, u));
+                for (q, b) in [(q, b), (alo, bhi), (ahi, blo), (q, blo), (alo, b)] {
+                    for d in 0..3 {
+                        assert_eq!(((q[d] - b[d]) + sh[d]).to_f64().to_bits(), p.diff(q[d], b[d], d).to_f64().to_bits());
+                    }
+                    let cols: [Vec<T>; 3] = std::array::from_fn(|d| vec![b[d]; 8]);
+                    let ptrs: [*const T; 3] = std::array::from_fn(|d| cols[d].as_ptr());
+                    // SAFETY: every column holds 8 points.
+                    let got: [T; 8] = unsafe { shifted_block_at::<T, 3, 8>(&q, &ptrs, 0, &sh) };
+                    assert!(got.iter().all(|g| g.to_f64().to_bits() == p.dist2(&q, &b).to_f64().to_bits()));
+                }
+            }
+        }
+        assert!(uniform > 1000 && shifted > 1000 && mixed > 1000, "{uniform} {shifted} {mixed}");
+    }
+
+    #[test]
+    fn one_shift_per_dimension_is_the_minimum_image() {
+        shift_matches::<f32>();
+        shift_matches::<f64>();
     }
 }

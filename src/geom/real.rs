@@ -78,6 +78,13 @@ pub trait Real:
     /// The CPU must have AVX (as `le_mask_avx`); each `pos[d]` must point to at least
     /// `s0 + W` readable elements.
     unsafe fn open_block_avx<const D: usize, const W: usize>(q: &[Self; D], pos: &[*const Self; D], s0: usize, thr: Self, out: &mut [Self; W]) -> u32;
+    /// `open_block_avx` with each difference then shifted by `sh[d]` (the same operations
+    /// as `metric::shifted_block_at`): a periodic box's minimum image where it is one
+    /// shift for every pair of two boxes.
+    ///
+    /// # Safety
+    /// As `open_block_avx`.
+    unsafe fn shifted_block_avx<const D: usize, const W: usize>(q: &[Self; D], pos: &[*const Self; D], s0: usize, sh: &[Self; D], thr: Self, out: &mut [Self; W]) -> u32;
 }
 
 mod sealed {
@@ -181,10 +188,23 @@ macro_rules! impl_real {
                 // SAFETY: the caller's guarantees.
                 unsafe {
                     #[cfg(target_arch = "x86_64")]
-                    return $open_block_avx(q, pos, s0, thr, out);
+                    return $open_block_avx::<D, W, false>(q, pos, s0, &[0.0; D], thr, out);
                     #[cfg(not(target_arch = "x86_64"))]
                     {
                         *out = crate::geom::metric::distances_block_at::<Self, D, W, crate::geom::metric::Open>(&crate::geom::metric::Open, q, pos, s0);
+                        return $cmp_mask::<W, false>(out, thr);
+                    }
+                }
+            }
+            #[inline(always)]
+            unsafe fn shifted_block_avx<const D: usize, const W: usize>(q: &[Self; D], pos: &[*const Self; D], s0: usize, sh: &[Self; D], thr: Self, out: &mut [Self; W]) -> u32 {
+                // SAFETY: the caller's guarantees.
+                unsafe {
+                    #[cfg(target_arch = "x86_64")]
+                    return $open_block_avx::<D, W, true>(q, pos, s0, sh, thr, out);
+                    #[cfg(not(target_arch = "x86_64"))]
+                    {
+                        *out = crate::geom::metric::shifted_block_at::<Self, D, W>(q, pos, s0, sh);
                         return $cmp_mask::<W, false>(out, thr);
                     }
                 }
@@ -339,11 +359,18 @@ macro_rules! open_block_avx {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx")]
         #[inline]
-        unsafe fn $name<const D: usize, const W: usize>(q: &[$t; D], pos: &[*const $t; D], s0: usize, thr: $t, out: &mut [$t; W]) -> u32 {
+        /// (`SHIFT`: each difference plus `sh[d]`; else `sh` is not read.)
+        unsafe fn $name<const D: usize, const W: usize, const SHIFT: bool>(q: &[$t; D], pos: &[*const $t; D], s0: usize, sh: &[$t; D], thr: $t, out: &mut [$t; W]) -> u32 {
             use std::arch::x86_64::*;
             if W % $lanes != 0 || D == 0 {
                 // SAFETY: the caller's guarantees.
-                *out = unsafe { crate::geom::metric::distances_block_at::<$t, D, W, crate::geom::metric::Open>(&crate::geom::metric::Open, q, pos, s0) };
+                *out = unsafe {
+                    if SHIFT {
+                        crate::geom::metric::shifted_block_at::<$t, D, W>(q, pos, s0, sh)
+                    } else {
+                        crate::geom::metric::distances_block_at::<$t, D, W, crate::geom::metric::Open>(&crate::geom::metric::Open, q, pos, s0)
+                    }
+                };
                 return $fallback::<W, false>(out, thr);
             }
             let t = $set1(thr);
@@ -353,10 +380,16 @@ macro_rules! open_block_avx {
                 // SAFETY: each load reads `$lanes` points inside the columns (the caller);
                 // the store writes `$lanes` elements inside `out`.
                 unsafe {
-                    let dx = $sub($set1(q[0]), $loadu(pos[0].add(at)));
+                    let mut dx = $sub($set1(q[0]), $loadu(pos[0].add(at)));
+                    if SHIFT {
+                        dx = $add(dx, $set1(sh[0]));
+                    }
                     let mut acc: $v = $mul(dx, dx);
                     for d in 1..D {
-                        let dx = $sub($set1(q[d]), $loadu(pos[d].add(at)));
+                        let mut dx = $sub($set1(q[d]), $loadu(pos[d].add(at)));
+                        if SHIFT {
+                            dx = $add(dx, $set1(sh[d]));
+                        }
                         acc = $add(acc, $mul(dx, dx));
                     }
                     $storeu(out.as_mut_ptr().add(c * $lanes), acc);
@@ -419,6 +452,14 @@ mod tests {
                 let m = unsafe { T::open_block_avx(&q, &ptrs, s0, thr, &mut got) };
                 assert!(got.iter().zip(&want).all(|(a, b)| a.to_f64().to_bits() == b.to_f64().to_bits()), "{} D {D} s0 {s0}", T::NAME);
                 assert_eq!(m, T::le_mask(&want, thr), "{} D {D} s0 {s0}", T::NAME);
+                // Shifted: against the generic shifted block.
+                let sh: [T; D] = std::array::from_fn(|d| T::from_f64([0.0, -1.0, 1.0][(s0 + d) % 3]));
+                // SAFETY: the columns hold s0 + 8 points.
+                let want_sh: [T; 8] = unsafe { crate::geom::metric::shifted_block_at::<T, D, 8>(&q, &ptrs, s0, &sh) };
+                // SAFETY: AVX checked above; the columns hold s0 + 8 points.
+                let m = unsafe { T::shifted_block_avx(&q, &ptrs, s0, &sh, thr, &mut got) };
+                assert!(got.iter().zip(&want_sh).all(|(a, b)| a.to_f64().to_bits() == b.to_f64().to_bits()), "{} D {D} s0 {s0} shifted", T::NAME);
+                assert_eq!(m, T::le_mask(&want_sh, thr), "{} D {D} s0 {s0} shifted", T::NAME);
             }
         }
     }

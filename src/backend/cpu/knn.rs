@@ -10,7 +10,7 @@ use super::knn_leaf::Scratch;
 use super::walk::{Candidates, walk_leaves, walk_plane};
 use crate::geom::Real;
 use crate::geom::real::fmax;
-use crate::geom::metric::Metric;
+use crate::geom::metric::{Metric, Open};
 use crate::pipeline::{KnnSinks, Lists, Prepared, Tree};
 
 /// What the kNN passes of one call share.
@@ -139,13 +139,29 @@ impl KnnNodeTest {
         s.near.clear();
         s.eval.clear();
         let mut sum = 0u64;
-        let mut r = self.eval_group(metric, tree, alo, ahi, c.group(first), s, &mut sum, cap);
+        let mut r = self.eval_source(metric, tree, alo, ahi, c, first, s, &mut sum, cap);
         for g in 0..c.sources.len() {
             if g != first && s.gmin[g] <= r {
-                r = self.eval_group(metric, tree, alo, ahi, c.group(g), s, &mut sum, cap);
+                r = self.eval_source(metric, tree, alo, ahi, c, g, s, &mut sum, cap);
             }
         }
         r
+    }
+
+    /// `eval_group` for group `g`. In a periodic box, a group whose source node needs no
+    /// minimum image against A (nor then do its children, whose boxes lie inside it) takes
+    /// the open space's box bounds: the same values (`Metric::no_wrap`) for fewer
+    /// operations (uniform 1e6 periodic, k = 16: the node test's instructions were 2.1×
+    /// the open domain's).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn eval_source<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, alo: &[T; D], ahi: &[T; D], c: &Candidates<'_>, g: usize, s: &mut Scratch<T, D>, sum: &mut u64, cap: T) -> T {
+        let b = c.sources[g] as usize;
+        if M::PERIODIC && metric.no_wrap(alo, ahi, &tree.src_lo[b], &tree.src_hi[b]) {
+            self.eval_group(&Open, tree, alo, ahi, c.group(g), s, sum, cap)
+        } else {
+            self.eval_group(metric, tree, alo, ahi, c.group(g), s, sum, cap)
+        }
     }
 
     /// Adds one group of candidates to `s.eval` and the k-count radius; returns the radius.

@@ -12,7 +12,7 @@ use super::cand::CandBuf;
 use super::topk::TopK;
 use crate::geom::Real;
 use crate::geom::real::fmax;
-use crate::geom::metric::{Metric, Open, distances_block_at};
+use crate::geom::metric::{Metric, Open, distances_block_at, shifted_block_at};
 use crate::pipeline::KnnSinks;
 
 /// Sources per distance block of the leaf scan.
@@ -137,19 +137,23 @@ struct Kept<T, const D: usize> {
     min: T,
     start: u32,
     count: u32,
-    /// Whether it needs the minimum image against the receiving leaf (else its distances
-    /// take the open space's plain differences: the same values, fewer operations).
+    /// Whether it needs the minimum image per difference against the receiving leaf:
+    /// some dimension mixes images. Else its differences take one `shift` per dimension
+    /// (`Metric::shift`; zero where none wraps): the same values, fewer operations.
     wrap: bool,
+    shift: [T; D],
 }
 
 /// The boxes of `B` consecutive kept leaves by dimension, for vector code: a query's
-/// lower bounds to all of them at once. Leaves that need the minimum image have an
-/// unbounded box (bound 0: their own test decides), the pads past the last leaf an empty
-/// one at +inf (bound +inf).
+/// lower bounds to all of them at once. Leaves that need the minimum image per
+/// difference have an unbounded box (bound 0: their own test decides), the pads past the
+/// last leaf an empty one at +inf (bound +inf).
 #[derive(Clone, Copy)]
 struct LeafBoxes<T, const D: usize> {
     lo: [[T; B]; D],
     hi: [[T; B]; D],
+    /// The leaves' shifts (`Kept::shift`), read in a periodic box only.
+    sh: [[T; B]; D],
 }
 
 impl<T: Real, const D: usize> LeafBoxes<T, D> {
@@ -162,6 +166,21 @@ impl<T: Real, const D: usize> LeafBoxes<T, D> {
         for d in 0..D {
             for i in 0..B {
                 let g = fmax(fmax(self.lo[d][i] - q[d], q[d] - self.hi[d][i]), T::ZERO);
+                s[i] = s[i] + g * g;
+            }
+        }
+        s
+    }
+
+    /// `min2` for shifted differences: `(q_d - p_d) + sh_d` is monotone in p_d, so over
+    /// the box it lies between its values at the box's corners, as rounded.
+    #[inline(always)]
+    fn min2_shifted(&self, q: &[T; D]) -> [T; B] {
+        let mut s = [T::ZERO; B];
+        for d in 0..D {
+            for i in 0..B {
+                let (top, bottom) = ((q[d] - self.lo[d][i]) + self.sh[d][i], (q[d] - self.hi[d][i]) + self.sh[d][i]);
+                let g = fmax(fmax(-top, bottom), T::ZERO);
                 s[i] = s[i] + g * g;
             }
         }
@@ -272,12 +291,14 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         let from = s.kept.len();
         debug_assert!(from.is_multiple_of(B));
         s.order[from..end].sort_unstable();
-        let pad = LeafBoxes { lo: [[T::INFINITY; B]; D], hi: [[T::INFINITY; B]; D] };
+        let pad = LeafBoxes { lo: [[T::INFINITY; B]; D], hi: [[T::INFINITY; B]; D], sh: [[T::ZERO; B]; D] };
         for j in from..end {
             let key = s.order[j];
             let b = key as u32 as usize;
             let (lo, hi) = (tree.src_lo[b], tree.src_hi[b]);
-            let wrap = !metric.no_wrap(alo, ahi, &lo, &hi);
+            let shift = metric.shift(alo, ahi, &lo, &hi);
+            let wrap = shift.is_none();
+            let shift = shift.unwrap_or([T::ZERO; D]);
             s.kept.push(Kept {
                 lo,
                 hi,
@@ -285,6 +306,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 start: tree.src_start[b],
                 count: tree.src_count[b],
                 wrap,
+                shift,
             });
             if j % B == 0 {
                 s.boxes.push(pad);
@@ -292,6 +314,9 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             let r = s.boxes.last_mut().unwrap();
             for d in 0..D {
                 (r.lo[d][j % B], r.hi[d][j % B]) = if wrap { (T::NEG_INFINITY, T::INFINITY) } else { (lo[d], hi[d]) };
+                if M::PERIODIC {
+                    r.sh[d][j % B] = shift[d];
+                }
             }
         }
     }
@@ -450,7 +475,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                         if s.kept[j0].min > thr {
                             break 'leaves;
                         }
-                        let bound = boxes.min2(&qp);
+                        let bound = if M::PERIODIC { boxes.min2_shifted(&qp) } else { boxes.min2(&qp) };
                         // SAFETY: AVX only in the AVX2 and AVX-512 versions.
                         let mut lm = if AVX { unsafe { T::le_mask_avx(&bound, thr) } } else { T::le_mask(&bound, thr) };
                         if nk - j0 < B {
@@ -473,6 +498,15 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                             let s0 = kl.start as usize;
                             let cnt = kl.count as usize;
                             let wrap = kl.wrap;
+                            let shift = kl.shift;
+                            // Open distances by AVX2, or in a periodic box shifted ones (zero
+                            // shifts where no dimension wraps). (Macros, not closures: see
+                            // `block!`.)
+                            macro_rules! avx_block {
+                                ($base:expr, $thr:expr, $d2b:expr) => {
+                                    if M::PERIODIC { T::shifted_block_avx(&qp, &sp, $base, &shift, $thr, $d2b) } else { T::open_block_avx(&qp, &sp, $base, $thr, $d2b) }
+                                };
+                            }
                             // (A macro, not a closure: a closure would be compiled without the AVX2
                             // features of the enclosing function and keep the vector block out of line.)
                             macro_rules! block {
@@ -483,9 +517,15 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                                         // in the AVX2 and AVX-512 versions.
                                         unsafe {
                                             if AVX && !wrap {
-                                                T::open_block_avx(&qp, &sp, base, thr, d2b)
+                                                avx_block!(base, thr, d2b)
                                             } else {
-                                                *d2b = if wrap { distances_block_at::<T, D, B, M>(metric, &qp, &sp, base) } else { distances_block_at::<T, D, B, Open>(&Open, &qp, &sp, base) };
+                                                *d2b = if wrap {
+                                                    distances_block_at::<T, D, B, M>(metric, &qp, &sp, base)
+                                                } else if M::PERIODIC {
+                                                    shifted_block_at::<T, D, B>(&qp, &sp, base, &shift)
+                                                } else {
+                                                    distances_block_at::<T, D, B, Open>(&Open, &qp, &sp, base)
+                                                };
                                                 if AVX { T::le_mask_avx(d2b, thr) } else { T::le_mask(d2b, thr) }
                                             }
                                         }
@@ -507,7 +547,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                                     let base = s0 + b0;
                                     let mut d2b = [T::ZERO; B];
                                     // SAFETY (`fast`): the block lies inside the columns; AVX2.
-                                    let mut m = if fast { unsafe { T::open_block_avx(&qp, &sp, base, thr, &mut d2b) } } else { block!(base, thr, &mut d2b) };
+                                    let mut m = if fast { unsafe { avx_block!(base, thr, &mut d2b) } } else { block!(base, thr, &mut d2b) };
                                     if cnt - b0 < B {
                                         m &= (1u32 << (cnt - b0)) - 1;
                                     }
@@ -534,7 +574,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                                     for j in 0..nb {
                                         // SAFETY: `fast`: every block of the leaf lies inside the
                                         // columns, and the CPU has AVX2.
-                                        m |= (unsafe { T::open_block_avx(&qp, &sp, s0 + b0 + j * B, thr, &mut d2r[j]) } as u64) << (j * B);
+                                        m |= (unsafe { avx_block!(s0 + b0 + j * B, thr, &mut d2r[j]) } as u64) << (j * B);
                                     }
                                 } else {
                                     for (j, d2b) in d2r.iter_mut().enumerate().take(nb) {

@@ -9,7 +9,7 @@ fn bounds_match<T: Real, const D: usize>() {
     let mut rng = super::super::knn_tests::Rng(0x9E37_79B9_7F4A_7C15);
     let mut r = || rng.f64();
     for round in 0..200 {
-        let mut boxes = LeafBoxes { lo: [[T::INFINITY; B]; D], hi: [[T::INFINITY; B]; D] };
+        let mut boxes = LeafBoxes { lo: [[T::INFINITY; B]; D], hi: [[T::INFINITY; B]; D], sh: [[T::ZERO; B]; D] };
         let mut want = [T::INFINITY; B];
         let q: [T; D] = std::array::from_fn(|_| T::from_f64(r()));
         for i in 0..B - 1 {
@@ -36,8 +36,38 @@ fn bounds_match<T: Real, const D: usize>() {
             }
         }
         let got = boxes.min2(&q);
+        let zero_shifts = boxes.min2_shifted(&q);
         for i in 0..B {
             assert_eq!(got[i].to_f64().to_bits(), want[i].to_f64().to_bits(), "{} D {D} round {round} box {i}", T::NAME);
+            assert_eq!(zero_shifts[i].to_f64().to_bits(), want[i].to_f64().to_bits(), "{} D {D} round {round} box {i}: zero shifts", T::NAME);
+        }
+        // Shifted (a periodic box of length 1): never above the shifted distance to a
+        // corner or to a point inside; 0 for the unbounded box, +inf for the pad.
+        for i in 0..B {
+            for d in 0..D {
+                boxes.sh[d][i] = T::from_f64([0.0, -1.0, 1.0][(round + 2 * i + d) % 3]);
+            }
+        }
+        let got = boxes.min2_shifted(&q);
+        assert_eq!(got[5], T::ZERO);
+        assert_eq!(got[B - 1], T::INFINITY);
+        for i in (0..B - 1).filter(|&i| i != 5) {
+            let dist = |p: &[T; D]| (0..D).fold(T::ZERO, |a, d| {
+                let x = (q[d] - p[d]) + boxes.sh[d][i];
+                a + x * x
+            });
+            for corner in 0..1usize << D {
+                let p: [T; D] = std::array::from_fn(|d| if corner >> d & 1 == 1 { boxes.hi[d][i] } else { boxes.lo[d][i] });
+                assert!(got[i] <= dist(&p), "{} D {D} round {round} box {i}: shifted bound above a corner's distance", T::NAME);
+            }
+            for _ in 0..4 {
+                let p: [T; D] = std::array::from_fn(|d| {
+                    let (lo, hi) = (boxes.lo[d][i], boxes.hi[d][i]);
+                    let x = lo + T::from_f64(r()) * (hi - lo);
+                    if x < lo { lo } else if x > hi { hi } else { x }
+                });
+                assert!(got[i] <= dist(&p), "{} D {D} round {round} box {i}: shifted bound above a point's distance", T::NAME);
+            }
         }
     }
 }
