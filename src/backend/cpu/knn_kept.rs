@@ -41,28 +41,20 @@ pub(super) struct LeafBoxes<T, const D: usize> {
 impl<T: Real, const D: usize> LeafBoxes<T, D> {
     /// Squared distances from `q` to the boxes: lower bounds of `q`'s computed distances
     /// to the points inside (the same differences, rounded the same way, and never more
-    /// than a point's).
+    /// than a point's). `SHIFT` (a periodic box): for the shifted differences
+    /// `(q_d - p_d) + sh_d`, monotone in p_d, so over the box they lie between their
+    /// values at the box's faces, as rounded; else the open differences.
     #[inline(always)]
-    pub(super) fn min2(&self, q: &[T; D]) -> [T; B] {
+    pub(super) fn min2<const SHIFT: bool>(&self, q: &[T; D]) -> [T; B] {
         let mut s = [T::ZERO; B];
         for d in 0..D {
             for i in 0..B {
-                let g = fmax(fmax(self.lo[d][i] - q[d], q[d] - self.hi[d][i]), T::ZERO);
-                s[i] = s[i] + g * g;
-            }
-        }
-        s
-    }
-
-    /// `min2` for shifted differences: `(q_d - p_d) + sh_d` is monotone in p_d, so over
-    /// the box it lies between its values at the box's corners, as rounded.
-    #[inline(always)]
-    pub(super) fn min2_shifted(&self, q: &[T; D]) -> [T; B] {
-        let mut s = [T::ZERO; B];
-        for d in 0..D {
-            for i in 0..B {
-                let (top, bottom) = ((q[d] - self.lo[d][i]) + self.sh[d][i], (q[d] - self.hi[d][i]) + self.sh[d][i]);
-                let g = fmax(fmax(-top, bottom), T::ZERO);
+                let (below, above) = if SHIFT {
+                    (-((q[d] - self.lo[d][i]) + self.sh[d][i]), (q[d] - self.hi[d][i]) + self.sh[d][i])
+                } else {
+                    (self.lo[d][i] - q[d], q[d] - self.hi[d][i])
+                };
+                let g = fmax(fmax(below, above), T::ZERO);
                 s[i] = s[i] + g * g;
             }
         }
@@ -166,5 +158,4 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             }
         }
     }
-
 }

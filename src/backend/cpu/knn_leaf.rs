@@ -14,6 +14,12 @@ use crate::geom::Real;
 use crate::geom::metric::{Metric, Open, distances_block_at, shifted_block_at};
 use crate::pipeline::KnnSinks;
 
+#[path = "knn_kept.rs"]
+mod kept;
+use kept::{Kept, LeafBoxes};
+#[cfg(test)]
+use kept::f32_below;
+
 /// Sources per distance block of the leaf scan.
 const B: usize = 8;
 
@@ -125,7 +131,6 @@ impl<T: Real, const D: usize> Scratch<T, D> {
         }
     }
 }
-
 
 impl<T: Real, const D: usize> KnnJob<'_, T, D> {
     /// Self-queries: a radius² within which every point of leaf `a` has k sources, to cap
@@ -318,7 +323,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                         if s.kept[j0].min > thr {
                             break 'leaves;
                         }
-                        let bound = if M::PERIODIC { boxes.min2_shifted(&qp) } else { boxes.min2(&qp) };
+                        let bound = if M::PERIODIC { boxes.min2::<true>(&qp) } else { boxes.min2::<false>(&qp) };
                         // SAFETY: AVX only in the AVX2 and AVX-512 versions.
                         let mut lm = if AVX { unsafe { T::le_mask_avx(&bound, thr) } } else { T::le_mask(&bound, thr) };
                         if nk - j0 < B {
@@ -480,12 +485,6 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         }
     }
 }
-
-#[path = "knn_kept.rs"]
-mod kept;
-use kept::{Kept, LeafBoxes};
-#[cfg(test)]
-use kept::f32_below;
 
 #[cfg(test)]
 #[path = "knn_leaf_tests.rs"]

@@ -35,8 +35,8 @@ fn bounds_match<T: Real, const D: usize>() {
                 }
             }
         }
-        let got = boxes.min2(&q);
-        let zero_shifts = boxes.min2_shifted(&q);
+        let got = boxes.min2::<false>(&q);
+        let zero_shifts = boxes.min2::<true>(&q);
         for i in 0..B {
             assert_eq!(got[i].to_f64().to_bits(), want[i].to_f64().to_bits(), "{} D {D} round {round} box {i}", T::NAME);
             assert_eq!(zero_shifts[i].to_f64().to_bits(), want[i].to_f64().to_bits(), "{} D {D} round {round} box {i}: zero shifts", T::NAME);
@@ -48,7 +48,7 @@ fn bounds_match<T: Real, const D: usize>() {
                 boxes.sh[d][i] = T::from_f64([0.0, -1.0, 1.0][(round + 2 * i + d) % 3]);
             }
         }
-        let got = boxes.min2_shifted(&q);
+        let got = boxes.min2::<true>(&q);
         assert_eq!(got[5], T::ZERO);
         assert_eq!(got[B - 1], T::INFINITY);
         for i in (0..B - 1).filter(|&i| i != 5) {
