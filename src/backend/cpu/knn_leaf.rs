@@ -3,13 +3,15 @@
 //! starts at a bound from the previous query and shrinks to the current k-th distance
 //! once k candidates are held. Results are written straight into the output rows.
 //!
-//! The per-query loop is compiled for the baseline, AVX2 and AVX-512 (see `simd`).
+//! The per-query loop is compiled for the baseline, AVX2 and AVX-512 (see `simd`); the
+//! AVX-512 version (2 <= k <= 16) keeps the best candidates in registers (`TopK16`).
 
 use super::Cpu;
 use super::knn::KnnJob;
 use super::simd::{self, Simd};
 use super::cand::CandBuf;
 use super::topk::TopK;
+use super::topk16::{self, TopK16};
 use crate::geom::Real;
 use crate::geom::metric::{Metric, Open, distances_block_at, shifted_block_at};
 use crate::pipeline::KnnSinks;
@@ -34,6 +36,18 @@ const RUN: usize = 8;
 /// 64 (periodic walk -3%, clustered -1%). At k = 32 with 128 first the walk was 2%
 /// slower: all are stored there.
 const KEPT_FIRST: usize = 64;
+
+/// The run mask of the distances at or below `t` (stale blocks included: the caller
+/// masks them off).
+#[inline(always)]
+fn run_mask<T: Real, const AVX: bool>(d2r: &[[T; B]; RUN], t: T) -> u64 {
+    let mut m = 0u64;
+    for (j, d2b) in d2r.iter().enumerate() {
+        // SAFETY: AVX only in the AVX2 and AVX-512 versions.
+        m |= (if AVX { unsafe { T::le_mask_avx(d2b, t) } } else { T::le_mask(d2b, t) } as u64) << (j * B);
+    }
+    m
+}
 
 /// Output rows are prefetched this many queries ahead (rows in input order lie at
 /// scattered addresses: a TLB walk and a line fill each).
@@ -105,6 +119,8 @@ pub(crate) struct Scratch<T, const D: usize> {
     best: TopK<T>,
     /// ... or above.
     cand: CandBuf<T>,
+    /// At the AVX-512 level up to 16 (`use16`).
+    best16: TopK16<T>,
     /// The previous query's k-th distance² (+inf when it had fewer than k), and the
     /// factor that turns it into the next query's guessed radius² (`leaf_queries`).
     last_kth: f64,
@@ -125,6 +141,7 @@ impl<T: Real, const D: usize> Scratch<T, D> {
             any_wrap: false,
             best: TopK::new(),
             cand: CandBuf::new(),
+            best16: TopK16::new(),
             last_kth: f64::INFINITY,
             guess: GUESS_START,
             hint_factor: HINT_START,
@@ -185,25 +202,27 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
     fn leaf_at<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
         match simd::level() {
             // SAFETY: `level()` returns a level only when the CPU has its features.
+            // The AVX-512 version differs by `TopK16` (2 <= k <= 16); at other k it was
+            // slower than the AVX2 one (k = 1: 17% on Zen 4), which runs there instead.
             #[cfg(target_arch = "x86_64")]
-            Simd::Avx512 => unsafe { self.leaf_avx512(metric, a, r2, s, sinks) },
+            Simd::Avx512 if (2..=topk16::LANES).contains(&self.kk) => unsafe { self.leaf_avx512(metric, a, r2, s, sinks) },
             #[cfg(target_arch = "x86_64")]
-            Simd::Avx2 => unsafe { self.leaf_avx2(metric, a, r2, s, sinks) },
-            _ if self.guessing() => self.leaf_queries::<M, false, true>(metric, a, r2, s, sinks),
-            _ => self.leaf_queries::<M, false, false>(metric, a, r2, s, sinks),
+            Simd::Avx2 | Simd::Avx512 => unsafe { self.leaf_avx2(metric, a, r2, s, sinks) },
+            _ if self.guessing() => self.leaf_queries::<M, false, true, false>(metric, a, r2, s, sinks),
+            _ => self.leaf_queries::<M, false, false, false>(metric, a, r2, s, sinks),
         }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,bmi1,bmi2,popcnt,lzcnt")]
     unsafe fn leaf_avx2<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
-        if self.guessing() { self.leaf_queries::<M, true, true>(metric, a, r2, s, sinks) } else { self.leaf_queries::<M, true, false>(metric, a, r2, s, sinks) }
+        if self.guessing() { self.leaf_queries::<M, true, true, false>(metric, a, r2, s, sinks) } else { self.leaf_queries::<M, true, false, false>(metric, a, r2, s, sinks) }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,bmi1,bmi2,popcnt,lzcnt,avx512f,avx512vl")]
     unsafe fn leaf_avx512<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
-        if self.guessing() { self.leaf_queries::<M, true, true>(metric, a, r2, s, sinks) } else { self.leaf_queries::<M, true, false>(metric, a, r2, s, sinks) }
+        if self.guessing() { self.leaf_queries::<M, true, true, true>(metric, a, r2, s, sinks) } else { self.leaf_queries::<M, true, false, true>(metric, a, r2, s, sinks) }
     }
 
     /// Whether the queries start within a guessed radius (`leaf_queries`): from
@@ -215,9 +234,9 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
     }
 
     /// The leaf pass body; `AVX`: compiled into a function with AVX2 enabled; `GUESS`:
-    /// `guessing()`.
+    /// `guessing()`; `AVX512`: with AVX-512F too (`TopK16` up to k = 16).
     #[inline(always)]
-    fn leaf_queries<M: Metric<T, D>, const AVX: bool, const GUESS: bool>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
+    fn leaf_queries<M: Metric<T, D>, const AVX: bool, const GUESS: bool, const AVX512: bool>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
         let zs = self.zs;
         let tree = &zs.tree;
         let (qpos, qorig) = zs.queries();
@@ -228,6 +247,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         let nsrc = spos[0].len();
         let sp: [*const T; D] = std::array::from_fn(|d| spos[d].as_ptr());
         let buffered = self.kk > SORTED_MAX_K;
+        let use16 = AVX512 && cfg!(target_arch = "x86_64") && (2..=topk16::LANES).contains(&self.kk);
         // (A local: the offers' bounds come from one loop-invariant value.)
         let kk = self.kk;
         // The first line of every output row of the leaf: their pages' TLB walks run
@@ -251,7 +271,13 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             // sources within it, so it is always enough, and usually just above the true
             // k-th distance; r2 when it is larger (or there is no previous query).
             let mut thr = r2;
-            let prev = if buffered { s.cand.zs() } else { s.best.zs() };
+            let prev = if buffered {
+                s.cand.zs()
+            } else if use16 {
+                s.best16.zs()
+            } else {
+                s.best.zs()
+            };
             if prev.len() == self.kk {
                 let mut far = T::ZERO;
                 for &z in prev {
@@ -273,6 +299,8 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             let rank = |z: u32| if z as usize == self_z { 0 } else { sorig[z as usize] + 1 };
             if buffered {
                 s.cand.reset(self.kk, B);
+            } else if use16 {
+                s.best16.reset(self.kk);
             } else {
                 s.best.reset(self.kk);
             }
@@ -433,6 +461,22 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                                     m &= (1u64 << left) - 1;
                                 }
                                 let d2f = d2r.as_flattened();
+                                if use16 {
+                                    // The first pass offered the sources at or below `lo`.
+                                    if GUESS && pass == 1 {
+                                        m &= !run_mask::<T, AVX>(&d2r, lo);
+                                    }
+                                    // SAFETY: `use16` only in the AVX-512 version.
+                                    #[cfg(target_arch = "x86_64")]
+                                    unsafe {
+                                        s.best16.offer_run(d2f, m, (s0 + b0) as u32, &rank)
+                                    };
+                                    let kth = s.best16.kth();
+                                    if kth < thr {
+                                        thr = kth;
+                                    }
+                                    m = 0;
+                                }
                                 while m != 0 {
                                     let i = m.trailing_zeros() as usize;
                                     m &= m - 1;
@@ -456,7 +500,13 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 if !two_pass || pass == 1 {
                     break;
                 }
-                let held = if buffered { s.cand.held() >= self.kk } else { s.best.zs().len() == self.kk };
+                let held = if buffered {
+                    s.cand.held() >= self.kk
+                } else if use16 {
+                    s.best16.zs().len() == self.kk
+                } else {
+                    s.best.zs().len() == self.kk
+                };
                 #[cfg(test)]
                 GUESS_COUNTS[usize::from(!held)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let (factor, hit, miss, range) = match hint {
@@ -474,6 +524,8 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             let (ed, ez) = if buffered {
                 s.cand.finish(&rank);
                 (s.cand.d2s(), s.cand.zs())
+            } else if use16 {
+                (s.best16.d2s(), s.best16.zs())
             } else {
                 s.best.finish::<AVX>(&rank);
                 (s.best.d2s(), s.best.zs())

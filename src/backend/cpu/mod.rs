@@ -18,6 +18,7 @@ pub(crate) mod par;
 mod simd;
 mod sort;
 mod topk;
+mod topk16;
 pub(crate) mod tree;
 mod walk;
 

@@ -4,9 +4,12 @@
 //! second and third time with AVX2 and AVX-512 enabled (`#[target_feature]` wrappers
 //! around one `#[inline(always)]` body), the FoF leaf passes a second time with AVX2 (run
 //! at both levels), and `level()` picks AVX2 where the CPU has it.
-//! The AVX-512 build is used only when asked for (`ZTREE_SIMD=avx512`): on the one
-//! AVX-512 machine measured (a Zen 4 EPYC) it was 13-15% slower than the AVX2 build in the
-//! kNN leaf pass (BENCHMARKS.md), its vector width buying nothing there.
+//! The AVX-512 build keeps a query's best candidates in registers (`TopK16`) and runs
+//! for 2 <= k <= 16 (other k run the AVX2 build, faster there). It is the default on
+//! AMD CPUs that have AVX-512 (Zen 4: kNN walk 13-20% shorter than the AVX2 build at
+//! k = 16); elsewhere only when asked for (`ZTREE_SIMD=avx512`):
+//! on an Emerald Rapids Xeon the AVX-512 build was 10-18% slower before `TopK16`, and
+//! no Intel CPU has been measured with it since (BENCHMARKS.md).
 //! The same IEEE operations run in every version (Rust never fuses a multiply and an
 //! add on its own), so results are bit-identical at every level.
 //! `ZTREE_SIMD=base|avx2|avx512` sets the level, capped by what the CPU has (read once
@@ -51,11 +54,22 @@ fn detected() -> Simd {
     Simd::Base
 }
 
+/// Whether the CPU is AMD's (the vendor string of CPUID leaf 0).
+fn amd() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let r = std::arch::x86_64::__cpuid(0);
+        (r.ebx, r.edx, r.ecx) == (u32::from_le_bytes(*b"Auth"), u32::from_le_bytes(*b"enti"), u32::from_le_bytes(*b"cAMD"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// A level forced by tests (255: none).
 static FORCED: AtomicU8 = AtomicU8::new(255);
 
-/// The level the kernels run at: AVX2 where the CPU has it (else the baseline), or what
-/// `ZTREE_SIMD` asks for, capped by the CPU.
+/// The level the kernels run at: AVX-512 on AMD CPUs that have it, else AVX2 where the
+/// CPU has it (else the baseline), or what `ZTREE_SIMD` asks for, capped by the CPU.
 #[inline]
 pub(crate) fn level() -> Simd {
     match FORCED.load(Ordering::Relaxed) {
@@ -69,6 +83,8 @@ pub(crate) fn level() -> Simd {
         let cap = match std::env::var("ZTREE_SIMD").as_deref() {
             Ok("base") => Simd::Base,
             Ok("avx512") => Simd::Avx512,
+            Ok("avx2") => Simd::Avx2,
+            _ if amd() => Simd::Avx512,
             _ => Simd::Avx2,
         };
         detected().min(cap)
