@@ -105,6 +105,26 @@ fn slot_among_equal(z: &[u32; LANES], below: usize, eq: u32, zx: u32, rank: &imp
     pos
 }
 
+/// The z-indices after an offer with z-index `zx`. Its slot is the count of lanes whose
+/// distance is below its own (`lt`), past those with an equal one (`eq`) and a smaller
+/// rank; lanes from the slot on take the previous lane's index, the slot takes zx.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn place_z(z: std::arch::x86_64::__m512i, lt: u32, eq: u32, zx: u32, rank: &impl Fn(u32) -> u32) -> std::arch::x86_64::__m512i {
+    use std::arch::x86_64::*;
+    let mut pos = lt.count_ones() as usize;
+    if eq != 0 {
+        let mut zs = [0u32; LANES];
+        // SAFETY: an unaligned store of one zmm into a 64-byte array.
+        unsafe { _mm512_storeu_si512(zs.as_mut_ptr() as *mut __m512i, z) };
+        pos = slot_among_equal(&zs, pos, eq, zx, rank);
+    }
+    let zp = _mm512_alignr_epi32::<15>(z, z);
+    let z = _mm512_mask_blend_epi32(!((1u32 << pos) - 1) as u16, z, zp);
+    _mm512_mask_set1_epi32(z, (1u32 << pos) as u16, zx as i32)
+}
+
 /// `TopK16::offer_run` for f64.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
@@ -129,22 +149,12 @@ fn offer_f64(t: &mut TopK16<f64>, d2: &[f64], mut m: u64, base: u32, rank: &impl
             let zx = base + i as u32;
             let lt = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(d0, x) as u32 | ((_mm512_cmp_pd_mask::<_CMP_LT_OQ>(d1, x) as u32) << 8);
             let eq = (_mm512_cmp_pd_mask::<_CMP_EQ_OQ>(d0, x) as u32 | ((_mm512_cmp_pd_mask::<_CMP_EQ_OQ>(d1, x) as u32) << 8)) & sel & ((1u32 << n) - 1);
-            let mut pos = lt.count_ones() as usize;
-            if eq != 0 {
-                let mut zs = [0u32; LANES];
-                _mm512_storeu_si512(zs.as_mut_ptr() as *mut __m512i, z);
-                pos = slot_among_equal(&zs, pos, eq, zx, rank);
-            }
+            z = place_z(z, lt, eq, zx, rank);
             // Distances: max(previous lane, min(lane, x)).
             let p0 = _mm512_castsi512_pd(_mm512_alignr_epi64::<7>(_mm512_castpd_si512(d0), _mm512_castpd_si512(neg)));
             let p1 = _mm512_castsi512_pd(_mm512_alignr_epi64::<7>(_mm512_castpd_si512(d1), _mm512_castpd_si512(d0)));
             d0 = _mm512_max_pd(p0, _mm512_min_pd(d0, x));
             d1 = _mm512_max_pd(p1, _mm512_min_pd(d1, x));
-            // z-indices: lanes from pos on take the previous lane's, lane pos takes zx.
-            let zp = _mm512_alignr_epi32::<15>(z, z);
-            let from = !((1u32 << pos) - 1) as u16;
-            z = _mm512_mask_blend_epi32(from, z, zp);
-            z = _mm512_mask_set1_epi32(z, (1u32 << pos) as u16, zx as i32);
             n = (n + 1).min(LANES);
         }
         _mm512_store_pd(t.d.as_mut_ptr(), d0);
@@ -175,18 +185,9 @@ fn offer_f32(t: &mut TopK16<f32>, d2: &[f32], mut m: u64, base: u32, rank: &impl
             let zx = base + i as u32;
             let lt = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(d, x) as u32;
             let eq = (_mm512_cmp_ps_mask::<_CMP_EQ_OQ>(d, x) as u32) & sel & ((1u32 << n) - 1);
-            let mut pos = lt.count_ones() as usize;
-            if eq != 0 {
-                let mut zs = [0u32; LANES];
-                _mm512_storeu_si512(zs.as_mut_ptr() as *mut __m512i, z);
-                pos = slot_among_equal(&zs, pos, eq, zx, rank);
-            }
+            z = place_z(z, lt, eq, zx, rank);
             let p = _mm512_castsi512_ps(_mm512_alignr_epi32::<15>(_mm512_castps_si512(d), neg));
             d = _mm512_max_ps(p, _mm512_min_ps(d, x));
-            let zp = _mm512_alignr_epi32::<15>(z, z);
-            let from = !((1u32 << pos) - 1) as u16;
-            z = _mm512_mask_blend_epi32(from, z, zp);
-            z = _mm512_mask_set1_epi32(z, (1u32 << pos) as u16, zx as i32);
             n = (n + 1).min(LANES);
         }
         _mm512_store_ps(t.d.as_mut_ptr(), d);
