@@ -205,7 +205,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             // The AVX-512 version differs by `TopK16` (2 <= k <= 16); at other k it was
             // slower than the AVX2 one (k = 1: 17% on Zen 4), which runs there instead.
             #[cfg(target_arch = "x86_64")]
-            Simd::Avx512 if (2..=topk16::LANES).contains(&self.kk) => unsafe { self.leaf_avx512(metric, a, r2, s, sinks) },
+            Simd::Avx512 if self.fits_topk16() => unsafe { self.leaf_avx512(metric, a, r2, s, sinks) },
             #[cfg(target_arch = "x86_64")]
             Simd::Avx2 | Simd::Avx512 => unsafe { self.leaf_avx2(metric, a, r2, s, sinks) },
             _ if self.guessing() => self.leaf_queries::<M, false, true, false>(metric, a, r2, s, sinks),
@@ -223,6 +223,12 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
     #[target_feature(enable = "avx2,fma,bmi1,bmi2,popcnt,lzcnt,avx512f,avx512vl")]
     unsafe fn leaf_avx512<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
         if self.guessing() { self.leaf_queries::<M, true, true, true>(metric, a, r2, s, sinks) } else { self.leaf_queries::<M, true, false, true>(metric, a, r2, s, sinks) }
+    }
+
+    /// Whether k is one `TopK16` (the AVX-512 version) selects: 2 <= k <= 16.
+    #[inline(always)]
+    fn fits_topk16(&self) -> bool {
+        (2..=topk16::LANES).contains(&self.kk)
     }
 
     /// Whether the queries start within a guessed radius (`leaf_queries`): from
@@ -247,7 +253,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         let nsrc = spos[0].len();
         let sp: [*const T; D] = std::array::from_fn(|d| spos[d].as_ptr());
         let buffered = self.kk > SORTED_MAX_K;
-        let use16 = AVX512 && cfg!(target_arch = "x86_64") && (2..=topk16::LANES).contains(&self.kk);
+        let use16 = AVX512 && cfg!(target_arch = "x86_64") && self.fits_topk16();
         // (A local: the offers' bounds come from one loop-invariant value.)
         let kk = self.kk;
         // The first line of every output row of the leaf: their pages' TLB walks run
