@@ -138,6 +138,7 @@ impl KnnNodeTest {
         });
         s.near.clear();
         s.eval.clear();
+        s.eval_wrap.clear();
         let mut sum = 0u64;
         let mut r = self.eval_source(metric, tree, alo, ahi, c, first, s, &mut sum, cap);
         for g in 0..c.sources.len() {
@@ -157,11 +158,13 @@ impl KnnNodeTest {
     #[allow(clippy::too_many_arguments)]
     fn eval_source<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, alo: &[T; D], ahi: &[T; D], c: &Candidates<'_>, g: usize, s: &mut Scratch<T, D>, sum: &mut u64, cap: T) -> T {
         let b = c.sources[g] as usize;
-        if M::PERIODIC && metric.no_wrap(alo, ahi, &tree.src_lo[b], &tree.src_hi[b]) {
-            self.eval_group(&Open, tree, alo, ahi, c.group(g), s, sum, cap)
-        } else {
-            self.eval_group(metric, tree, alo, ahi, c.group(g), s, sum, cap)
+        if !M::PERIODIC {
+            return self.eval_group(metric, tree, alo, ahi, c.group(g), s, sum, cap);
         }
+        let open = metric.no_wrap(alo, ahi, &tree.src_lo[b], &tree.src_hi[b]);
+        let r = if open { self.eval_group(&Open, tree, alo, ahi, c.group(g), s, sum, cap) } else { self.eval_group(metric, tree, alo, ahi, c.group(g), s, sum, cap) };
+        s.eval_wrap.resize(s.eval.len(), !open);
+        r
     }
 
     /// Adds one group of candidates to `s.eval` and the k-count radius; returns the radius.

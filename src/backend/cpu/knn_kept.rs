@@ -24,6 +24,8 @@ pub(super) struct Kept<T, const D: usize> {
     /// (`Metric::shift`; zero where none wraps): the same values, fewer operations.
     pub(super) wrap: bool,
     pub(super) shift: [T; D],
+    /// Whether some shift is not zero (else the open distances are these, bit for bit).
+    pub(super) shifted: bool,
 }
 
 /// The boxes of `B` consecutive kept leaves by dimension, for vector code: a query's
@@ -88,11 +90,12 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         let (alo, ahi) = tree.qry_box(a);
         s.order.clear();
         s.any_wrap = false;
-        for &(dm, b) in &s.eval {
+        for (i, &(dm, b)) in s.eval.iter().enumerate() {
             if dm <= r2 {
                 s.order.push(((f32_below(dm.to_f64()).to_bits() as u64) << 32) | b as u64);
-                // The leaf pass picks its metric once for all kept leaves.
-                if M::PERIODIC {
+                // The leaf pass picks its metric once for all kept leaves. (A leaf of a
+                // group that needs no minimum image needs none either.)
+                if M::PERIODIC && s.eval_wrap[i] {
                     let b = b as usize;
                     s.any_wrap |= !metric.no_wrap(alo, ahi, &tree.src_lo[b], &tree.src_hi[b]);
                 }
@@ -134,7 +137,8 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             let key = s.order[j];
             let b = key as u32 as usize;
             let (lo, hi) = (tree.src_lo[b], tree.src_hi[b]);
-            let shift = metric.shift(alo, ahi, &lo, &hi);
+            // (Without a leaf that needs the minimum image the pass runs in open space.)
+            let shift = if M::PERIODIC && s.any_wrap { metric.shift(alo, ahi, &lo, &hi) } else { Some([T::ZERO; D]) };
             let wrap = shift.is_none();
             let shift = shift.unwrap_or([T::ZERO; D]);
             s.kept.push(Kept {
@@ -145,6 +149,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                 count: tree.src_count[b],
                 wrap,
                 shift,
+                shifted: shift.iter().any(|&x| x != T::ZERO),
             });
             if j % B == 0 {
                 s.boxes.push(pad);

@@ -105,6 +105,9 @@ pub(crate) struct Scratch<T, const D: usize> {
     pub(crate) gmin: Vec<T>,
     /// Evaluated candidates that may be kept: (d_min², node).
     pub(crate) eval: Vec<(T, u32)>,
+    /// In a periodic box, per `eval` entry: whether its group's source node needs the
+    /// minimum image against the receiving node (else neither does the entry).
+    pub(crate) eval_wrap: Vec<bool>,
     /// Smallest-d_max candidates holding >= k sources: (d_max², count), ascending.
     pub(crate) near: Vec<(T, u32)>,
     /// The kept leaves of the current leaf, nearest first.
@@ -134,6 +137,7 @@ impl<T: Real, const D: usize> Scratch<T, D> {
         Self {
             gmin: Vec::new(),
             eval: Vec::new(),
+            eval_wrap: Vec::new(),
             near: Vec::new(),
             kept: Vec::new(),
             boxes: Vec::new(),
@@ -292,7 +296,9 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                     // SAFETY: held z-indices are sources (< nsrc): the blocks offer only the
                     // sources inside their leaf.
                     let p: [T; D] = std::array::from_fn(|d| unsafe { *sp[d].add(z) });
-                    let d2 = metric.dist2(&qp, &p);
+                    // Open distances, in a periodic box too: never below the minimum
+                    // image's, so still a radius holding k sources, and cheaper.
+                    let d2 = Open.dist2(&qp, &p);
                     far = if d2 > far { d2 } else { far };
                 }
                 if far < thr {
@@ -380,13 +386,13 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                             let s0 = kl.start as usize;
                             let cnt = kl.count as usize;
                             let wrap = kl.wrap;
-                            let shift = kl.shift;
+                            let (shift, shifted) = (kl.shift, M::PERIODIC && kl.shifted);
                             // Open distances by AVX2, or in a periodic box shifted ones (zero
                             // shifts where no dimension wraps). (Macros, not closures: see
                             // `block!`.)
                             macro_rules! avx_block {
                                 ($base:expr, $thr:expr, $d2b:expr) => {
-                                    if M::PERIODIC { T::shifted_block_avx(&qp, &sp, $base, &shift, $thr, $d2b) } else { T::open_block_avx(&qp, &sp, $base, $thr, $d2b) }
+                                    if shifted { T::shifted_block_avx(&qp, &sp, $base, &shift, $thr, $d2b) } else { T::open_block_avx(&qp, &sp, $base, $thr, $d2b) }
                                 };
                             }
                             // (A macro, not a closure: a closure would be compiled without the AVX2
@@ -403,7 +409,7 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                                             } else {
                                                 *d2b = if wrap {
                                                     distances_block_at::<T, D, B, M>(metric, &qp, &sp, base)
-                                                } else if M::PERIODIC {
+                                                } else if shifted {
                                                     shifted_block_at::<T, D, B>(&qp, &sp, base, &shift)
                                                 } else {
                                                     distances_block_at::<T, D, B, Open>(&Open, &qp, &sp, base)
