@@ -46,7 +46,7 @@ pub(crate) struct CandBuf<T> {
     /// `i64::MAX` to `p` (a power of two >= k); the fresh entries' keys, padded to `q` (a
     /// power of two > k + one block: a cut always has k entries).
     net: bool,
-    avx2: bool,
+    level: Simd,
     p: usize,
     q: usize,
     kept: Vec<i64>,
@@ -69,7 +69,7 @@ impl<T: Real> CandBuf<T> {
             ib: 0,
             keys: Vec::new(),
             net: false,
-            avx2: false,
+            level: Simd::Base,
             p: 0,
             q: 0,
             kept: Vec::new(),
@@ -84,7 +84,7 @@ impl<T: Real> CandBuf<T> {
         assert!(k >= 1);
         self.net = k <= NET_MAX_K;
         let len = if self.net {
-            self.avx2 = simd::level() >= Simd::Avx2;
+            self.level = simd::level();
             self.p = k.next_power_of_two().max(4);
             self.q = (k + block).next_power_of_two();
             if self.kept.len() < self.p || self.fresh.len() < self.q {
@@ -195,8 +195,8 @@ impl<T: Real> CandBuf<T> {
                 *key = if i < n { k } else { i64::MAX };
             }
         }
-        bitonic::sort(&mut self.fresh[..sz], self.avx2);
-        let next = bitonic::merge_low(&mut self.kept[..p], &self.fresh[..sz], self.avx2);
+        bitonic::sort(&mut self.fresh[..sz], self.level);
+        let next = bitonic::merge_low(&mut self.kept[..p], &self.fresh[..sz], self.level);
         let m = n.min(k);
         let keys = &mut self.kept[..p];
         // Keys order by the distance truncated to its high bits, then by position: where
