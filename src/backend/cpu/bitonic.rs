@@ -166,6 +166,14 @@ struct Z(__m512i);
 
 #[cfg(target_arch = "x86_64")]
 impl Z {
+    /// The lane each lane pairs with: at distances 4, 2 and 1, and mirrored in fours and
+    /// in eight.
+    const D4: [i64; 8] = [4, 5, 6, 7, 0, 1, 2, 3];
+    const D2: [i64; 8] = [2, 3, 0, 1, 6, 7, 4, 5];
+    const D1: [i64; 8] = [1, 0, 3, 2, 5, 4, 7, 6];
+    const M4: [i64; 8] = [3, 2, 1, 0, 7, 6, 5, 4];
+    const M8: [i64; 8] = [7, 6, 5, 4, 3, 2, 1, 0];
+
     /// Each lane against lane `idx[i]`; lanes set in `UPPER` take the larger of the pair.
     #[inline(always)]
     unsafe fn within<const UPPER: u8>(self, idx: [i64; 8]) -> Self {
@@ -193,20 +201,16 @@ impl Lanes for Z {
     }
     #[inline(always)]
     unsafe fn reverse(self) -> Self {
-        unsafe { Z(_mm512_permutexvar_epi64(_mm512_setr_epi64(7, 6, 5, 4, 3, 2, 1, 0), self.0)) }
+        unsafe { Z(_mm512_permutexvar_epi64(_mm512_loadu_si512(Self::M8.as_ptr() as *const _), self.0)) }
     }
     #[inline(always)]
     unsafe fn clean(self) -> Self {
-        unsafe { self.within::<0xF0>([4, 5, 6, 7, 0, 1, 2, 3]).within::<0xCC>([2, 3, 0, 1, 6, 7, 4, 5]).within::<0xAA>([1, 0, 3, 2, 5, 4, 7, 6]) }
+        unsafe { self.within::<0xF0>(Self::D4).within::<0xCC>(Self::D2).within::<0xAA>(Self::D1) }
     }
     #[inline(always)]
     unsafe fn sorted(self) -> Self {
         // Pairs, then mirrors in fours and the pairs again, then mirrors in eight.
-        unsafe {
-            let d1 = [1, 0, 3, 2, 5, 4, 7, 6];
-            let v = self.within::<0xAA>(d1).within::<0xCC>([3, 2, 1, 0, 7, 6, 5, 4]).within::<0xAA>(d1);
-            v.within::<0xF0>([7, 6, 5, 4, 3, 2, 1, 0]).within::<0xCC>([2, 3, 0, 1, 6, 7, 4, 5]).within::<0xAA>(d1)
-        }
+        unsafe { self.within::<0xAA>(Self::D1).within::<0xCC>(Self::M4).within::<0xAA>(Self::D1).within::<0xF0>(Self::M8).within::<0xCC>(Self::D2).within::<0xAA>(Self::D1) }
     }
     #[inline(always)]
     unsafe fn max_keys() -> Self {

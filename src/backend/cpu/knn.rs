@@ -157,10 +157,10 @@ impl KnnNodeTest {
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn eval_source<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, alo: &[T; D], ahi: &[T; D], c: &Candidates<'_>, g: usize, s: &mut Scratch<T, D>, sum: &mut u64, cap: T) -> T {
-        let b = c.sources[g] as usize;
         if !M::PERIODIC {
             return self.eval_group(metric, tree, alo, ahi, c.group(g), s, sum, cap);
         }
+        let b = c.sources[g] as usize;
         let open = metric.no_wrap(alo, ahi, &tree.src_lo[b], &tree.src_hi[b]);
         let r = if open { self.eval_group(&Open, tree, alo, ahi, c.group(g), s, sum, cap) } else { self.eval_group(metric, tree, alo, ahi, c.group(g), s, sum, cap) };
         s.eval_wrap.resize(s.eval.len(), !open);

@@ -387,8 +387,8 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                             let cnt = kl.count as usize;
                             let wrap = kl.wrap;
                             let (shift, shifted) = (kl.shift, M::PERIODIC && kl.shifted);
-                            // Open distances by AVX2, or in a periodic box shifted ones (zero
-                            // shifts where no dimension wraps). (Macros, not closures: see
+                            // Open distances by AVX2, or shifted ones for a kept leaf whose
+                            // shift is not zero (periodic box). (Macros, not closures: see
                             // `block!`.)
                             macro_rules! avx_block {
                                 ($base:expr, $thr:expr, $d2b:expr) => {
