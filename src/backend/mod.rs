@@ -74,8 +74,6 @@ pub(crate) trait Backend: Sync + Sized {
     fn download<T: Elem>(&self, b: &Self::Buf<T>) -> Result<Vec<T>>;
     /// `n` zeros.
     fn zeros<T: Elem>(&self, n: usize) -> Result<Self::Buf<T>>;
-    /// `0, 1, .., n - 1`.
-    fn iota(&self, n: usize) -> Result<Self::Buf<u32>>;
     fn zeros_array<T: Elem, const D: usize>(&self, n: usize) -> Result<[Self::Buf<T>; D]> {
         let mut v = Vec::with_capacity(D);
         for _ in 0..D {
@@ -86,8 +84,8 @@ pub(crate) trait Backend: Sync + Sized {
 
     // ---- prepare: keys -> sort -> gather -> levels/refine -> types -> planes ----
 
-    /// Stable sort of `keys`, applying the same permutation to `perm`.
-    fn sort_keys(&self, keys: &mut Self::Buf<u64>, perm: &mut Self::Buf<u32>) -> Result<()>;
+    /// Stable sort of `keys`; returns the permutation (the input index of each sorted key).
+    fn sort_keys(&self, keys: &mut Self::Buf<u64>) -> Result<Self::Buf<u32>>;
     /// Levels of the gaps between consecutive sorted keys (see `geom::morton`).
     fn levels(&self, keys: &Self::Buf<u64>) -> Result<Self::Buf<u8>>;
     /// Re-sorts runs of more than `max_run` identical keys by a key over the run's own

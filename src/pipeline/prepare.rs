@@ -126,8 +126,7 @@ where
     debug_assert!(params.leaf_size > 0, "leaf size 0 reached the tree build");
     let n = B::len(&keys);
     let ns = b.count(sources);
-    let mut perm = b.iota(n)?;
-    super::stage(b, timings, "sort", || b.sort_keys(&mut keys, &mut perm))?;
+    let mut perm = super::stage(b, timings, "sort", || b.sort_keys(&mut keys))?;
     let mut pos = super::stage(b, timings, "gather", || -> Result<[B::Buf<T>; D]> {
         let mut pos: [B::Buf<T>; D] = b.zeros_array(n)?;
         b.gather_into(sources, &perm, 0, &mut pos)?;

@@ -33,6 +33,7 @@ use crate::pipeline::knn::LeafFields;
 use crate::pipeline::{KnnSinks, Lists, PointTypes, Prepared, Tree};
 
 pub(crate) use par::DisjointSlice;
+#[cfg(all(test, any(feature = "cuda", feature = "cuda-emu")))]
 pub(crate) use sort::radix_sort;
 
 /// The CPU back end.
@@ -88,15 +89,9 @@ impl Backend for Cpu {
         Ok(par::filled(n, T::FILL))
     }
 
-    fn iota(&self, n: usize) -> Result<Vec<u32>> {
-        use rayon::prelude::*;
-        Ok((0..n as u32).into_par_iter().collect())
-    }
-
-    fn sort_keys(&self, keys: &mut Vec<u64>, perm: &mut Vec<u32>) -> Result<()> {
+    fn sort_keys(&self, keys: &mut Vec<u64>) -> Result<Vec<u32>> {
         // Coarser keys: cells finer than the tree can use cost sort passes only.
-        radix_sort(keys, perm, crate::geom::morton::bits_kept(keys.len()));
-        Ok(())
+        Ok(sort::radix_sort_indices(keys, crate::geom::morton::bits_kept(keys.len())))
     }
 
     fn levels(&self, keys: &Vec<u64>) -> Result<Vec<u8>> {

@@ -91,6 +91,12 @@ pub(crate) fn filter_indices(n: usize, keep: impl Fn(usize) -> bool + Sync) -> V
     parts.concat()
 }
 
+/// `0, 1, .., n - 1`, written in parallel.
+pub(crate) fn iota(n: usize) -> Vec<u32> {
+    use rayon::prelude::*;
+    (0..n as u32).into_par_iter().collect()
+}
+
 /// `vec![v; n]`, written by the pool's threads in parallel above 64 Ki elements. A fresh
 /// array costs a page fault per 4 KiB on first touch (~1.5 µs each on the development VM,
 /// most of the cost of filling it); `vec!` takes them all on one thread, and `calloc`

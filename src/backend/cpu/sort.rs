@@ -8,30 +8,50 @@ use crate::geom::morton::{CUT_MIN, cut_mask};
 /// Stable parallel radix sort of `keys`, applying the same permutation to `vals`; above
 /// `CUT_MIN` keys, the keys are first cut to their `keep` highest varying bits (the lower
 /// bits cleared, in the sorted output too; `geom::morton::bits_kept`).
+pub(crate) fn radix_sort(keys: &mut Vec<u64>, vals: &mut Vec<u32>, keep: u32) {
+    debug_assert_eq!(keys.len(), vals.len());
+    let src: &[u32] = vals;
+    if let Some(v) = sort_with(keys, keep, |i| src[i]) {
+        *vals = v;
+    }
+}
+
+/// `radix_sort` of `keys` with `0, 1, .., n - 1` as the values: returns the permutation
+/// (the input index of each sorted key). The first pass writes the indices itself, so no
+/// index array is made and read first (a fresh array costs a page fault per 4 KiB).
+pub(crate) fn radix_sort_indices(keys: &mut Vec<u64>, keep: u32) -> Vec<u32> {
+    let n = keys.len();
+    sort_with(keys, keep, |i| i as u32).unwrap_or_else(|| super::par::iota(n))
+}
+
+/// The sort, with the values read through `val(i)` by the first pass; the permuted
+/// values, or None when the keys were already in order (all equal) and the values stay.
 ///
 /// One parallel MSD pass on the top 11 varying bits splits the keys into buckets; each
 /// bucket is then sorted on its own (in parallel over buckets) by a cache-local LSD radix
 /// sort on the remaining bits. Digits on which all keys (of a bucket) agree are skipped.
-pub(crate) fn radix_sort(keys: &mut Vec<u64>, vals: &mut Vec<u32>, keep: u32) {
+fn sort_with(keys: &mut Vec<u64>, keep: u32, val: impl Fn(usize) -> u32 + Sync) -> Option<Vec<u32>> {
     const BITS: u32 = 11;
     const RADIX: usize = 1 << BITS;
     let n = keys.len();
-    debug_assert_eq!(n, vals.len());
     if n <= CUT_MIN {
-        local_sort(keys, vals, &mut Vec::new(), &mut Vec::new());
-        return;
+        let mut vals: Vec<u32> = (0..n).map(&val).collect();
+        local_sort(keys, &mut vals, &mut Vec::new(), &mut Vec::new());
+        return Some(vals);
     }
     let k0 = keys[0];
     let diff = keys.par_iter().fold(|| 0u64, |a, &k| a | (k ^ k0)).reduce(|| 0, |a, b| a | b);
     if diff == 0 {
-        return;
+        return None;
     }
     let top = 64 - diff.leading_zeros(); // bits above `top` are equal in every key
     let shift = top.saturating_sub(BITS);
     let mask = cut_mask(diff, keep);
     // Buckets by the cut key (stable for the cut keys whatever `keep`).
     let digit = |k: u64| (((k & mask) >> shift) as usize) & (RADIX - 1);
-    let chunks = chunk_ranges(n, rayon::current_num_threads());
+    // Several chunks per thread: a thread held up (a busy machine) leaves chunks to the
+    // others instead of stalling the pass.
+    let chunks = chunk_ranges(n, 4 * rayon::current_num_threads());
     let src_k: &[u64] = keys;
     let hists: Vec<Vec<u32>> = chunks
         .par_iter()
@@ -58,7 +78,6 @@ pub(crate) fn radix_sort(keys: &mut Vec<u64>, vals: &mut Vec<u32>, keep: u32) {
     let mut vb = filled(n, 0u32);
     let dk = DisjointSlice::new(&mut kb);
     let dv = DisjointSlice::new(&mut vb);
-    let src_v: &[u32] = vals;
     chunks.par_iter().zip(offs.par_iter_mut()).for_each(|(r, off)| {
         for i in r.clone() {
             let k = src_k[i];
@@ -68,7 +87,7 @@ pub(crate) fn radix_sort(keys: &mut Vec<u64>, vals: &mut Vec<u32>, keep: u32) {
             // SAFETY: the prefix sums give every (chunk, digit) a disjoint output range.
             unsafe {
                 dk.write(pos, k & mask);
-                dv.write(pos, src_v[i]);
+                dv.write(pos, val(i));
             }
         }
     });
@@ -90,8 +109,8 @@ pub(crate) fn radix_sort(keys: &mut Vec<u64>, vals: &mut Vec<u32>, keep: u32) {
             |(tk, tv), (k, v)| local_sort(k, v, tk, tv),
         );
     }
-    std::mem::swap(keys, &mut kb);
-    std::mem::swap(vals, &mut vb);
+    *keys = kb;
+    Some(vb)
 }
 
 /// Up to this many keys a bucket is sorted from its top varying digit down (`msd_sort`):
@@ -190,12 +209,19 @@ pub(super) fn local_sort(keys: &mut [u64], vals: &mut [u32], tk: &mut Vec<u64>, 
             start[d] = sum;
             sum += c[d] as usize;
         }
-        for i in 0..n {
-            let k = sk[i];
+        let (sk, sv) = (&sk[..n], &sv[..n]);
+        let (dk, dv) = (&mut dk[..n], &mut dv[..n]);
+        for (&k, &v) in sk.iter().zip(sv) {
             let d = ((k >> shift) & 0xff) as usize;
-            dk[start[d]] = k;
-            dv[start[d]] = sv[i];
-            start[d] += 1;
+            let at = start[d];
+            debug_assert!(at < n);
+            // SAFETY: the counts are this pass's digit histogram of these n keys, so the
+            // running starts stay below n.
+            unsafe {
+                *dk.get_unchecked_mut(at) = k;
+                *dv.get_unchecked_mut(at) = v;
+            }
+            start[d] = at + 1;
         }
         in_scratch = !in_scratch;
     }

@@ -254,13 +254,11 @@ impl Backend for Cuda {
     fn zeros<T: Elem>(&self, n: usize) -> Result<DevBuf<T>> {
         DevBuf::zeros(&self.dev, n)
     }
-    fn iota(&self, n: usize) -> Result<DevBuf<u32>> {
-        prims::iota(&self.dev, n)
-    }
-
-    fn sort_keys(&self, keys: &mut DevBuf<u64>, perm: &mut DevBuf<u32>) -> Result<()> {
+    fn sort_keys(&self, keys: &mut DevBuf<u64>) -> Result<DevBuf<u32>> {
+        let mut perm = prims::iota(&self.dev, keys.len())?;
         // Cut to the bits the tree uses, as the CPU sorts them (the same tree).
-        prims::sort_pairs(&self.dev, keys, perm, crate::geom::morton::bits_kept(keys.len()))
+        prims::sort_pairs(&self.dev, keys, &mut perm, crate::geom::morton::bits_kept(keys.len()))?;
+        Ok(perm)
     }
     fn levels(&self, keys: &DevBuf<u64>) -> Result<DevBuf<u8>> {
         prims::levels(&self.dev, keys)
