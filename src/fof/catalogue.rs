@@ -140,6 +140,12 @@ pub(crate) struct Row<const D: usize> {
 /// The row of a group of `n >= 1` members, `member(i)` in canonical order (ascending
 /// global input index). The one definition every back end and the distributed merge use.
 pub(crate) fn reduce_group<const D: usize>(n: usize, member: impl Fn(usize) -> Member<D>, box_len: Option<[f64; D]>, has_vel: bool) -> Row<D> {
+    // Compiled twice: without velocities their sums are not computed at all.
+    if has_vel { reduce_group_with::<D, true>(n, member, box_len) } else { reduce_group_with::<D, false>(n, member, box_len) }
+}
+
+fn reduce_group_with<const D: usize, const VEL: bool>(n: usize, member: impl Fn(usize) -> Member<D>, box_len: Option<[f64; D]>) -> Row<D> {
+    let has_vel = VEL;
     let first = member(0);
     let x0 = first.pos;
     let offset = |x: &[f64; D]| -> [f64; D] {
@@ -170,31 +176,38 @@ pub(crate) fn reduce_group<const D: usize>(n: usize, member: impl Fn(usize) -> M
     let (mut m_tot, mut w_tot) = (0.0f64, 0.0f64);
     let mut s = [0.0f64; D];
     let mut sv = [0.0f64; D];
-    for (i, &(o, mass)) in held.iter().enumerate() {
-        let w = mass / m_max;
+    // Each member's weight, computed once (it replaces the mass in `held`).
+    for (i, (o, mass)) in held.iter_mut().enumerate() {
+        let w = *mass / m_max;
         let v = vel(i);
-        m_tot += mass;
+        m_tot += *mass;
         w_tot += w;
         for d in 0..D {
             s[d] += w * o[d];
-            sv[d] += w * v[d];
+            if VEL {
+                sv[d] += w * v[d];
+            }
         }
+        *mass = w;
     }
     let c_off: [f64; D] = std::array::from_fn(|d| s[d] / w_tot);
     let vm: [f64; D] = std::array::from_fn(|d| sv[d] / w_tot);
     let (mut r2, mut v2) = (0.0f64, 0.0f64);
-    for (i, &(o, mass)) in held.iter().enumerate() {
-        let w = mass / m_max;
-        let v = vel(i);
+    for (i, &(o, w)) in held.iter().enumerate() {
         let (mut qx, mut qv) = (0.0, 0.0);
         for d in 0..D {
             let e = o[d] - c_off[d];
             qx += e * e;
-            let e = v[d] - vm[d];
-            qv += e * e;
         }
         r2 += w * qx;
-        v2 += w * qv;
+        if VEL {
+            let v = vel(i);
+            for d in 0..D {
+                let e = v[d] - vm[d];
+                qv += e * e;
+            }
+            v2 += w * qv;
+        }
     }
     let centre: [f64; D] = std::array::from_fn(|d| {
         let c = x0[d] + c_off[d];

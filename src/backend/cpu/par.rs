@@ -131,7 +131,7 @@ pub(crate) fn chunk_ranges(n: usize, parts: usize) -> Vec<std::ops::Range<usize>
 /// 4 KiB; rows in input order touch them at random). Contents are unchanged
 /// (MADV_POPULATE_WRITE faults pages in as a write would, without writing). A no-op off
 /// Linux on x86-64 and AArch64, on kernels before 5.14 and where the chunks are not page
-/// aligned (pages above 4 KiB): the call fails and is ignored; and for small arrays.
+/// aligned (pages above 4 KiB): the call fails and is ignored; and below 1 MiB.
 /// With `ZTREE_HUGEPAGES=1` the 2 MiB-aligned interior is first advised to use
 /// transparent huge pages: the kNN walk into reused arrays is 8-12% shorter, but on the
 /// development VM a fresh array's first touch then cost more than that (off by default).
@@ -147,15 +147,17 @@ pub(crate) fn prefault<T: Send>(s: &mut [T]) {
 fn prefault_with<T: Send>(s: &mut [T], huge: bool) {
     use rayon::prelude::*;
     const PAGE: usize = 4096;
-    const CHUNK: usize = 4 << 20;
     const MADV_POPULATE_WRITE: i32 = 23;
     unsafe extern "C" {
         fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
     }
     let (p, bytes) = (s.as_mut_ptr() as usize, std::mem::size_of_val(s));
-    if bytes < 2 * CHUNK {
+    if bytes < 1 << 20 {
         return;
     }
+    // A few chunks per thread, of 256 KiB to 4 MiB (1e6 labels, 7.6 MiB, are 8 chunks
+    // on 2 threads).
+    let chunk = (bytes / (4 * rayon::current_num_threads().max(1))).clamp(256 << 10, 4 << 20) / PAGE * PAGE;
     let (a, e) = (p.div_ceil(PAGE) * PAGE, (p + bytes) / PAGE * PAGE);
     // On request, huge pages for the 2 MiB-aligned interior first (where THP is
     // `madvise`-only): rows written in input order then cost a TLB miss per 2 MiB,
@@ -167,10 +169,10 @@ fn prefault_with<T: Send>(s: &mut [T], huge: bool) {
         // SAFETY: as below; the advice changes only how the pages are backed.
         unsafe { madvise(ha as *mut _, he - ha, MADV_HUGEPAGE) };
     }
-    (a..e).into_par_iter().step_by(CHUNK).for_each(|c| {
+    (a..e).into_par_iter().step_by(chunk).for_each(|c| {
         // SAFETY: whole pages inside the caller's array, which this call borrows
         // mutably; the advice only maps them in.
-        unsafe { madvise(c as *mut _, CHUNK.min(e - c), MADV_POPULATE_WRITE) };
+        unsafe { madvise(c as *mut _, chunk.min(e - c), MADV_POPULATE_WRITE) };
     });
 }
 
