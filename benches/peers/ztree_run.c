@@ -117,6 +117,16 @@ static void print_stats(const ztree_context *ctx) {
   printf("], \"stage_total\": %.6f, \"scratch_bytes\": %lld", st.total_seconds, (long long)st.scratch_bytes);
 }
 
+/* The stage breakdown of the last of the later calls (PEER_CALLS > 1), as a JSON member. */
+static void print_later_stages(const ztree_context *ctx) {
+  ztree_stats st;
+  check(ztree_get_stats(ctx, &st), ctx, "ztree_get_stats");
+  printf(", \"later_stages\": [");
+  for (int i = 0; i < st.n_stages && i < ZTREE_MAX_STAGES; i++)
+    printf("%s[\"%s\", %.6f]", i ? ", " : "", st.stage_name[i], st.stage_seconds[i]);
+  printf("]");
+}
+
 /* A context with `threads` threads over the periodic box [0, box)^3 (open when box <= 0). */
 static ztree_context *open_context(int threads, double box) {
   ztree_config cfg;
@@ -297,6 +307,7 @@ int main(int argc, char **argv) {
         later[c - 1] = now() - t1;
       }
       printf(", \"later_secs\": %.6f", median(later, calls - 1));
+      print_later_stages(ctx);
     }
     free(idx);
     free(dist);
@@ -337,6 +348,7 @@ int main(int argc, char **argv) {
         later[c - 1] = now() - t1;
       }
       printf(", \"later_secs\": %.6f", median(later, calls - 1));
+      print_later_stages(ctx);
     }
     free(labels);
   }
