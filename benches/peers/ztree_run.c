@@ -107,24 +107,27 @@ static void check(ztree_status s, const ztree_context *ctx, const char *what) {
   }
 }
 
+/* The stage breakdown of the last call, as the JSON member `key`. */
+static void print_stage_list(const ztree_stats *st, const char *key) {
+  printf(", \"%s\": [", key);
+  for (int i = 0; i < st->n_stages && i < ZTREE_MAX_STAGES; i++)
+    printf("%s[\"%s\", %.6f]", i ? ", " : "", st->stage_name[i], st->stage_seconds[i]);
+  printf("]");
+}
+
 /* The stage breakdown and scratch bytes of the last call, as JSON members. */
 static void print_stats(const ztree_context *ctx) {
   ztree_stats st;
   check(ztree_get_stats(ctx, &st), ctx, "ztree_get_stats");
-  printf(", \"stages\": [");
-  for (int i = 0; i < st.n_stages && i < ZTREE_MAX_STAGES; i++)
-    printf("%s[\"%s\", %.6f]", i ? ", " : "", st.stage_name[i], st.stage_seconds[i]);
-  printf("], \"stage_total\": %.6f, \"scratch_bytes\": %lld", st.total_seconds, (long long)st.scratch_bytes);
+  print_stage_list(&st, "stages");
+  printf(", \"stage_total\": %.6f, \"scratch_bytes\": %lld", st.total_seconds, (long long)st.scratch_bytes);
 }
 
 /* The stage breakdown of the last of the later calls (PEER_CALLS > 1), as a JSON member. */
 static void print_later_stages(const ztree_context *ctx) {
   ztree_stats st;
   check(ztree_get_stats(ctx, &st), ctx, "ztree_get_stats");
-  printf(", \"later_stages\": [");
-  for (int i = 0; i < st.n_stages && i < ZTREE_MAX_STAGES; i++)
-    printf("%s[\"%s\", %.6f]", i ? ", " : "", st.stage_name[i], st.stage_seconds[i]);
-  printf("]");
+  print_stage_list(&st, "later_stages");
 }
 
 /* A context with `threads` threads over the periodic box [0, box)^3 (open when box <= 0). */

@@ -86,9 +86,9 @@ pub(crate) fn split_caps<'s>(levels: &[u8], types: PointTypes<'_, Cpu>, params: 
     let (first, last) = words.split_at_mut(m);
     // Without secondary levels (no refined runs: the usual case) the stack fits a u64.
     if levels.par_iter().any(|&l| (1..65).contains(&l)) {
-        nearest_higher_both::<NearestHigher>(levels, first, last);
+        nearest_higher_both::<u128>(levels, first, last);
     } else {
-        nearest_higher_both::<NearestHigherPrimary>(levels, first, last);
+        nearest_higher_both::<u64>(levels, first, last);
     }
     let leaf = params.leaf_size as u64;
     let c = params.coarsening as u64;
@@ -121,17 +121,17 @@ pub(crate) fn split_caps<'s>(levels: &[u8], types: PointTypes<'_, Cpu>, params: 
 /// For each gap, the nearest gap with a strictly higher level: on the left, + 1, in
 /// `first` (0 when none), on the right in `last` (`levels.len()` when none). The two
 /// monotone-stack passes are independent: they run side by side.
-fn nearest_higher_both<S: LevelStack>(levels: &[u8], first: &mut [u32], last: &mut [u32]) {
+fn nearest_higher_both<B: LevelBits>(levels: &[u8], first: &mut [u32], last: &mut [u32]) {
     let m = levels.len();
     rayon::join(
         || {
-            let mut stack = S::new();
+            let mut stack = NearestHigher::<B>::new();
             for (i, (f, &l)) in first.iter_mut().zip(levels).enumerate() {
                 *f = stack.push(l, i as u32).map_or(0, |t| t + 1);
             }
         },
         || {
-            let mut stack = S::new();
+            let mut stack = NearestHigher::<B>::new();
             for (i, (e, &l)) in last.iter_mut().zip(levels).enumerate().rev() {
                 *e = stack.push(l, i as u32).unwrap_or(m as u32);
             }
@@ -140,78 +140,87 @@ fn nearest_higher_both<S: LevelStack>(levels: &[u8], first: &mut [u32], last: &m
 }
 
 /// A monotone stack of (level, gap): pushing a gap returns the nearest gap pushed before
-/// it with a strictly higher level.
-trait LevelStack {
-    fn new() -> Self;
-    fn push(&mut self, level: u8, gap: u32) -> Option<u32>;
-}
-
-/// A monotone stack of (level, gap): pushing a gap returns the nearest gap pushed before
 /// it with a strictly higher level. The levels on the stack strictly decrease, so each
 /// level is on it at most once: the stack is a bit set of levels (with the latest gap of
 /// each), and a push clears the levels up to its own and takes the lowest level left —
 /// no loop, so no mispredicted loop exit per gap (~2x faster than popping one by one).
-/// Levels are at most 128 (`ingest::levels`): 0..=127 in the bit set, 128 (above every
+/// Levels are at most 128 (`ingest::levels`): below 128 in the bit set, 128 (above every
 /// other, so never popped by a lower one) on its own.
-struct NearestHigher {
-    levels: u128,
+struct NearestHigher<B: LevelBits> {
+    levels: B,
     gap: [u32; 128],
     /// The latest gap of level 128, if any: below every entry of the bit set.
     top: Option<u32>,
 }
 
-impl LevelStack for NearestHigher {
+impl<B: LevelBits> NearestHigher<B> {
     fn new() -> Self {
-        Self { levels: 0, gap: [0; 128], top: None }
+        Self { levels: B::EMPTY, gap: [0; 128], top: None }
     }
     #[inline(always)]
     fn push(&mut self, level: u8, gap: u32) -> Option<u32> {
         if level >= 128 {
             debug_assert!(level == 128);
-            self.levels = 0;
+            self.levels = B::EMPTY;
             self.top = Some(gap);
             return None;
         }
-        // Levels 0..=level off (2 << 127 is 0: all off).
-        self.levels &= !(2u128 << level).wrapping_sub(1);
-        let nearest = if self.levels != 0 { Some(self.gap[self.levels.trailing_zeros() as usize]) } else { self.top };
-        self.levels |= 1u128 << level;
-        self.gap[level as usize] = gap;
-        nearest
-    }
-}
-
-/// `NearestHigher` for levels 0 and 65..=128 only (no secondary levels): levels 65..=127
-/// are bits 1..=63 of a u64 and 0 is bit 0, half the work of the u128 (the two stack
-/// passes were ~5 ms of a 1e6-point tree build).
-struct NearestHigherPrimary {
-    levels: u64,
-    gap: [u32; 64],
-    top: Option<u32>,
-}
-
-impl LevelStack for NearestHigherPrimary {
-    fn new() -> Self {
-        Self { levels: 0, gap: [0; 64], top: None }
-    }
-    #[inline(always)]
-    fn push(&mut self, level: u8, gap: u32) -> Option<u32> {
-        if level >= 128 {
-            debug_assert!(level == 128);
-            self.levels = 0;
-            self.top = Some(gap);
-            return None;
-        }
-        debug_assert!(level == 0 || level > 64);
-        let bit = level.saturating_sub(64) as u32;
-        // Bits 0..=bit off (2 << 63 is 0: all off).
-        self.levels &= !(2u64 << bit).wrapping_sub(1);
-        let nearest = if self.levels != 0 { Some(self.gap[self.levels.trailing_zeros() as usize]) } else { self.top };
-        self.levels |= 1u64 << bit;
+        let bit = B::bit(level);
+        self.levels.clear_through(bit);
+        let nearest = match self.levels.lowest() {
+            Some(b) => Some(self.gap[b as usize]),
+            None => self.top,
+        };
+        self.levels.insert(bit);
         self.gap[bit as usize] = gap;
         nearest
     }
 }
+
+/// The level set of `NearestHigher`: u128 holds every level below 128; u64 the levels 0
+/// and 65..=127 only (bits 0 and 1..=63: no secondary levels, no refined run), half the
+/// work (the two stack passes were ~5 ms of a 1e6-point tree build with u128).
+trait LevelBits: Copy {
+    const EMPTY: Self;
+    /// The bit of a level below 128.
+    fn bit(level: u8) -> u32;
+    /// Bits 0..=bit off.
+    fn clear_through(&mut self, bit: u32);
+    fn lowest(self) -> Option<u32>;
+    fn insert(&mut self, bit: u32);
+}
+
+/// `LevelBits` for an unsigned integer, `bit` mapping a level below 128 to its bit.
+macro_rules! level_bits {
+    ($t:ty, $bit:expr) => {
+        impl LevelBits for $t {
+            const EMPTY: Self = 0;
+            #[inline(always)]
+            fn bit(level: u8) -> u32 {
+                let bit: fn(u8) -> u32 = $bit;
+                bit(level)
+            }
+            #[inline(always)]
+            fn clear_through(&mut self, bit: u32) {
+                // 2 << (width - 1) is 0: all off.
+                *self &= !((2 as $t) << bit).wrapping_sub(1);
+            }
+            #[inline(always)]
+            fn lowest(self) -> Option<u32> {
+                (self != 0).then(|| self.trailing_zeros())
+            }
+            #[inline(always)]
+            fn insert(&mut self, bit: u32) {
+                *self |= (1 as $t) << bit;
+            }
+        }
+    };
+}
+level_bits!(u128, |level| level as u32);
+level_bits!(u64, |level| {
+    debug_assert!(level == 0 || level > 64);
+    level.saturating_sub(64) as u32
+});
 
 /// Builds all planes over `n` merged points. `src_pos`/`qry_pos` are the sources and
 /// queries in z-order (the same arrays in a self-query).
@@ -513,7 +522,7 @@ fn points_box<T: Real, const D: usize>(pos: &[Vec<T>; D], start: usize, count: u
 
 #[cfg(test)]
 mod tests {
-    use super::{LevelStack, NearestHigher, NearestHigherPrimary};
+    use super::NearestHigher;
 
     /// Every push returns the nearest earlier gap with a strictly higher level (a scan
     /// back), on levels from every range `ingest::levels` gives: 0, secondary 1..=63,
@@ -541,8 +550,8 @@ mod tests {
                 })
                 .collect();
             let primary = levels.iter().all(|&l| !(1..65).contains(&l));
-            let mut stack = NearestHigher::new();
-            let mut stack64 = NearestHigherPrimary::new();
+            let mut stack = NearestHigher::<u128>::new();
+            let mut stack64 = NearestHigher::<u64>::new();
             for (i, &l) in levels.iter().enumerate() {
                 let want = (0..i).rev().find(|&j| levels[j] > l).map(|j| j as u32);
                 assert_eq!(stack.push(l, i as u32), want, "case {case}, gap {i}, level {l}");
