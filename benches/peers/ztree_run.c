@@ -18,7 +18,8 @@
  *
  * PEER_CALLS=N (N > 1; benches/peers/run.py --calls N): after the first call is reported,
  * the same call runs N - 1 more times on the same context and caller arrays, as a
- * simulation calls every time step, and `later_secs` is their median. */
+ * simulation calls every time step, `later_secs` is their median and `later_stages` the
+ * last one's stage breakdown. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
