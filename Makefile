@@ -173,6 +173,7 @@ bench-runner: bootstrap
 	mkdir -p $(BUILD)/peers
 	$(CC) -O2 -Wall -Wextra -I$(PREFIX)/include -Iexamples-c benches/peers/ztree_run.c -L$(PREFIX)/lib -lztree -ldl \
 	  -Wl,-rpath,$(PREFIX)/lib -lm -o $(BUILD)/peers/ztree_run
+	$(CC) -O2 -Wall -Wextra -pthread benches/peers/cores_probe.c -o $(BUILD)/peers/cores_probe
 
 bench-gpu: bench-runner
 	python3 benches/gpu/run.py $(GPU_ARGS)

@@ -22,6 +22,10 @@ groups >= 20 and the largest) are compared across peers; a mismatch prints a WAR
 With --calls N each process makes N calls: the table stays the first call's, and a
 second table gives the later calls (a simulation calls the library every time step;
 the first call alone pays the page faults of its fresh memory).
+
+The thread-scaling rows (ztree on 1 thread against --threads) run --scaling-rounds rounds
+and give the median and the best run; each of their runs sits between two runs of the
+cores probe (cores_probe.c), whose ratio says how far the machine itself scaled then.
 """
 import argparse
 import json
@@ -39,6 +43,7 @@ BUILD = os.path.join(ROOT, "build")
 DATA = os.environ.get("PEERS_DATA", os.path.join(BUILD, "peers-data"))
 ZTREE_RUN = os.environ.get("ZTREE_RUN", os.path.join(BUILD, "peers", "ztree_run"))
 KIDDO = os.environ.get("KIDDO_NATIVE", os.path.join(BUILD, "kiddo-native", "release", "kiddo_native"))
+PROBE = os.environ.get("CORES_PROBE", os.path.join(BUILD, "peers", "cores_probe"))
 HFOF_PATH = os.environ.get("HFOF_PATH", "")
 PY = sys.executable
 PY_PEER = os.path.join(HERE, "py_peer.py")
@@ -148,6 +153,29 @@ def run_one(cmd, threads, calls=1):
     raise RuntimeError(f"{' '.join(cmd)}: exit {r.returncode}\n{r.stderr[-2000:]}")
 
 
+def probe(threads):
+    """The cores probe's ratio (cores_probe.c): about `threads` when that many threads get a
+    core each right now; None when the probe is missing."""
+    if not os.access(PROBE, os.X_OK):
+        return None
+    r = subprocess.run([PROBE, str(threads)], capture_output=True, text=True, timeout=60)
+    for line in r.stdout.splitlines():
+        if line.startswith("PROBE "):
+            return json.loads(line[len("PROBE "):])["ratio"]
+    return None
+
+
+def run_probed(cmd, threads, calls=1):
+    """`run_one` between two runs of the cores probe (a scaling row's runs): the record gets
+    `probe`, the lower of the two ratios (how far the machine itself scaled around the run)."""
+    before = probe(threads)
+    res = run_one(cmd, threads, calls)
+    after = probe(threads)
+    if before is not None and after is not None:
+        res["probe"] = min(before, after)
+    return res
+
+
 def available_peers():
     """Peers that can run here, and notes on the others."""
     have, notes = {"ztree", "ztree-1t"}, []
@@ -215,9 +243,8 @@ def stage_line(rec):
     return ", ".join(f"{name} {secs:.3f}" for name, secs in rec.get("stages", []) if secs >= 0.0005)
 
 
-def stage(rec, prefix):
-    t = [secs for name, secs in rec.get("stages", []) if name.startswith(prefix)]
-    return f"{sum(t):.3f}" if t else "–"
+def stage_sum(rec, prefix):
+    return sum(secs for name, secs in rec.get("stages", []) if name.startswith(prefix))
 
 
 def per_point(rec, key):
@@ -233,6 +260,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="threads of every multi-threaded peer")
     ap.add_argument("--calls", type=int, default=1,
                     help="calls per process (N > 1: also the median of the N - 1 later calls, as in a simulation)")
+    ap.add_argument("--scaling-rounds", type=int, default=6,
+                    help="rounds of the thread-scaling rows (each run between two runs of the cores probe)")
     ap.add_argument("--log", default=os.path.join(BUILD, "peers-results.jsonl"), help="jsonl of raw records")
     a = ap.parse_args()
 
@@ -261,29 +290,32 @@ def main():
     for case in todo:
         peers = [p for p in case.peers if p in have]
         recs = {p: [] for p in peers}
-        for r in range(a.rounds):
+        rounds = max(a.rounds, a.scaling_rounds) if case.scaling else a.rounds
+        for r in range(rounds):
             order = peers[r % len(peers):] + peers[:r % len(peers)]
             for p in order:
-                res = run_one(command(case, p, a.threads), a.threads, a.calls)
+                run = run_probed if case.scaling else run_one
+                res = run(command(case, p, a.threads), a.threads, a.calls)
                 recs[p].append(res)
                 with open(a.log, "a") as f:
-                    f.write(json.dumps({"case": case.title, "peer": p, "round": r, "commit": commit, "started": started,
-                                        "load": os.getloadavg()[0], **res}) + "\n")
+                    # The runner's own "peer" field ("ztree" for ztree-1t too) gives way to the column's.
+                    f.write(json.dumps({**res, "case": case.title, "peer": p, "round": r, "commit": commit,
+                                        "started": started, "load": os.getloadavg()[0]}) + "\n")
         w = checksum_warnings(case, {p: v[0] for p, v in recs.items()})
         for line in w:
             print(line, flush=True)
         warnings += w
         med = {p: statistics.median(x["secs"] for x in v) for p, v in recs.items()}
         later = {p: statistics.median(x["later_secs"] for x in v) for p, v in recs.items() if all("later_secs" in x for x in v)}
-        results.append((case, med, {p: median_record(v) for p, v in recs.items()}, later))
+        results.append((case, med, {p: median_record(v) for p, v in recs.items()}, later, recs))
         print(f"# {case.title}: " + ", ".join(f"{LABEL[p]} {t:.3f} s" for p, t in med.items()), flush=True)
 
     main_rows = [x for x in results if not x[0].scaling]
-    cols = [p for p in PEERS if any(p in med for _, med, _, _ in main_rows)]
+    cols = [p for p in PEERS if any(p in med for _, med, _, _, _ in main_rows)]
     print()
     print("| case | " + " | ".join(f"{LABEL[p]} (s)" for p in cols) + " |")
     print("|---|" + "---|" * len(cols))
-    for case, med, _, _ in main_rows:
+    for case, med, _, _, _ in main_rows:
         z = med["ztree"]
         cells = []
         for p in cols:
@@ -297,7 +329,7 @@ def main():
     print()
     print("Ratios are peer / ztree (above 1: ztree faster). ztree's FoF includes the halo catalogue.")
 
-    later_rows = [(case, later) for case, _, _, later in main_rows if "ztree" in later]
+    later_rows = [(case, later) for case, _, _, later, _ in main_rows if "ztree" in later]
     if later_rows:
         print()
         print(f"Later calls in the same process (median of calls 2..{a.calls} of each run, then over the rounds): "
@@ -320,7 +352,7 @@ def main():
     print()
     print("| case | threads | stages (s) | scratch B/pt | peak B/pt | kiddo peak B/pt | page faults |")
     print("|---|---|---|---|---|---|---|")
-    for case, _, rec, _ in results:
+    for case, _, rec, _, _ in results:
         for p in ("ztree", "ztree-1t"):
             if p in rec:
                 z = rec[p]
@@ -331,15 +363,31 @@ def main():
 
     scaling = [x for x in results if x[0].scaling]
     if scaling:
+        t = a.threads
         print()
-        print("| thread scaling | 1 thread (s) | %d threads (s) | speedup | walk 1 / %d (s) | leaf 1 / %d (s) |"
-              % ((a.threads,) * 3))
-        print("|---|---|---|---|---|---|")
-        for case, med, rec, _ in scaling:
-            one, many = rec["ztree-1t"], rec["ztree"]
-            print(f"| {case.title.removeprefix('scaling: ')} | {med['ztree-1t']:.3f} | {med['ztree']:.3f} | "
-                  f"{med['ztree-1t'] / med['ztree']:.2f}x | {stage(one, 'walk')} / {stage(many, 'walk')} | "
-                  f"{stage(one, 'leaf')} / {stage(many, 'leaf')} |")
+        print(f"Thread scaling, {max(a.rounds, a.scaling_rounds)} rounds: the median of the runs, then the best "
+              "run (noise on a shared host only adds time). Probe: the machine's own speedup in the same rounds, "
+              f"an integer loop on 1 and on {t} threads run just before and after each run (benches/peers/"
+              "cores_probe.c; on a VM whose vCPUs share physical cores with other guests it moves between 1.0 and "
+              f"{t}.0 within seconds).")
+        print()
+        print(f"| thread scaling | runs | probe (median) | 1 thread (s) | {t} threads (s) | speedup | "
+              f"walk 1 / {t} (s) | walk speedup | leaf 1 / {t} (s) | leaf speedup |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for case, _, _, _, recs in scaling:
+            probes = [x["probe"] for v in recs.values() for x in v if "probe" in x]
+            pm = f"{statistics.median(probes):.2f}" if probes else "–"
+            for label, pick in (("median", statistics.median), ("best", min)):
+                runs = " + ".join(f"{len(recs[p])}" for p in ("ztree-1t", "ztree"))
+                cells = []
+                for what in ("secs", "walk", "leaf"):
+                    s1, s2 = (pick(x["secs"] if what == "secs" else stage_sum(x, what) for x in recs[p])
+                              for p in ("ztree-1t", "ztree"))
+                    if what == "secs":
+                        cells += [f"{s1:.3f}", f"{s2:.3f}", f"{s1 / s2:.2f}x"]
+                    else:  # "–" for a stage the job does not have (kNN has no leaf-self pass)
+                        cells += [f"{s1:.3f} / {s2:.3f}", f"{s1 / s2:.2f}x"] if s2 else ["–", "–"]
+                print(f"| {case.title.removeprefix('scaling: ')} ({label}) | {runs} | {pm} | " + " | ".join(cells) + " |")
 
     print()
     for n in notes:
