@@ -23,9 +23,10 @@ With --calls N each process makes N calls: the table stays the first call's, and
 second table gives the later calls (a simulation calls the library every time step;
 the first call alone pays the page faults of its fresh memory).
 
-The thread-scaling rows (ztree on 1 thread against --threads) run --scaling-rounds rounds
-and give the median and the best run; each of their runs sits between two runs of the
-cores probe (cores_probe.c), whose ratio says how far the machine itself scaled then.
+The cores probe (cores_probe.c: an integer loop on 1 and on --threads threads) runs before
+every round of a case; its median is the main table's last column. The thread-scaling rows
+(ztree on 1 thread against --threads) run --scaling-rounds rounds, each run between two
+probes, and give the median and the best run.
 """
 import argparse
 import json
@@ -291,8 +292,11 @@ def main():
         peers = [p for p in case.peers if p in have]
         recs = {p: [] for p in peers}
         rounds = max(a.rounds, a.scaling_rounds) if case.scaling else a.rounds
+        probes = []
         for r in range(rounds):
             order = peers[r % len(peers):] + peers[:r % len(peers)]
+            if not case.scaling:
+                probes.append(probe(a.threads))
             for p in order:
                 run = run_probed if case.scaling else run_one
                 res = run(command(case, p, a.threads), a.threads, a.calls)
@@ -307,15 +311,17 @@ def main():
         warnings += w
         med = {p: statistics.median(x["secs"] for x in v) for p, v in recs.items()}
         later = {p: statistics.median(x["later_secs"] for x in v) for p, v in recs.items() if all("later_secs" in x for x in v)}
-        results.append((case, med, {p: median_record(v) for p, v in recs.items()}, later, recs))
+        if not case.scaling:
+            recs["probe"] = [x for x in probes if x is not None]
+        results.append((case, med, {p: median_record(v) for p, v in recs.items() if p != "probe"}, later, recs))
         print(f"# {case.title}: " + ", ".join(f"{LABEL[p]} {t:.3f} s" for p, t in med.items()), flush=True)
 
     main_rows = [x for x in results if not x[0].scaling]
     cols = [p for p in PEERS if any(p in med for _, med, _, _, _ in main_rows)]
     print()
-    print("| case | " + " | ".join(f"{LABEL[p]} (s)" for p in cols) + " |")
-    print("|---|" + "---|" * len(cols))
-    for case, med, _, _, _ in main_rows:
+    print("| case | " + " | ".join(f"{LABEL[p]} (s)" for p in cols) + " | probe |")
+    print("|---|" + "---|" * (len(cols) + 1))
+    for case, med, _, _, recs in main_rows:
         z = med["ztree"]
         cells = []
         for p in cols:
@@ -325,9 +331,13 @@ def main():
                 cells.append(f"{z:.3f}")
             else:
                 cells.append(f"{med[p]:.3f} ({med[p] / z:.2f}x)")
+        cells.append(f"{statistics.median(recs['probe']):.2f}" if recs["probe"] else "–")
         print(f"| {case.title} | " + " | ".join(cells) + " |")
     print()
-    print("Ratios are peer / ztree (above 1: ztree faster). ztree's FoF includes the halo catalogue.")
+    print("Ratios are peer / ztree (above 1: ztree faster). ztree's FoF includes the halo catalogue. Probe: the "
+          f"median over the rounds of the cores probe (cores_probe.c, run before each round): how far an integer "
+          f"loop scaled from 1 to {a.threads} threads then; well below {a.threads} means the host gave the threads "
+          "less than a core each, which slows ztree and the multi-threaded peers against hfof (one thread).")
 
     later_rows = [(case, later) for case, _, _, later, _ in main_rows if "ztree" in later]
     if later_rows:
