@@ -69,6 +69,16 @@ class Case:
     files: dict = field(default_factory=dict)  # a peer reading another file (hfof: f64)
 
 
+@dataclass
+class Result:
+    case: Case
+    med: dict       # peer -> median seconds (first call)
+    rec: dict       # peer -> its median-time record
+    later: dict     # peer -> median seconds of the later calls (--calls > 1)
+    recs: dict      # peer -> every record
+    probes: list    # the cores probe's ratios over the case's rounds (or runs)
+
+
 def npy(name):
     return os.path.join(DATA, name)
 
@@ -292,14 +302,16 @@ def main():
         peers = [p for p in case.peers if p in have]
         recs = {p: [] for p in peers}
         rounds = max(a.rounds, a.scaling_rounds) if case.scaling else a.rounds
+        run = run_probed if case.scaling else run_one
         probes = []
         for r in range(rounds):
             order = peers[r % len(peers):] + peers[:r % len(peers)]
             if not case.scaling:
                 probes.append(probe(a.threads))
             for p in order:
-                run = run_probed if case.scaling else run_one
                 res = run(command(case, p, a.threads), a.threads, a.calls)
+                if "probe" in res:
+                    probes.append(res["probe"])
                 recs[p].append(res)
                 with open(a.log, "a") as f:
                     # The runner's own "peer" field ("ztree" for ztree-1t too) gives way to the column's.
@@ -311,35 +323,36 @@ def main():
         warnings += w
         med = {p: statistics.median(x["secs"] for x in v) for p, v in recs.items()}
         later = {p: statistics.median(x["later_secs"] for x in v) for p, v in recs.items() if all("later_secs" in x for x in v)}
-        if not case.scaling:
-            recs["probe"] = [x for x in probes if x is not None]
-        results.append((case, med, {p: median_record(v) for p, v in recs.items() if p != "probe"}, later, recs))
+        results.append(Result(case, med, {p: median_record(v) for p, v in recs.items()}, later, recs,
+                              [x for x in probes if x is not None]))
         print(f"# {case.title}: " + ", ".join(f"{LABEL[p]} {t:.3f} s" for p, t in med.items()), flush=True)
 
-    main_rows = [x for x in results if not x[0].scaling]
-    cols = [p for p in PEERS if any(p in med for _, med, _, _, _ in main_rows)]
-    print()
-    print("| case | " + " | ".join(f"{LABEL[p]} (s)" for p in cols) + " | probe |")
-    print("|---|" + "---|" * (len(cols) + 1))
-    for case, med, _, _, recs in main_rows:
-        z = med["ztree"]
-        cells = []
-        for p in cols:
-            if p not in med:
-                cells.append("–")
-            elif p == "ztree":
-                cells.append(f"{z:.3f}")
-            else:
-                cells.append(f"{med[p]:.3f} ({med[p] / z:.2f}x)")
-        cells.append(f"{statistics.median(recs['probe']):.2f}" if recs["probe"] else "–")
-        print(f"| {case.title} | " + " | ".join(cells) + " |")
-    print()
-    print("Ratios are peer / ztree (above 1: ztree faster). ztree's FoF includes the halo catalogue. Probe: the "
-          f"median over the rounds of the cores probe (cores_probe.c, run before each round): how far an integer "
-          f"loop scaled from 1 to {a.threads} threads then; well below {a.threads} means the host gave the threads "
-          "less than a core each, which slows ztree and the multi-threaded peers against hfof (one thread).")
+    main_rows = [x for x in results if not x.case.scaling]
+    cols = [p for p in PEERS if any(p in x.med for x in main_rows)]
+    if main_rows:  # (none when only scaling rows were asked for)
+        print()
+        print("| case | " + " | ".join(f"{LABEL[p]} (s)" for p in cols) + " | probe |")
+        print("|---|" + "---|" * (len(cols) + 1))
+        for row in main_rows:
+            case, med = row.case, row.med
+            z = med["ztree"]
+            cells = []
+            for p in cols:
+                if p not in med:
+                    cells.append("–")
+                elif p == "ztree":
+                    cells.append(f"{z:.3f}")
+                else:
+                    cells.append(f"{med[p]:.3f} ({med[p] / z:.2f}x)")
+            cells.append(f"{statistics.median(row.probes):.2f}" if row.probes else "–")
+            print(f"| {case.title} | " + " | ".join(cells) + " |")
+        print()
+        print("Ratios are peer / ztree (above 1: ztree faster). ztree's FoF includes the halo catalogue. Probe: the "
+              "median over the rounds of the cores probe (cores_probe.c, run before each round): how far an integer "
+              f"loop scaled from 1 to {a.threads} threads then; well below {a.threads} means the host gave the threads "
+              "less than a core each, which slows ztree and the multi-threaded peers against hfof (one thread).")
 
-    later_rows = [(case, later) for case, _, _, later, _ in main_rows if "ztree" in later]
+    later_rows = [(x.case, x.later) for x in main_rows if "ztree" in x.later]
     if later_rows:
         print()
         print(f"Later calls in the same process (median of calls 2..{a.calls} of each run, then over the rounds): "
@@ -362,7 +375,7 @@ def main():
     print()
     print("| case | threads | stages (s) | scratch B/pt | peak B/pt | kiddo peak B/pt | page faults |")
     print("|---|---|---|---|---|---|---|")
-    for case, _, rec, _, _ in results:
+    for case, rec in ((x.case, x.rec) for x in results):
         for p in ("ztree", "ztree-1t"):
             if p in rec:
                 z = rec[p]
@@ -371,7 +384,7 @@ def main():
                 print(f"| {case.title} | {z['threads']} | {stage_line(z)} | {per_point(z, 'scratch'):.0f} | "
                       f"{per_point(z, 'peak'):.0f} | {kid} | {flt} |")
 
-    scaling = [x for x in results if x[0].scaling]
+    scaling = [x for x in results if x.case.scaling]
     if scaling:
         t = a.threads
         print()
@@ -384,11 +397,11 @@ def main():
         print(f"| thread scaling | runs | probe (median) | 1 thread (s) | {t} threads (s) | speedup | "
               f"walk 1 / {t} (s) | walk speedup | leaf 1 / {t} (s) | leaf speedup |")
         print("|---|---|---|---|---|---|---|---|---|---|")
-        for case, _, _, _, recs in scaling:
-            probes = [x["probe"] for v in recs.values() for x in v if "probe" in x]
-            pm = f"{statistics.median(probes):.2f}" if probes else "–"
+        for row in scaling:
+            case, recs = row.case, row.recs
+            pm = f"{statistics.median(row.probes):.2f}" if row.probes else "–"
+            runs = " + ".join(f"{len(recs[p])}" for p in ("ztree-1t", "ztree"))
             for label, pick in (("median", statistics.median), ("best", min)):
-                runs = " + ".join(f"{len(recs[p])}" for p in ("ztree-1t", "ztree"))
                 cells = []
                 for what in ("secs", "walk", "leaf"):
                     s1, s2 = (pick(x["secs"] if what == "secs" else stage_sum(x, what) for x in recs[p])
