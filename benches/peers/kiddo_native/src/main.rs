@@ -112,7 +112,17 @@ macro_rules! drivers {
                 }
             };
             let batch = tree.query_batch(pts);
-            if box_len > 0.0 {
+            // One neighbour: kiddo's own single-nearest query, as its users ask for it
+            // (`KIDDO_NEAREST_N=1` keeps nearest_n(1), for comparison).
+            let one = k == 1 && std::env::var_os("KIDDO_NEAREST_N").is_none();
+            if one && box_len > 0.0 {
+                batch
+                    .periodic_boundary_condition(&bs)
+                    .nearest_one::<SquaredEuclidean<$A>>()
+                    .for_each(|i, res| write(i, std::slice::from_ref(&res)));
+            } else if one {
+                batch.nearest_one::<SquaredEuclidean<$A>>().for_each(|i, res| write(i, std::slice::from_ref(&res)));
+            } else if box_len > 0.0 {
                 batch
                     .periodic_boundary_condition(&bs)
                     .nearest_n::<SquaredEuclidean<$A>>(kk)
