@@ -110,20 +110,10 @@ fn sort_with(keys: &mut Vec<u64>, keep: u32, val: impl Fn(usize) -> u32 + Sync) 
     if packed {
         // The bits above the top varying one, common to every key.
         let above = if top == 64 { 0 } else { k0 & !(u64::MAX >> (64 - top)) };
-        let mut parts = Vec::with_capacity(RADIX);
-        let (mut kr, mut sr, mut vr) = (&mut kb[..], &mut keys[..], &mut vb[..]);
-        for d in 0..RADIX {
-            let len = bucket_start[d + 1] - bucket_start[d];
-            let (kh, kt) = std::mem::take(&mut kr).split_at_mut(len);
-            let (sh, st) = std::mem::take(&mut sr).split_at_mut(len);
-            let (vh, vt) = std::mem::take(&mut vr).split_at_mut(len);
-            (kr, sr, vr) = (kt, st, vt);
-            if len > 0 {
-                parts.push((above | (d as u64) << shift, kh, sh, vh));
-            }
-        }
-        parts.into_par_iter().for_each(|(high, k, scratch, v)| {
+        let parts: Vec<_> = buckets(&mut kb, &bucket_start).into_iter().zip(buckets(keys, &bucket_start)).zip(buckets(&mut vb, &bucket_start)).enumerate().filter(|(_, ((k, _), _))| !k.is_empty()).collect();
+        parts.into_par_iter().for_each(|(d, ((k, scratch), v))| {
             packed_sort(k, scratch);
+            let high = above | (d as u64) << shift;
             for (k, v) in k.iter_mut().zip(v) {
                 *v = *k as u32;
                 *k = high | (*k >> 32) << low;
@@ -131,17 +121,7 @@ fn sort_with(keys: &mut Vec<u64>, keep: u32, val: impl Fn(usize) -> u32 + Sync) 
         });
     } else if shift > 0 {
         // Disjoint bucket slices, sorted in parallel.
-        let mut parts: Vec<(&mut [u64], &mut [u32])> = Vec::with_capacity(RADIX);
-        let (mut kr, mut vr) = (&mut kb[..], &mut vb[..]);
-        for d in 0..RADIX {
-            let len = bucket_start[d + 1] - bucket_start[d];
-            let (kh, kt) = std::mem::take(&mut kr).split_at_mut(len);
-            let (vh, vt) = std::mem::take(&mut vr).split_at_mut(len);
-            (kr, vr) = (kt, vt);
-            if len > 1 {
-                parts.push((kh, vh));
-            }
-        }
+        let parts: Vec<_> = buckets(&mut kb, &bucket_start).into_iter().zip(buckets(&mut vb, &bucket_start)).filter(|(k, _)| k.len() > 1).collect();
         parts.into_par_iter().for_each_init(
             || (Vec::new(), Vec::new()),
             |(tk, tv), (k, v)| local_sort(k, v, tk, tv),
@@ -149,6 +129,18 @@ fn sort_with(keys: &mut Vec<u64>, keep: u32, val: impl Fn(usize) -> u32 + Sync) 
     }
     *keys = kb;
     Some(vb)
+}
+
+/// `s` cut into the buckets that `bucket_start` (ascending, ending at `s.len()`) bounds.
+fn buckets<'a, T>(mut s: &'a mut [T], bucket_start: &[usize]) -> Vec<&'a mut [T]> {
+    bucket_start
+        .windows(2)
+        .map(|w| {
+            let (head, tail) = std::mem::take(&mut s).split_at_mut(w[1] - w[0]);
+            s = tail;
+            head
+        })
+        .collect()
 }
 
 /// Stable serial sort of packed records (a key in the high 32 bits, its value in the low
