@@ -50,8 +50,17 @@ fn run_mask<T: Real, const AVX: bool>(d2r: &[[T; B]; RUN], t: T) -> u64 {
 }
 
 /// Output rows are prefetched this many queries ahead (rows in input order lie at
-/// scattered addresses: a TLB walk and a line fill each).
+/// scattered addresses: a TLB walk and a line fill each), from `FIRST_LINES_MIN_K` on,
+/// after the first line of every row of the leaf was prefetched at its start...
 const PF: usize = 2;
+
+/// ... and below it this many ahead, with no prefetch at the leaf's start: the queries
+/// are short there, and that burst of scattered prefetches (two per query) held up the
+/// scan more than it saved (walk at k = 1: 0.74x clustered 1e6, 0.66x clustered 4e6,
+/// 0.92x uniform; k = 2: 0.87x, k = 4: 0.96x; k = 8: 1.03-1.07x, k = 16: 1.06-1.13x,
+/// so kept there).
+const PF_SHORT: usize = 4;
+const FIRST_LINES_MIN_K: usize = 8;
 
 /// Up to this node-test count a leaf's radius is also capped by its own points
 /// (`own_radius`; at larger k that bound is no tighter than the k-count radius).
@@ -262,18 +271,23 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         let kk = self.kk;
         // The first line of every output row of the leaf: their pages' TLB walks run
         // side by side here rather than one per query in the loop.
-        for q in q0..q0 + qn {
-            self.prefetch_first(if sinks.zorder { q } else { qorig[q] as usize }, sinks);
-        }
-        for q in q0..(q0 + PF).min(q0 + qn) {
+        let pf = if kk >= FIRST_LINES_MIN_K {
+            for q in q0..q0 + qn {
+                self.prefetch_first(if sinks.zorder { q } else { qorig[q] as usize }, sinks);
+            }
+            PF
+        } else {
+            PF_SHORT
+        };
+        for q in q0..(q0 + pf).min(q0 + qn) {
             self.prefetch_rows(if sinks.zorder { q } else { qorig[q] as usize }, sinks);
         }
         // The distances of one run of blocks (entries outside the run's mask are stale,
         // never read: one buffer for the leaf, not one zeroed per run).
         let mut d2r = [[T::ZERO; B]; RUN];
         for q in q0..q0 + qn {
-            if q + PF < q0 + qn {
-                self.prefetch_rows(if sinks.zorder { q + PF } else { qorig[q + PF] as usize }, sinks);
+            if q + pf < q0 + qn {
+                self.prefetch_rows(if sinks.zorder { q + pf } else { qorig[q + pf] as usize }, sinks);
             }
             let qp: [T; D] = std::array::from_fn(|d| qpos[d][q]);
             // The first threshold: the farthest of the previous query's k neighbours (a
