@@ -256,6 +256,7 @@ pub(crate) fn build<T: Real, const D: usize>(
     let mut capacity = params.leaf_size as u64;
     let mut prev_cap: Option<u8> = None;
     let mut plane_idx = 0;
+    let mut iterations = 0;
     loop {
         let all = (plane_idx == 0).then_some(levels.len());
         let count_splits = select_splits(all, &splits, |i| caps[i] as u64 > capacity);
@@ -270,6 +271,16 @@ pub(crate) fn build<T: Real, const D: usize>(
         };
         prev_cap = level_cap;
         let prev_len = tree.planes.last().map(|p| p.len);
+        if plane_idx > 0 && new_splits.len() == splits.len() && splits.len() >= params.top_target && iterations < 24 && capacity <= u32::MAX as u64 {
+            // The plane would repeat the one below (regularisation keeps its nodes
+            // apart): not pushed; relaxed as for a stall, and tried again one step up.
+            iterations += 1;
+            let step = (params.coarsening as f64).log2().ceil() as u8;
+            prev_cap = Some(prev_cap.map_or(u8::MAX - 64, |c| c.saturating_add(step).min(u8::MAX - 64)));
+            capacity = capacity.saturating_mul(params.coarsening as u64);
+            continue;
+        }
+        iterations += 1;
         splits = new_splits;
         let starts: Vec<u32> =
             if n == 0 { Vec::new() } else { std::iter::once(0u32).chain(splits.iter().map(|&i| i + 1)).collect() };
