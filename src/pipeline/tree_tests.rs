@@ -31,6 +31,10 @@ fn check<T: Real, const D: usize>(pts: &[[T; D]], queries: Option<&[[T; D]]>, do
     }
     for (p, plane) in tree.planes.iter().enumerate() {
         let is_super = p + 1 == tree.planes.len();
+        // No plane repeats the one below (the build relaxes and goes on instead).
+        if p > 0 && !is_super {
+            assert!(plane.len < tree.planes[p - 1].len, "{label}: plane {p} repeats plane {}: {:?}", p - 1, tree.planes);
+        }
         let (mut s_next, mut q_next) = (0u32, 0u32);
         for node in plane.first..plane.first + plane.len {
             // Every point in exactly one node per plane: ranges tile the arrays in order.

@@ -271,13 +271,17 @@ pub(crate) fn build<T: Real, const D: usize>(
         };
         prev_cap = level_cap;
         let prev_len = tree.planes.last().map(|p| p.len);
-        if plane_idx > 0 && new_splits.len() == splits.len() && splits.len() >= params.top_target && iterations < 24 && capacity <= u32::MAX as u64 {
-            // The plane would repeat the one below (regularisation keeps its nodes
-            // apart): not pushed; relaxed as for a stall, and tried again one step up.
+        if plane_idx > 0 && new_splits.len() == splits.len() && splits.len() >= params.top_target && iterations < 64 && capacity <= u32::MAX as u64 {
+            // The plane would repeat the one below: not pushed. Where the level cap keeps
+            // nodes apart, it is relaxed by a step, or up to the lowest split it alone
+            // keeps when that is farther (then at least two nodes merge); else the counts
+            // do, and the capacity grows.
             iterations += 1;
-            let step = (params.coarsening as f64).log2().ceil() as u8;
-            prev_cap = Some(prev_cap.map_or(u8::MAX - 64, |c| c.saturating_add(step).min(u8::MAX - 64)));
-            capacity = capacity.saturating_mul(params.coarsening as u64);
+            let least = level_cap.and_then(|lc| splits.iter().map(|&i| i as usize).filter(|&i| caps[i] as u64 <= capacity && levels[i] > 64 + lc).map(|i| levels[i] - 64).min());
+            match least {
+                Some(l) => prev_cap = relaxed(prev_cap, params).map(|c| c.max(l)),
+                None => capacity = capacity.saturating_mul(params.coarsening as u64),
+            }
             continue;
         }
         iterations += 1;
@@ -298,13 +302,19 @@ pub(crate) fn build<T: Real, const D: usize>(
             // gradually. Dropping it at once made the next plane jump from ~16k nodes to
             // ~16 on a tiled 2.1M-particle box, and the first node pass test every pair of
             // the 16k nodes.
-            let step = (params.coarsening as f64).log2().ceil() as u8;
-            prev_cap = Some(prev_cap.map_or(u8::MAX - 64, |c| c.saturating_add(step).min(u8::MAX - 64)));
+            prev_cap = relaxed(prev_cap, params);
         }
         capacity = capacity.saturating_mul(params.coarsening as u64);
     }
     push_super_plane(&mut tree, params.super_group);
     tree
+}
+
+/// A regularisation level cap one coarsening step up (cells `coarsening` times larger;
+/// none yet: the largest).
+fn relaxed(cap: Option<u8>, params: &TreeParams) -> Option<u8> {
+    let step = (params.coarsening as f64).log2().ceil() as u8;
+    Some(cap.map_or(u8::MAX - 64, |c| c.saturating_add(step).min(u8::MAX - 64)))
 }
 
 /// The gaps kept as splits of a plane: chosen among all `n` gaps (`all`: the leaves'
