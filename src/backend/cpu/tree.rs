@@ -275,7 +275,7 @@ pub(crate) fn build<T: Real, const D: usize>(
             // The plane would repeat the one below: not pushed. Where the level cap keeps
             // nodes apart, it is relaxed by a step, or up to the lowest split it alone
             // keeps when that is farther (then at least two nodes merge); else the counts
-            // do, and the capacity grows.
+            // do, and the capacity grows. (The device build does the same.)
             iterations += 1;
             let least = level_cap.and_then(|lc| splits.iter().map(|&i| i as usize).filter(|&i| caps[i] as u64 <= capacity && levels[i] > 64 + lc).map(|i| levels[i] - 64).min());
             match least {
@@ -312,7 +312,7 @@ pub(crate) fn build<T: Real, const D: usize>(
 
 /// A regularisation level cap one coarsening step up (cells `coarsening` times larger;
 /// none yet: the largest).
-fn relaxed(cap: Option<u8>, params: &TreeParams) -> Option<u8> {
+pub(crate) fn relaxed(cap: Option<u8>, params: &TreeParams) -> Option<u8> {
     let step = (params.coarsening as f64).log2().ceil() as u8;
     Some(cap.map_or(u8::MAX - 64, |c| c.saturating_add(step).min(u8::MAX - 64)))
 }

@@ -12,7 +12,7 @@ use super::device::{Arg, BLOCK, DevBuf, DevPtr, Device, blocks, bytes_of, u32_pa
 use super::walk::{WARPS, counts_to_offsets};
 use crate::api::TreeParams;
 use crate::backend::Elem;
-use crate::backend::cpu::tree::{cap_from_cells, cap_from_groups, push_super_plane};
+use crate::backend::cpu::tree::{cap_from_cells, cap_from_groups, push_super_plane, relaxed};
 use crate::error::Result;
 use crate::geom::Real;
 use crate::pipeline::{Plane, PointTypes, Tree};
@@ -134,6 +134,7 @@ pub(crate) fn build<T: Real, const D: usize>(
     let mut splits: Option<DevBuf<u32>> = None;
     let mut capacity = params.leaf_size as u64;
     let mut prev_cap: Option<u8> = None;
+    let mut iterations = 0;
     loop {
         let (idx, len) = match &splits {
             None => (None, m),
@@ -148,6 +149,29 @@ pub(crate) fn build<T: Real, const D: usize>(
         };
         prev_cap = level_cap;
         let prev_len = planes.last().map(|p| p.len);
+        if idx.is_some() && new_splits.len() == len && len >= params.top_target && iterations < 64 && capacity <= u32::MAX as u64 {
+            // As on the CPU: the plane would repeat the one below; not pushed. The lowest
+            // split the level cap alone keeps: the least relaxation l that drops a split
+            // (a binary search; fewer splits as l grows).
+            iterations += 1;
+            let mut least = None;
+            if let Some(lc) = level_cap {
+                let (mut lo, mut hi) = (lc as u32 + 1, (u8::MAX - 64) as u32);
+                if select_splits(dev, idx, len, &caps, levels, capacity, 64 + hi)?.len() < len {
+                    while lo < hi {
+                        let mid = (lo + hi) / 2;
+                        if select_splits(dev, idx, len, &caps, levels, capacity, 64 + mid)?.len() < len { hi = mid } else { lo = mid + 1 }
+                    }
+                    least = Some(lo as u8);
+                }
+            }
+            match least {
+                Some(l) => prev_cap = relaxed(prev_cap, params).map(|c| c.max(l)),
+                None => capacity = capacity.saturating_mul(params.coarsening as u64),
+            }
+            continue;
+        }
+        iterations += 1;
         // The plane's nodes.
         let nodes = PlaneBufs::<T, D>::new(dev, new_splits.len() + 1)?;
         let below = match bufs.last() {
@@ -174,8 +198,7 @@ pub(crate) fn build<T: Real, const D: usize>(
         }
         if stalled {
             // As on the CPU: relax the regularisation by one coarsening step per plane.
-            let step = (params.coarsening as f64).log2().ceil() as u8;
-            prev_cap = Some(prev_cap.map_or(u8::MAX - 64, |c| c.saturating_add(step).min(u8::MAX - 64)));
+            prev_cap = relaxed(prev_cap, params);
         }
         capacity = capacity.saturating_mul(params.coarsening as u64);
     }
