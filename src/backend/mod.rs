@@ -55,6 +55,9 @@ pub(crate) trait Backend: Sync + Sized {
     type Ids<'a>: Copy + Sync;
     /// The state of one FoF linking (union–find, per-node connectivity).
     type Links: Send + Sync;
+    /// What `plan_tree` chose before the positions exist (the CPU: every plane's node
+    /// starts; a back end that chooses the planes with the nodes: nothing).
+    type TreePlan;
 
     #[allow(dead_code)] // for messages and statistics once a second back end exists
     fn name(&self) -> &'static str;
@@ -108,17 +111,24 @@ pub(crate) trait Backend: Sync + Sized {
         perm: Self::Buf<u32>,
         ns: usize,
     ) -> Result<([Self::Buf<T>; D], Self::Buf<u32>, [Self::Buf<T>; D], Self::Buf<u32>, Self::Buf<u32>)>;
-    /// The plane hierarchy over the z-ordered points. `spent_keys`: the sort keys, no
-    /// longer needed (a back end may build its per-gap scratch in them instead of in fresh
-    /// memory).
+    /// Whether some run of identical keys is longer than `max_run` (then `refine_runs` has
+    /// work, and it needs the positions gathered first). A back end may answer true
+    /// when it does not tell.
+    fn has_long_runs(&self, levels: &Self::Buf<u8>, max_run: usize) -> Result<bool>;
+    /// The planes of the tree as chosen from the gap levels alone, over `n` merged points
+    /// (see `Backend::TreePlan`). `spent_keys`: the sort keys, no longer needed (a back end
+    /// may build its per-gap scratch in them instead of in fresh memory).
+    fn plan_tree(&self, levels: &Self::Buf<u8>, n: usize, types: PointTypes<'_, Self>, params: &TreeParams, spent_keys: Self::Buf<u64>) -> Result<Self::TreePlan>;
+    /// The plane hierarchy over the z-ordered points, on the planes of `plan` (made with
+    /// the same levels, types and parameters).
     fn build_tree<T: Real, const D: usize>(
         &self,
+        plan: Self::TreePlan,
         levels: &Self::Buf<u8>,
         types: PointTypes<'_, Self>,
         src_pos: &[Self::Buf<T>; D],
         qry_pos: Option<&[Self::Buf<T>; D]>,
         params: &TreeParams,
-        spent_keys: Self::Buf<u64>,
     ) -> Result<Tree<Self, T, D>>;
     /// A caller scalar in the z-order of `orig` (input indices).
     fn gather_scalar(&self, f: Self::Scalar<'_>, orig: &Self::Buf<u32>) -> Result<Self::Buf<f64>>;

@@ -127,6 +127,28 @@ fn identical_points_are_chunked_into_leaves() {
     let zs = prepare(&Cpu, &Domain::Open, &pts, None::<&Vec<[f64; 3]>>, &params, &mut t).unwrap();
     let leaves = zs.tree.leaves();
     assert_eq!(leaves.len, pts.len().div_ceil(7));
+    // A run longer than a leaf is refined: the gather comes before the planes.
+    assert_eq!(stage_order(&t), ["sort", "levels", "gather", "refine", "planes", "tree"]);
+}
+
+/// The stages of `prepare` after the keys, in order.
+fn stage_order(t: &Timings) -> Vec<&'static str> {
+    t.stages.iter().map(|s| s.0).skip_while(|&s| s != "sort").collect()
+}
+
+/// A self-query with no run to refine chooses its planes before the gather (its
+/// per-gap scratch is freed before the positions are made); joint sets after the split.
+#[test]
+fn clean_self_queries_plan_before_the_gather() {
+    let mut rng = Rng::new(9);
+    let pts: Vec<[f64; 3]> = points(Shape::Clustered, 5000, [1.0; 3], &mut rng);
+    let params = TreeParams { leaf_size: 48, ..TreeParams::default() };
+    let mut t = Timings::default();
+    prepare(&Cpu, &Domain::Open, &pts, None::<&Vec<[f64; 3]>>, &params, &mut t).unwrap();
+    assert_eq!(stage_order(&t), ["sort", "levels", "planes", "gather", "tree"]);
+    let mut t = Timings::default();
+    prepare(&Cpu, &Domain::Open, &pts, Some(&pts), &params, &mut t).unwrap();
+    assert_eq!(stage_order(&t), ["sort", "levels", "gather", "types", "planes", "tree"]);
 }
 
 #[test]

@@ -152,6 +152,35 @@ pub(crate) fn levels(keys: &[u64]) -> Vec<u8> {
     keys.par_windows(2).map(|w| if w[0] == w[1] { 0 } else { 64 + level_of(w[0], w[1]) }).collect()
 }
 
+/// Whether some run of identical keys holds more than `max_run` points (`refine_runs` has
+/// work): `max_run` or more level-0 gaps in a row.
+pub(crate) fn has_long_runs(levels: &[u8], max_run: usize) -> bool {
+    // Per chunk: (leading level-0 gaps, trailing ones, the longest run inside, length).
+    let parts: Vec<(usize, usize, usize, usize)> = chunk_ranges(levels.len(), rayon::current_num_threads() * 4)
+        .into_par_iter()
+        .map(|r| {
+            let c = &levels[r];
+            let lead = c.iter().position(|&l| l != 0).unwrap_or(c.len());
+            let trail = c.iter().rev().position(|&l| l != 0).unwrap_or(c.len());
+            let (mut run, mut longest) = (0usize, 0usize);
+            for &l in c {
+                run = if l == 0 { run + 1 } else { 0 };
+                longest = longest.max(run);
+            }
+            (lead, trail, longest, c.len())
+        })
+        .collect();
+    // Runs across chunk borders: the zeros carried from the chunks before.
+    let mut carry = 0;
+    for (lead, trail, longest, len) in parts {
+        if longest >= max_run || carry + lead >= max_run {
+            return true;
+        }
+        carry = if lead == len { carry + len } else { trail };
+    }
+    false
+}
+
 /// Refines runs of identical keys longer than `max_run`: each run is re-sorted by a Morton
 /// key over its own bounding box (stable: ties keep their z-order, which inside a run is
 /// input order), permuting `perm` and the z-ordered positions alike, and its internal gaps
@@ -275,6 +304,44 @@ fn _unused(_: Error) {}
 mod tests {
     use super::super::simd::{self, Simd};
     use super::*;
+
+    /// `has_long_runs` against the runs of identical sorted keys themselves (the
+    /// condition `refine_runs` refines), with runs across the chunks' borders, at the
+    /// array's ends and of every length around the limit.
+    #[test]
+    fn long_runs_are_the_runs_refine_runs_refines() {
+        let mut s = 11u64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for case in 0..400 {
+            let n = [0, 1, 2, 5, 47, 48, 49, 97, 1000, 5003][case % 10];
+            let mut keys = Vec::with_capacity(n);
+            let mut k = 0u64;
+            while keys.len() < n {
+                k += 1 + next() % 1000;
+                let run = match next() % 4 {
+                    0 => 1 + (next() % 60) as usize,
+                    _ => 1 + (next() % 3) as usize,
+                };
+                keys.extend(std::iter::repeat_n(k, run.min(n - keys.len())));
+            }
+            let lv = levels(&keys);
+            for max_run in [1, 2, 7, 47, 48, 49] {
+                let mut want = false;
+                let mut start = 0;
+                while start < n {
+                    let end = (start..n).find(|&e| keys[e] != keys[start]).unwrap_or(n);
+                    want |= end - start > max_run;
+                    start = end;
+                }
+                assert_eq!(has_long_runs(&lv, max_run), want, "n {n}, case {case}, max_run {max_run}");
+            }
+        }
+    }
 
     /// The scan at every vector level: the bounds of clean points (signed zeros among
     /// them) equal a checked loop's, and with bad points in several chunks the error

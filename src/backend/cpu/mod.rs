@@ -15,6 +15,7 @@ mod knn_rows;
 #[cfg(test)]
 mod knn_tests;
 pub(crate) mod par;
+pub(crate) mod planes;
 mod simd;
 mod sort;
 mod topk;
@@ -47,6 +48,7 @@ impl Backend for Cpu {
     type Vectors<'a, const D: usize> = &'a dyn VectorField<D>;
     type Ids<'a> = &'a dyn ParticleIds;
     type Links = fof::Links;
+    type TreePlan = planes::TreePlan;
 
     fn name(&self) -> &'static str {
         "cpu"
@@ -107,16 +109,24 @@ impl Backend for Cpu {
         Ok(ingest::split_types(pos, perm, ns))
     }
 
+    fn has_long_runs(&self, levels: &Vec<u8>, max_run: usize) -> Result<bool> {
+        Ok(ingest::has_long_runs(levels, max_run))
+    }
+
+    fn plan_tree(&self, levels: &Vec<u8>, n: usize, types: PointTypes<'_, Self>, params: &TreeParams, spent_keys: Vec<u64>) -> Result<planes::TreePlan> {
+        Ok(planes::plan(levels, n, types, params, spent_keys))
+    }
+
     fn build_tree<T: Real, const D: usize>(
         &self,
-        levels: &Vec<u8>,
+        plan: planes::TreePlan,
+        _levels: &Vec<u8>,
         types: PointTypes<'_, Self>,
         src_pos: &[Vec<T>; D],
         qry_pos: Option<&[Vec<T>; D]>,
         params: &TreeParams,
-        spent_keys: Vec<u64>,
     ) -> Result<Tree<Self, T, D>> {
-        Ok(tree::build(levels, types, src_pos, qry_pos.unwrap_or(src_pos), params, spent_keys))
+        Ok(tree::build(plan, types, src_pos, qry_pos.unwrap_or(src_pos), params))
     }
 
     fn gather_scalar(&self, f: &dyn ScalarField, orig: &Vec<u32>) -> Result<Vec<f64>> {

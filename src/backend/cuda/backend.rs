@@ -224,6 +224,7 @@ impl Backend for Cuda {
     type Vectors<'a, const D: usize> = [DevField<'a>; D];
     type Ids<'a> = DevField<'a>;
     type Links = fof::DevLinks;
+    type TreePlan = ();
 
     fn name(&self) -> &'static str {
         "cuda"
@@ -270,16 +271,25 @@ impl Backend for Cuda {
     fn split_types<T: Real, const D: usize>(&self, pos: [DevBuf<T>; D], perm: DevBuf<u32>, ns: usize) -> Result<([DevBuf<T>; D], DevBuf<u32>, [DevBuf<T>; D], DevBuf<u32>, DevBuf<u32>)> {
         prims::split_types(&self.dev, &pos, &perm, ns)
     }
+    fn has_long_runs(&self, _levels: &DevBuf<u8>, _max_run: usize) -> Result<bool> {
+        // Not told on the device: the pipeline then gathers before `refine_runs`, as
+        // it always did here (the device's scratch is not fresh host pages).
+        Ok(true)
+    }
+    fn plan_tree(&self, _levels: &DevBuf<u8>, _n: usize, _types: PointTypes<'_, Self>, _params: &TreeParams, spent_keys: DevBuf<u64>) -> Result<()> {
+        // The device chooses the planes as it makes the nodes (`tree::build`).
+        drop(spent_keys);
+        Ok(())
+    }
     fn build_tree<T: Real, const D: usize>(
         &self,
+        _plan: (),
         levels: &DevBuf<u8>,
         types: PointTypes<'_, Self>,
         src_pos: &[DevBuf<T>; D],
         qry_pos: Option<&[DevBuf<T>; D]>,
         params: &TreeParams,
-        spent_keys: DevBuf<u64>,
     ) -> Result<Tree<Self, T, D>> {
-        drop(spent_keys);
         let points = src_pos[0].len() + qry_pos.map_or(0, |q| q[0].len());
         if points > 0 {
             return tree::build(self, levels, types, src_pos, qry_pos, params);
@@ -294,7 +304,9 @@ impl Backend for Cuda {
             Some(p) => PointTypes::Joint { src_prefix: p },
         };
         let qp = qry_pos.map(|q| self.host_arr(q)).transpose()?;
-        let t = Cpu.build_tree(&self.host(levels)?, htypes, &self.host_arr(src_pos)?, qp.as_ref(), params, Vec::new())?;
+        let hlevels = self.host(levels)?;
+        let plan = Cpu.plan_tree(&hlevels, 0, htypes, params, Vec::new())?;
+        let t = Cpu.build_tree(plan, &hlevels, htypes, &self.host_arr(src_pos)?, qp.as_ref(), params)?;
         self.dev_tree(t)
     }
     fn gather_scalar(&self, f: DevField<'_>, orig: &DevBuf<u32>) -> Result<DevBuf<f64>> {

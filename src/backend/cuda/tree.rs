@@ -1,5 +1,5 @@
 //! Plane construction on the device (kernels/tree.cu), the same planes as the CPU's
-//! (`cpu::tree::build`, whose loop this mirrors): split capacities of every gap, the
+//! (`cpu::planes::plan`, whose loop this mirrors): split capacities of every gap, the
 //! splits of each plane by stream compaction, the node arrays with their bounds. Only
 //! node-sized data comes to the host: each plane's per-node cell sizes for the
 //! regularisation cap (a histogram, or the cells, for the CPU's own rule), and the top
@@ -12,7 +12,8 @@ use super::device::{Arg, BLOCK, DevBuf, DevPtr, Device, blocks, bytes_of, u32_pa
 use super::walk::{WARPS, counts_to_offsets};
 use crate::api::TreeParams;
 use crate::backend::Elem;
-use crate::backend::cpu::tree::{cap_from_cells, cap_from_groups, push_super_plane, relaxed};
+use crate::backend::cpu::planes::{cap_from_cells, cap_from_groups, relaxed};
+use crate::backend::cpu::tree::push_super_plane;
 use crate::error::Result;
 use crate::geom::Real;
 use crate::pipeline::{Plane, PointTypes, Tree};
