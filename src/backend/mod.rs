@@ -26,15 +26,21 @@ use crate::pipeline::{KnnSinks, Lists, PointTypes, Prepared, Tree};
 
 /// Plain element types a back end's buffers hold. (`pub` in a private module: nameable
 /// only inside the crate, usable as a supertrait of the public `Real`.)
-pub trait Elem: Copy + Send + Sync + std::fmt::Debug + 'static {
+///
+/// # Safety
+/// Plain data: every bit pattern of the type's size is a value of it (a back end may
+/// reuse a spent buffer's memory for another element type of the same size and alignment).
+pub unsafe trait Elem: Copy + Send + Sync + std::fmt::Debug + 'static {
     /// The value new buffers are filled with.
     const FILL: Self;
 }
 macro_rules! elem {
-    ($($t:ty),*) => {$(impl Elem for $t { const FILL: Self = 0 as $t; })*};
+    // SAFETY: integers and floats: every bit pattern is a value.
+    ($($t:ty),*) => {$(unsafe impl Elem for $t { const FILL: Self = 0 as $t; })*};
 }
 elem!(u8, u32, u64, i64, f32, f64);
-impl<T: Elem, const D: usize> Elem for [T; D] {
+// SAFETY: an array of plain data is plain data.
+unsafe impl<T: Elem, const D: usize> Elem for [T; D] {
     const FILL: Self = [T::FILL; D];
 }
 
@@ -77,18 +83,28 @@ pub(crate) trait Backend: Sync + Sized {
     fn download<T: Elem>(&self, b: &Self::Buf<T>) -> Result<Vec<T>>;
     /// `n` zeros.
     fn zeros<T: Elem>(&self, n: usize) -> Result<Self::Buf<T>>;
-    fn zeros_array<T: Elem, const D: usize>(&self, n: usize) -> Result<[Self::Buf<T>; D]> {
+    /// `n` elements for a stage that writes every one of them: in the memory of one of
+    /// the `spent` buffers (taken from it) where the back end can reuse it, else zeros.
+    /// (On the CPU fresh memory costs a page fault per 4 KiB in a first call, and the
+    /// allocator may not hand freed memory on.)
+    fn overwritten<T: Elem>(&self, n: usize, spent: &mut Vec<Self::Buf<u64>>) -> Result<Self::Buf<T>> {
+        let _ = spent;
+        self.zeros(n)
+    }
+    /// `overwritten` for each of `D` columns.
+    fn overwritten_array<T: Elem, const D: usize>(&self, n: usize, spent: &mut Vec<Self::Buf<u64>>) -> Result<[Self::Buf<T>; D]> {
         let mut v = Vec::with_capacity(D);
         for _ in 0..D {
-            v.push(self.zeros(n)?);
+            v.push(self.overwritten(n, spent)?);
         }
         Ok(v.try_into().unwrap_or_else(|_| unreachable!()))
     }
 
-    // ---- prepare: keys -> sort -> gather -> levels/refine -> types -> planes ----
+    // ---- prepare: keys -> sort -> levels -> gather -> refine -> types -> planes -> tree ----
 
     /// Stable sort of `keys`; returns the permutation (the input index of each sorted key).
-    fn sort_keys(&self, keys: &mut Self::Buf<u64>) -> Result<Self::Buf<u32>>;
+    /// A buffer of the sort's own that it no longer needs may go to `spent`.
+    fn sort_keys(&self, keys: &mut Self::Buf<u64>, spent: &mut Vec<Self::Buf<u64>>) -> Result<Self::Buf<u32>>;
     /// Levels of the gaps between consecutive sorted keys (see `geom::morton`).
     fn levels(&self, keys: &Self::Buf<u64>) -> Result<Self::Buf<u8>>;
     /// Re-sorts runs of more than `max_run` identical keys by a key over the run's own
@@ -118,7 +134,8 @@ pub(crate) trait Backend: Sync + Sized {
     /// The planes of the tree as chosen from the gap levels alone, over `n` merged points
     /// (see `Backend::TreePlan`). `spent_keys`: the sort keys, no longer needed (a back end
     /// may build its per-gap scratch in them instead of in fresh memory).
-    fn plan_tree(&self, levels: &Self::Buf<u8>, n: usize, types: PointTypes<'_, Self>, params: &TreeParams, spent_keys: Self::Buf<u64>) -> Result<Self::TreePlan>;
+    /// `spent_keys` may be handed on to `spent` afterwards.
+    fn plan_tree(&self, levels: &Self::Buf<u8>, n: usize, types: PointTypes<'_, Self>, params: &TreeParams, spent_keys: Self::Buf<u64>, spent: &mut Vec<Self::Buf<u64>>) -> Result<Self::TreePlan>;
     /// The plane hierarchy over the z-ordered points, on the planes of `plan` (made with
     /// the same levels, types and parameters).
     fn build_tree<T: Real, const D: usize>(

@@ -127,7 +127,10 @@ where
     debug_assert!(params.leaf_size > 0, "leaf size 0 reached the tree build");
     let n = B::len(&keys);
     let ns = b.count(sources);
-    let mut perm = super::stage(b, timings, "sort", || b.sort_keys(&mut keys))?;
+    // Buffers the sort and the plane choice are done with: the gather may write the
+    // positions into them (every one is written) rather than into fresh memory.
+    let mut spent = Vec::new();
+    let mut perm = super::stage(b, timings, "sort", || b.sort_keys(&mut keys, &mut spent))?;
     let (mut levels, long_runs) = super::stage(b, timings, "levels", || -> Result<_> {
         let levels = b.levels(&keys)?;
         let long = b.has_long_runs(&levels, params.leaf_size)?;
@@ -139,18 +142,19 @@ where
     // call.
     let early = queries.is_none() && !long_runs;
     let (plan, keys) = if early {
-        (Some(super::stage(b, timings, "planes", || b.plan_tree(&levels, n, PointTypes::Same, params, keys))?), None)
+        (Some(super::stage(b, timings, "planes", || b.plan_tree(&levels, n, PointTypes::Same, params, keys, &mut spent))?), None)
     } else {
         (None, Some(keys))
     };
     let mut pos = super::stage(b, timings, "gather", || -> Result<[B::Buf<T>; D]> {
-        let mut pos: [B::Buf<T>; D] = b.zeros_array(n)?;
+        let mut pos: [B::Buf<T>; D] = b.overwritten_array(n, &mut spent)?;
         b.gather_into(sources, &perm, 0, &mut pos)?;
         if let Some(q) = queries {
             b.gather_into(q, &perm, ns as u32, &mut pos)?;
         }
         Ok(pos)
     })?;
+    drop(spent);
     let Some(keys) = keys else {
         let plan = plan.expect("planned before the gather");
         let tree = super::stage(b, timings, "tree", || b.build_tree(plan, &levels, PointTypes::Same, &pos, None, params))?;
@@ -160,7 +164,7 @@ where
         super::stage(b, timings, "refine", || b.refine_runs(&keys, &mut perm, &mut levels, &mut pos, params.leaf_size))?;
     }
     if queries.is_none() {
-        let plan = super::stage(b, timings, "planes", || b.plan_tree(&levels, n, PointTypes::Same, params, keys))?;
+        let plan = super::stage(b, timings, "planes", || b.plan_tree(&levels, n, PointTypes::Same, params, keys, &mut Vec::new()))?;
         let tree = super::stage(b, timings, "tree", || b.build_tree(plan, &levels, PointTypes::Same, &pos, None, params))?;
         return Ok(Prepared { src_pos: pos, src_orig: perm, qry: None, tree });
     }
@@ -168,7 +172,7 @@ where
     drop(keys);
     let (spos, sorig, qpos, qorig, prefix) = super::stage(b, timings, "types", || b.split_types(pos, perm, ns))?;
     let types = PointTypes::Joint { src_prefix: &prefix };
-    let plan = super::stage(b, timings, "planes", || -> Result<_> { b.plan_tree(&levels, n, types, params, b.zeros(0)?) })?;
+    let plan = super::stage(b, timings, "planes", || -> Result<_> { b.plan_tree(&levels, n, types, params, b.zeros(0)?, &mut Vec::new()) })?;
     let tree = super::stage(b, timings, "tree", || b.build_tree(plan, &levels, types, &spos, Some(&qpos), params))?;
     Ok(Prepared { src_pos: spos, src_orig: sorig, qry: Some((qpos, qorig)), tree })
 }

@@ -91,9 +91,23 @@ impl Backend for Cpu {
         Ok(par::filled(n, T::FILL))
     }
 
-    fn sort_keys(&self, keys: &mut Vec<u64>) -> Result<Vec<u32>> {
+    fn overwritten<T: Elem>(&self, n: usize, spent: &mut Vec<Vec<u64>>) -> Result<Vec<T>> {
+        if size_of::<T>() == size_of::<u64>() && align_of::<T>() == align_of::<u64>()
+            && let Some(i) = spent.iter().position(|b| b.len() == n)
+        {
+            let mut b = std::mem::ManuallyDrop::new(spent.swap_remove(i));
+            // SAFETY: T has u64's size and alignment, so the allocation's layout is the
+            // one it was made with; `Elem` is plain data, so every element is a value.
+            return Ok(unsafe { Vec::from_raw_parts(b.as_mut_ptr().cast::<T>(), b.len(), b.capacity()) });
+        }
+        self.zeros(n)
+    }
+
+    fn sort_keys(&self, keys: &mut Vec<u64>, spent: &mut Vec<Vec<u64>>) -> Result<Vec<u32>> {
         // Coarser keys: cells finer than the tree can use cost sort passes only.
-        Ok(sort::radix_sort_indices(keys, crate::geom::morton::bits_kept(keys.len())))
+        let (perm, input) = sort::radix_sort_indices(keys, crate::geom::morton::bits_kept(keys.len()));
+        spent.extend(input);
+        Ok(perm)
     }
 
     fn levels(&self, keys: &Vec<u64>) -> Result<Vec<u8>> {
@@ -113,8 +127,10 @@ impl Backend for Cpu {
         Ok(ingest::has_long_runs(levels, max_run))
     }
 
-    fn plan_tree(&self, levels: &Vec<u8>, n: usize, types: PointTypes<'_, Self>, params: &TreeParams, spent_keys: Vec<u64>) -> Result<planes::TreePlan> {
-        Ok(planes::plan(levels, n, types, params, spent_keys))
+    fn plan_tree(&self, levels: &Vec<u8>, n: usize, types: PointTypes<'_, Self>, params: &TreeParams, spent_keys: Vec<u64>, spent: &mut Vec<Vec<u64>>) -> Result<planes::TreePlan> {
+        let (plan, scratch) = planes::plan(levels, n, types, params, spent_keys);
+        spent.push(scratch);
+        Ok(plan)
     }
 
     fn build_tree<T: Real, const D: usize>(

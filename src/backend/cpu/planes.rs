@@ -214,8 +214,8 @@ pub(super) struct PlannedPlane {
 }
 
 /// Chooses all planes over `n` merged points from the gap `levels`, with `spent_keys` as
-/// the per-gap scratch (freed on return).
-pub(crate) fn plan(levels: &[u8], n: usize, types: PointTypes<'_, Cpu>, params: &TreeParams, spent_keys: Vec<u64>) -> TreePlan {
+/// the per-gap scratch (returned, spent again).
+pub(crate) fn plan(levels: &[u8], n: usize, types: PointTypes<'_, Cpu>, params: &TreeParams, spent_keys: Vec<u64>) -> (TreePlan, Vec<u64>) {
     debug_assert!(n == 0 || levels.len() + 1 == n);
     let mut scratch = spent_keys;
     let caps = split_caps(levels, types, params, &mut scratch);
@@ -273,7 +273,7 @@ pub(crate) fn plan(levels: &[u8], n: usize, types: PointTypes<'_, Cpu>, params: 
         }
         capacity = capacity.saturating_mul(params.coarsening as u64);
     }
-    TreePlan { n, planes }
+    (TreePlan { n, planes }, scratch)
 }
 
 /// A regularisation level cap one coarsening step up (cells `coarsening` times larger;

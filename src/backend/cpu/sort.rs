@@ -11,33 +11,39 @@ use crate::geom::morton::{CUT_MIN, cut_mask};
 pub(crate) fn radix_sort(keys: &mut Vec<u64>, vals: &mut Vec<u32>, keep: u32) {
     debug_assert_eq!(keys.len(), vals.len());
     let src: &[u32] = vals;
-    if let Some(v) = sort_with(keys, keep, |i| src[i]) {
+    if let Some((v, _)) = sort_with(keys, keep, |i| src[i]) {
         *vals = v;
     }
 }
 
 /// `radix_sort` of `keys` with `0, 1, .., n - 1` as the values: returns the permutation
-/// (the input index of each sorted key). The first pass writes the indices itself, so no
-/// index array is made and read first (a fresh array costs a page fault per 4 KiB).
-pub(crate) fn radix_sort_indices(keys: &mut Vec<u64>, keep: u32) -> Vec<u32> {
+/// (the input index of each sorted key), and the input keys' buffer when the sorted keys
+/// went to another (its memory is mapped in: a later stage may reuse it). The first pass
+/// writes the indices itself, so no index array is made and read first (a fresh array
+/// costs a page fault per 4 KiB).
+pub(crate) fn radix_sort_indices(keys: &mut Vec<u64>, keep: u32) -> (Vec<u32>, Option<Vec<u64>>) {
     let n = keys.len();
-    sort_with(keys, keep, |i| i as u32).unwrap_or_else(|| super::par::iota(n))
+    match sort_with(keys, keep, |i| i as u32) {
+        Some((perm, input)) => (perm, input),
+        None => (super::par::iota(n), None),
+    }
 }
 
 /// The sort, with the values read through `val(i)` by the first pass; the permuted
-/// values, or None when the keys were already in order (all equal) and the values stay.
+/// values (and the input keys' buffer when the sorted keys are in another), or None when
+/// the keys were already in order (all equal) and the values stay.
 ///
 /// One parallel MSD pass on the top 11 varying bits splits the keys into buckets; each
 /// bucket is then sorted on its own (in parallel over buckets) by a cache-local LSD radix
 /// sort on the remaining bits. Digits on which all keys (of a bucket) agree are skipped.
-fn sort_with(keys: &mut Vec<u64>, keep: u32, val: impl Fn(usize) -> u32 + Sync) -> Option<Vec<u32>> {
+fn sort_with(keys: &mut Vec<u64>, keep: u32, val: impl Fn(usize) -> u32 + Sync) -> Option<(Vec<u32>, Option<Vec<u64>>)> {
     const BITS: u32 = 11;
     const RADIX: usize = 1 << BITS;
     let n = keys.len();
     if n <= CUT_MIN {
         let mut vals: Vec<u32> = (0..n).map(&val).collect();
         local_sort(keys, &mut vals, &mut Vec::new(), &mut Vec::new());
-        return Some(vals);
+        return Some((vals, None));
     }
     let k0 = keys[0];
     let diff = keys.par_iter().fold(|| 0u64, |a, &k| a | (k ^ k0)).reduce(|| 0, |a, b| a | b);
@@ -127,8 +133,8 @@ fn sort_with(keys: &mut Vec<u64>, keep: u32, val: impl Fn(usize) -> u32 + Sync) 
             |(tk, tv), (k, v)| local_sort(k, v, tk, tv),
         );
     }
-    *keys = kb;
-    Some(vb)
+    let input = std::mem::replace(keys, kb);
+    Some((vb, Some(input)))
 }
 
 /// `s` cut into the buckets that `bucket_start` (ascending, ending at `s.len()`) bounds.

@@ -255,7 +255,7 @@ impl Backend for Cuda {
     fn zeros<T: Elem>(&self, n: usize) -> Result<DevBuf<T>> {
         DevBuf::zeros(&self.dev, n)
     }
-    fn sort_keys(&self, keys: &mut DevBuf<u64>) -> Result<DevBuf<u32>> {
+    fn sort_keys(&self, keys: &mut DevBuf<u64>, _spent: &mut Vec<DevBuf<u64>>) -> Result<DevBuf<u32>> {
         let mut perm = prims::iota(&self.dev, keys.len())?;
         // Cut to the bits the tree uses, as the CPU sorts them (the same tree).
         prims::sort_pairs(&self.dev, keys, &mut perm, crate::geom::morton::bits_kept(keys.len()))?;
@@ -276,7 +276,7 @@ impl Backend for Cuda {
         // it always did here (the device's scratch is not fresh host pages).
         Ok(true)
     }
-    fn plan_tree(&self, _levels: &DevBuf<u8>, _n: usize, _types: PointTypes<'_, Self>, _params: &TreeParams, spent_keys: DevBuf<u64>) -> Result<()> {
+    fn plan_tree(&self, _levels: &DevBuf<u8>, _n: usize, _types: PointTypes<'_, Self>, _params: &TreeParams, spent_keys: DevBuf<u64>, _spent: &mut Vec<DevBuf<u64>>) -> Result<()> {
         // The device chooses the planes as it makes the nodes (`tree::build`).
         drop(spent_keys);
         Ok(())
@@ -305,7 +305,7 @@ impl Backend for Cuda {
         };
         let qp = qry_pos.map(|q| self.host_arr(q)).transpose()?;
         let hlevels = self.host(levels)?;
-        let plan = Cpu.plan_tree(&hlevels, 0, htypes, params, Vec::new())?;
+        let plan = Cpu.plan_tree(&hlevels, 0, htypes, params, Vec::new(), &mut Vec::new())?;
         let t = Cpu.build_tree(plan, &hlevels, htypes, &self.host_arr(src_pos)?, qp.as_ref(), params)?;
         self.dev_tree(t)
     }
