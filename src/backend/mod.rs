@@ -84,7 +84,8 @@ pub(crate) trait Backend: Sync + Sized {
     /// `n` zeros.
     fn zeros<T: Elem>(&self, n: usize) -> Result<Self::Buf<T>>;
     /// `n` elements for a stage that writes every one of them: in the memory of one of
-    /// the `spent` buffers (taken from it) where the back end can reuse it, else zeros.
+    /// the `spent` buffers (taken from it) where the back end can reuse it, else zeros
+    /// (the spent buffers it cannot reuse are then freed first).
     /// (On the CPU fresh memory costs a page fault per 4 KiB in a first call, and the
     /// allocator may not hand freed memory on.)
     fn overwritten<T: Elem>(&self, n: usize, spent: &mut Vec<Self::Buf<u64>>) -> Result<Self::Buf<T>> {

@@ -306,7 +306,8 @@ mod tests {
     use super::*;
 
     /// A spent u64 buffer of the right length becomes an 8-byte column in place (its
-    /// memory, no copy); other lengths and element sizes get zeros, the buffer left.
+    /// memory, no copy); other lengths and element sizes get zeros, the spent buffers
+    /// freed first.
     #[test]
     fn overwritten_reuses_spent_buffers_of_its_layout() {
         use crate::backend::Backend;
@@ -315,12 +316,14 @@ mod tests {
         let col: Vec<f64> = Cpu.overwritten(1000, &mut spent).unwrap();
         assert_eq!((col.as_ptr() as usize, col.len()), (ptr, 1000));
         assert_eq!(spent.len(), 1);
-        let z: Vec<f32> = Cpu.overwritten(10, &mut spent).unwrap();
-        assert_eq!((z, spent.len()), (vec![0.0f32; 10], 1));
-        let z: Vec<i64> = Cpu.overwritten(11, &mut spent).unwrap();
-        assert_eq!((z, spent.len()), (vec![0i64; 11], 1));
         let cols: [Vec<f64>; 2] = Cpu.overwritten_array(10, &mut spent).unwrap();
         assert_eq!((cols[0].len(), cols[1].clone(), spent.len()), (10, vec![0.0; 10], 0));
+        let mut spent = vec![vec![7u64; 10]];
+        let z: Vec<f32> = Cpu.overwritten(10, &mut spent).unwrap();
+        assert_eq!((z, spent.len()), (vec![0.0f32; 10], 0));
+        let mut spent = vec![vec![7u64; 10]];
+        let z: Vec<i64> = Cpu.overwritten(11, &mut spent).unwrap();
+        assert_eq!((z, spent.len()), (vec![0i64; 11], 0));
     }
 
     /// `has_long_runs` against the runs of identical sorted keys themselves (the

@@ -100,6 +100,8 @@ impl Backend for Cpu {
             // one it was made with; `Elem` is plain data, so every element is a value.
             return Ok(unsafe { Vec::from_raw_parts(b.as_mut_ptr().cast::<T>(), b.len(), b.capacity()) });
         }
+        // None fits (f32 columns): freed first, the allocator may then hand them on.
+        spent.clear();
         self.zeros(n)
     }
 
