@@ -139,12 +139,11 @@ where
     // A self-query with no runs to refine chooses its planes before the gather: the
     // spent keys (their per-gap scratch) are then freed before the positions are made,
     // 8 bytes a point less at the call's peak, and as many fewer fresh pages in a first
-    // call.
-    let early = queries.is_none() && !long_runs;
-    let (plan, keys) = if early {
-        (Some(super::stage(b, timings, "planes", || b.plan_tree(&levels, n, PointTypes::Same, params, keys, &mut spent))?), None)
+    // call. (`planned`: the plan, or the keys to plan with after the gather.)
+    let planned = if queries.is_none() && !long_runs {
+        Ok(super::stage(b, timings, "planes", || b.plan_tree(&levels, n, PointTypes::Same, params, keys, &mut spent))?)
     } else {
-        (None, Some(keys))
+        Err(keys)
     };
     let mut pos = super::stage(b, timings, "gather", || -> Result<[B::Buf<T>; D]> {
         let mut pos: [B::Buf<T>; D] = b.overwritten_array(n, &mut spent)?;
@@ -155,24 +154,24 @@ where
         Ok(pos)
     })?;
     drop(spent);
-    let Some(keys) = keys else {
-        let plan = plan.expect("planned before the gather");
-        let tree = super::stage(b, timings, "tree", || b.build_tree(plan, &levels, PointTypes::Same, &pos, None, params))?;
-        return Ok(Prepared { src_pos: pos, src_orig: perm, qry: None, tree });
+    let plan = match planned {
+        Ok(plan) => plan,
+        Err(keys) => {
+            if long_runs {
+                super::stage(b, timings, "refine", || b.refine_runs(&keys, &mut perm, &mut levels, &mut pos, params.leaf_size))?;
+            }
+            if queries.is_some() {
+                // The keys go before the split copies the positions (the peak is there).
+                drop(keys);
+                let (spos, sorig, qpos, qorig, prefix) = super::stage(b, timings, "types", || b.split_types(pos, perm, ns))?;
+                let types = PointTypes::Joint { src_prefix: &prefix };
+                let plan = super::stage(b, timings, "planes", || -> Result<_> { b.plan_tree(&levels, n, types, params, b.zeros(0)?, &mut Vec::new()) })?;
+                let tree = super::stage(b, timings, "tree", || b.build_tree(plan, &levels, types, &spos, Some(&qpos), params))?;
+                return Ok(Prepared { src_pos: spos, src_orig: sorig, qry: Some((qpos, qorig)), tree });
+            }
+            super::stage(b, timings, "planes", || b.plan_tree(&levels, n, PointTypes::Same, params, keys, &mut Vec::new()))?
+        }
     };
-    if long_runs {
-        super::stage(b, timings, "refine", || b.refine_runs(&keys, &mut perm, &mut levels, &mut pos, params.leaf_size))?;
-    }
-    if queries.is_none() {
-        let plan = super::stage(b, timings, "planes", || b.plan_tree(&levels, n, PointTypes::Same, params, keys, &mut Vec::new()))?;
-        let tree = super::stage(b, timings, "tree", || b.build_tree(plan, &levels, PointTypes::Same, &pos, None, params))?;
-        return Ok(Prepared { src_pos: pos, src_orig: perm, qry: None, tree });
-    }
-    // The keys go before the split copies the positions (the peak is there).
-    drop(keys);
-    let (spos, sorig, qpos, qorig, prefix) = super::stage(b, timings, "types", || b.split_types(pos, perm, ns))?;
-    let types = PointTypes::Joint { src_prefix: &prefix };
-    let plan = super::stage(b, timings, "planes", || -> Result<_> { b.plan_tree(&levels, n, types, params, b.zeros(0)?, &mut Vec::new()) })?;
-    let tree = super::stage(b, timings, "tree", || b.build_tree(plan, &levels, types, &spos, Some(&qpos), params))?;
-    Ok(Prepared { src_pos: spos, src_orig: sorig, qry: Some((qpos, qorig)), tree })
+    let tree = super::stage(b, timings, "tree", || b.build_tree(plan, &levels, PointTypes::Same, &pos, None, params))?;
+    Ok(Prepared { src_pos: pos, src_orig: perm, qry: None, tree })
 }

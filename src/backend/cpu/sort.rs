@@ -23,10 +23,7 @@ pub(crate) fn radix_sort(keys: &mut Vec<u64>, vals: &mut Vec<u32>, keep: u32) {
 /// costs a page fault per 4 KiB).
 pub(crate) fn radix_sort_indices(keys: &mut Vec<u64>, keep: u32) -> (Vec<u32>, Option<Vec<u64>>) {
     let n = keys.len();
-    match sort_with(keys, keep, |i| i as u32) {
-        Some((perm, input)) => (perm, input),
-        None => (super::par::iota(n), None),
-    }
+    sort_with(keys, keep, |i| i as u32).unwrap_or_else(|| (super::par::iota(n), None))
 }
 
 /// The sort, with the values read through `val(i)` by the first pass; the permuted
