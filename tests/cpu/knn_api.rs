@@ -151,6 +151,97 @@ fn zorder_output_with_permutation() {
     }
 }
 
+/// Rows in input order at k = 1 over enough queries (>= 2^16) are written in z-order and
+/// moved afterwards through the spent positions, where their lanes fit. Every output
+/// array equals the z-order call's rows put in place by its permutation, and sampled
+/// queries equal brute force: f64 and f32, self and separate queries, clustered points
+/// and points with copies, for sets of arrays that are moved and sets that are not (no lanes
+/// left for them: written in place).
+#[test]
+fn moved_rows_equal_zorder_rows_and_brute_force() {
+    // Which arrays a call asks for: lists (indices and distances), k-th distance,
+    // density, scalar mean.
+    type Asked = (bool, bool, bool, bool);
+    fn check<T: ztree::Real>(c: &Context, (shape, duplicated): (Shape, bool), separate: bool, asked: Asked, moved: bool, rng: &mut Rng) {
+        let n = 70_000;
+        let mut pts: Vec<[T; 3]> = points(shape, n, [1.0; 3], rng);
+        if duplicated {
+            // Every third point a copy of an earlier one (pairs and small runs of
+            // identical points; ties broken by input index).
+            for i in (2..n).step_by(3) {
+                pts[i] = pts[rng.below(i)];
+            }
+        }
+        let qry: Vec<[T; 3]> = points(Shape::Clustered, n + 17, [1.0; 3], rng);
+        let nq = if separate { qry.len() } else { n };
+        let masses: Vec<f64> = (0..n).map(|i| 1.0 + (i % 5) as f64).collect();
+        let scalar: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).cos()).collect();
+        let fields = SourceFields { masses: Some(&masses), scalar: Some(&scalar) };
+        let (lists, kth, dens, mean) = asked;
+        let run = |order: OutputOrder| {
+            let (mut i, mut d, mut k, mut de, mut m, mut perm) =
+                (vec![7i64; nq], vec![T::from_f64(7.0); nq], vec![T::from_f64(7.0); nq], vec![7.0f64; nq], vec![7.0f64; nq], vec![7i64; nq]);
+            let mut out = KnnOutput {
+                indices: lists.then_some(&mut i[..]),
+                distances: lists.then_some(&mut d[..]),
+                kth_distance: kth.then_some(&mut k[..]),
+                density: dens.then_some(&mut de[..]),
+                scalar_mean: mean.then_some(&mut m[..]),
+                order,
+                permutation: Some(&mut perm),
+            };
+            let st = if separate {
+                c.knn(&Domain::Open, &pts, &qry, &fields, &KnnParams::new(1), &mut out).unwrap()
+            } else {
+                c.knn_self(&Domain::Open, &pts, &fields, &KnnParams::new(1), &mut out).unwrap()
+            };
+            let was_moved = st.timings.stages.iter().any(|s| s.0 == "rows");
+            let b = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<u64>>();
+            let f = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+            ((i, b(&d), b(&k), f(&de), f(&m)), perm, was_moved)
+        };
+        let what = format!("{shape:?}, duplicated {duplicated}, {}, separate {separate}, asked {asked:?}", std::any::type_name::<T>());
+        let (got, perm, was_moved) = run(OutputOrder::Input);
+        assert_eq!(was_moved, moved, "{what}: moved");
+        assert!(perm.iter().enumerate().all(|(r, &p)| p == r as i64), "{what}: permutation");
+        let (z, zperm, z_moved) = run(OutputOrder::ZOrder);
+        assert!(!z_moved);
+        for r in 0..nq {
+            let q = zperm[r] as usize;
+            let g = (got.0[q], got.1[q], got.2[q], got.3[q], got.4[q]);
+            let w = (z.0[r], z.1[r], z.2[r], z.3[r], z.4[r]);
+            assert_eq!(g, w, "{what}: row {r} (query {q})");
+        }
+        if lists {
+            let mut sample: Vec<usize> = (0..300).map(|_| rng.below(nq)).collect();
+            sample.extend([0, nq - 1]);
+            let qs: Vec<[T; 3]> = sample.iter().map(|&q| if separate { qry[q] } else { pts[q] }).collect();
+            let (bi, bd) = brute_knn(&pts, Some(&qs), 1, None);
+            for (j, &q) in sample.iter().enumerate() {
+                // A self-query's first neighbour is the query itself, duplicates or not.
+                let want = if separate { (bi[j], bd[j].to_f64().to_bits()) } else { (q as i64, 0f64.to_bits()) };
+                assert_eq!((got.0[q], got.1[q]), want, "{what}: query {q} against brute force");
+            }
+        }
+    }
+    let c = ctx(2);
+    let mut rng = Rng::new(2026);
+    for shape in [(Shape::Clustered, false), (Shape::Uniform, true)] {
+        for separate in [false, true] {
+            // f64 columns: lists (+ k-th distance), or k-th distance and density, are moved;
+            // all four sets are too many lanes.
+            check::<f64>(&c, shape, separate, (true, false, false, false), true, &mut rng);
+            check::<f64>(&c, shape, separate, (true, true, false, false), true, &mut rng);
+            check::<f64>(&c, shape, separate, (false, true, true, false), true, &mut rng);
+            check::<f64>(&c, shape, separate, (true, true, true, true), false, &mut rng);
+            // f32 columns: lists are moved; a density (8 bytes) is not.
+            check::<f32>(&c, shape, separate, (true, false, false, false), true, &mut rng);
+            check::<f32>(&c, shape, separate, (false, true, false, false), true, &mut rng);
+            check::<f32>(&c, shape, separate, (false, true, true, false), false, &mut rng);
+        }
+    }
+}
+
 #[test]
 fn results_are_bit_identical_for_1_2_4_threads() {
     let mut rng = Rng::new(11);

@@ -15,6 +15,7 @@ mod knn_rows;
 #[cfg(test)]
 mod knn_tests;
 pub(crate) mod par;
+pub(crate) mod permute;
 pub(crate) mod planes;
 mod simd;
 mod sort;

@@ -33,6 +33,20 @@ impl<'a, T> DisjointSlice<'a, T> {
         unsafe { self.ptr.add(i).write(v) }
     }
 
+    /// Reads element `i`.
+    ///
+    /// # Safety
+    /// No other task writes element `i` during the stage.
+    #[inline(always)]
+    pub unsafe fn read(&self, i: usize) -> T
+    where
+        T: Copy,
+    {
+        assert!(i < self.len, "DisjointSlice: index {i} out of bounds ({})", self.len);
+        // SAFETY: in bounds (checked); not written meanwhile by the caller's promise.
+        unsafe { self.ptr.add(i).read() }
+    }
+
     /// Hints the cache that elements `i .. i + len` will be written soon (rows written in
     /// input order from a z-ordered loop land at scattered addresses: a write miss per
     /// row stalls the loop unless its line was fetched while the previous row was worked
