@@ -247,6 +247,12 @@ pub(crate) trait Ingest<P: ?Sized, T: Real, const D: usize>: Backend {
     fn scan(&self, pts: &P, what: &'static str, domain: &Domain<D>) -> Result<Bounds<D>>;
     /// Morton keys of the points, written to `keys[at .. at + len]`.
     fn keys_into(&self, pts: &P, quant: &Quantizer<D>, keys: &mut Self::Buf<u64>, at: usize) -> Result<()>;
+    /// `scan` and `keys_into` in one, for a quantizer that needs no bounds (a periodic
+    /// domain's): the points are checked as `scan` checks them, and their keys written.
+    fn scan_keys_into(&self, pts: &P, what: &'static str, domain: &Domain<D>, quant: &Quantizer<D>, keys: &mut Self::Buf<u64>, at: usize) -> Result<()> {
+        self.scan(pts, what, domain)?;
+        self.keys_into(pts, quant, keys, at)
+    }
     /// `out[d][z] = pts[perm[z] - first][d]` for every z with `perm[z]` in
     /// `first .. first + len`.
     fn gather_into(&self, pts: &P, perm: &Self::Buf<u32>, first: u32, out: &mut [Self::Buf<T>; D]) -> Result<()>;

@@ -1,4 +1,4 @@
-//! The first stages of every job: validate → keys → sort → levels → gather → refine →
+//! The first stages of every job: validate → keys (one stage in a periodic box) → sort → levels → gather → refine →
 //! types → planes → tree (docs/DESIGN.md §1); a self-query with no runs to refine
 //! chooses its planes before the gather.
 
@@ -78,22 +78,36 @@ where
     if n > MAX_POINTS {
         return Err(Error::TooManyPoints { got: n, max: MAX_POINTS });
     }
-    let bounds = super::stage(b, timings, "validate", || -> Result<_> {
-        let mut bd = b.scan(sources, "sources", domain)?;
-        if let Some(q) = queries {
-            bd = bd.merge(&b.scan(q, "queries", domain)?);
-        }
-        Ok(bd)
-    })?;
-    let quant = Quantizer::new(domain, &bounds);
-    let keys = super::stage(b, timings, "keys", || -> Result<_> {
-        let mut keys = b.zeros(n)?;
-        b.keys_into(sources, &quant, &mut keys, 0)?;
-        if let Some(q) = queries {
-            b.keys_into(q, &quant, &mut keys, ns)?;
-        }
-        Ok(keys)
-    })?;
+    let keys = if let Domain::Periodic(_) = domain {
+        // The box sets the cells, not the points' bounds: the points are checked and
+        // keyed in one pass.
+        let quant = Quantizer::new(domain, &crate::input::Bounds::EMPTY);
+        super::stage(b, timings, "keys", || -> Result<_> {
+            let mut keys = b.zeros(n)?;
+            b.scan_keys_into(sources, "sources", domain, &quant, &mut keys, 0)?;
+            if let Some(q) = queries {
+                b.scan_keys_into(q, "queries", domain, &quant, &mut keys, ns)?;
+            }
+            Ok(keys)
+        })?
+    } else {
+        let bounds = super::stage(b, timings, "validate", || -> Result<_> {
+            let mut bd = b.scan(sources, "sources", domain)?;
+            if let Some(q) = queries {
+                bd = bd.merge(&b.scan(q, "queries", domain)?);
+            }
+            Ok(bd)
+        })?;
+        let quant = Quantizer::new(domain, &bounds);
+        super::stage(b, timings, "keys", || -> Result<_> {
+            let mut keys = b.zeros(n)?;
+            b.keys_into(sources, &quant, &mut keys, 0)?;
+            if let Some(q) = queries {
+                b.keys_into(q, &quant, &mut keys, ns)?;
+            }
+            Ok(keys)
+        })?
+    };
     finish(b, sources, queries, keys, params, timings)
 }
 

@@ -74,6 +74,35 @@ impl<T: Real, const D: usize, P: PointSource<T, D> + ?Sized> Ingest<P, T, D> for
         Ok(())
     }
 
+    fn scan_keys_into(&self, pts: &P, what: &'static str, domain: &Domain<D>, quant: &Quantizer<D>, keys: &mut Vec<u64>, at: usize) -> Result<()> {
+        // One pass over the points: each chunk is checked, then keyed while it is still
+        // in cache (the separate passes read the caller's positions twice).
+        let n = pts.len();
+        let box_len = domain.box_lengths();
+        let level = simd::level();
+        let checked: Vec<Result<()>> = keys[at..at + n]
+            .par_chunks_mut(KEY_CHUNK)
+            .enumerate()
+            .map(|(c, out)| {
+                let r = c * KEY_CHUNK..c * KEY_CHUNK + out.len();
+                #[cfg(target_arch = "x86_64")]
+                if level >= Simd::Avx2 {
+                    // SAFETY: `level()` returns a level only when the CPU has its features.
+                    if unsafe { checked_keys_avx2(pts, quant, r.start, out, box_len.as_ref()) } {
+                        return Ok(());
+                    }
+                }
+                for (k, i) in out.iter_mut().zip(r) {
+                    let p = check_point(&pts.point(i), i, what, box_len.as_ref())?;
+                    *k = quant.key(&p);
+                }
+                Ok(())
+            })
+            .collect();
+        // The first error in input order, whatever the thread count.
+        checked.into_iter().collect()
+    }
+
     fn gather_into(&self, pts: &P, perm: &Vec<u32>, first: u32, out: &mut [Vec<T>; D]) -> Result<()> {
         let n = pts.len() as u32;
         let outs: [DisjointSlice<'_, T>; D] = {
@@ -140,6 +169,25 @@ unsafe fn keys_avx2<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(pts:
         let p = pts.point(first + j);
         *k = quant.key_vectorisable(&std::array::from_fn(|d| p[d].to_f64()));
     }
+}
+
+/// `keys_avx2` with `clean_bounds_avx2`'s test in the same loop (no bounds): false when a
+/// point fails it (the keys are then not all valid).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn checked_keys_avx2<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(pts: &P, quant: &Quantizer<D>, first: usize, out: &mut [u64], box_len: Option<&[f64; D]>) -> bool {
+    let l = box_len.copied().unwrap_or([f64::INFINITY; D]);
+    let periodic = box_len.is_some();
+    let mut ok = true;
+    for (j, k) in out.iter_mut().enumerate() {
+        let p = pts.point(first + j);
+        let x: [f64; D] = std::array::from_fn(|d| p[d].to_f64());
+        for d in 0..D {
+            ok &= x[d].abs() <= T::MAX_COORD && (!periodic || (x[d] >= 0.0 && x[d] < l[d]));
+        }
+        *k = quant.key_vectorisable(&x);
+    }
+    ok
 }
 
 /// Levels of the gaps between consecutive sorted points: 64 + bit length of the key
@@ -367,6 +415,42 @@ mod tests {
     /// The scan at every vector level: the bounds of clean points (signed zeros among
     /// them) equal a checked loop's, and with bad points in several chunks the error
     /// names the first in input order, as the checked loop does.
+    #[test]
+    fn scan_keys_is_scan_then_keys_at_every_level() {
+        let mut s = 11u64;
+        let mut u = move || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (s >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let n = 20_000;
+        let mut pts: Vec<[f64; 3]> = (0..n).map(|_| [u(), u(), u()]).collect();
+        pts[5] = [0.0, -0.0, 0.5];
+        pts[n - 1] = [1.0 - f64::EPSILON, 0.0, 0.999_999_999];
+        let per = Domain::periodic_cube(1.0);
+        let quant = Quantizer::new(&per, &Bounds::EMPTY);
+        // Bad points in two chunks (the first in input order is named), and the last
+        // point alone bad.
+        let mut bad = pts.clone();
+        bad[9_000][2] = 1.0;
+        bad[13_000][0] = f64::NAN;
+        let mut last = pts.clone();
+        last[n - 1][1] = -1e-300;
+        for l in Simd::available() {
+            simd::force(Some(l));
+            let mut want = vec![0u64; n + 3];
+            Cpu.keys_into(pts.as_slice(), &quant, &mut want, 3).unwrap();
+            let mut got = vec![0u64; n + 3];
+            Cpu.scan_keys_into(pts.as_slice(), "sources", &per, &quant, &mut got, 3).unwrap();
+            assert_eq!(got, want, "{l:?}");
+            for (b, name) in [(&bad, "bad"), (&last, "last")] {
+                let want = Cpu.scan(b.as_slice(), "sources", &per).unwrap_err().to_string();
+                let got = Cpu.scan_keys_into(b.as_slice(), "sources", &per, &quant, &mut vec![0u64; n], 0).unwrap_err().to_string();
+                assert_eq!(got, want, "{l:?}, {name}");
+            }
+        }
+        simd::force(None);
+    }
+
     #[test]
     fn scan_is_the_checked_loop_at_every_level() {
         let mut s = 7u64;
