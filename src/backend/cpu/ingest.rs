@@ -412,16 +412,19 @@ mod tests {
         }
     }
 
-    /// The scan at every vector level: the bounds of clean points (signed zeros among
-    /// them) equal a checked loop's, and with bad points in several chunks the error
-    /// names the first in input order, as the checked loop does.
-    #[test]
-    fn scan_keys_is_scan_then_keys_at_every_level() {
-        let mut s = 11u64;
-        let mut u = move || {
+    /// Uniform deviates in [0, 1) from a 64-bit LCG.
+    fn uniform(mut s: u64) -> impl FnMut() -> f64 {
+        move || {
             s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             (s >> 11) as f64 / (1u64 << 53) as f64
-        };
+        }
+    }
+
+    /// The fused check and keys of a periodic box equal `keys_into` on clean points, and
+    /// name the same bad point as `scan` (the first in input order), at every vector level.
+    #[test]
+    fn scan_keys_is_scan_then_keys_at_every_level() {
+        let mut u = uniform(11);
         let n = 20_000;
         let mut pts: Vec<[f64; 3]> = (0..n).map(|_| [u(), u(), u()]).collect();
         pts[5] = [0.0, -0.0, 0.5];
@@ -451,13 +454,12 @@ mod tests {
         simd::force(None);
     }
 
+    /// The scan at every vector level: the bounds of clean points (signed zeros among
+    /// them) equal a checked loop's, and with bad points in several chunks the error
+    /// names the first in input order, as the checked loop does.
     #[test]
     fn scan_is_the_checked_loop_at_every_level() {
-        let mut s = 7u64;
-        let mut u = move || {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (s >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut u = uniform(7);
         let mut pts: Vec<[f64; 3]> = (0..50_000).map(|_| [u(), u(), u()]).collect();
         pts[3] = [0.0, -0.0, 0.5];
         pts[40_000] = [-0.0, 0.0, 0.0];

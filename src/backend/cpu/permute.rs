@@ -220,52 +220,41 @@ mod tests {
             let idx: Vec<i64> = (0..n).map(|i| if i % 5 == 0 { -1 } else { (next() % n as u64) as i64 }).collect();
             let d64: Vec<f64> = (0..n).map(|_| next() as f64 * 1e-9).collect();
             let d32: Vec<f32> = d64.iter().map(|&v| v as f32).collect();
-            let scatter = |z: &[i64]| {
-                let mut w = vec![0i64; n];
-                for (i, &o) in orig.iter().enumerate() {
-                    w[o as usize] = z[i];
-                }
-                w
-            };
-            let want_idx = scatter(&idx);
-            let want64 = scatter(&d64.iter().map(|v| v.to_bits() as i64).collect::<Vec<_>>());
-            let want32 = scatter(&d32.iter().map(|v| v.to_bits() as i64).collect::<Vec<_>>());
-            let dec = |l: u32| if l == u32::MAX { -1 } else { l as i64 };
             // f64 columns: the u32 lanes of the deal and of the indices share one, the
-            // distances take one.
-            {
-                let mut cols = vec![vec![f64::NAN; n]; 3];
-                assert!(fits(3, 8, &[4, 8]));
-                let mut lanes = Lanes::new(&mut cols, n, 1);
-                let ids = lanes.take::<u32>().unwrap();
-                let (mut a, mut b) = (idx.clone(), d64.clone());
-                let (la, lb) = (lanes.take::<u32>().unwrap(), lanes.take::<f64>().unwrap());
-                {
-                    let ma = Moved::new(&mut a, la, |v: i64| v as u32, dec);
-                    let mb = Moved::new(&mut b, lb, |v| v, |v| v);
-                    to_input_order(&orig, ids, &[&ma, &mb]);
-                }
-                assert_eq!(a, want_idx, "n {n}, f64 columns, indices");
-                assert_eq!(b.iter().map(|v| v.to_bits() as i64).collect::<Vec<_>>(), want64, "n {n}, f64 columns, distances");
-            }
-            // f32 columns: one lane each.
-            {
-                let mut cols = vec![vec![f32::NAN; n]; 3];
-                assert!(fits(3, 4, &[4, 4]));
-                let mut lanes = Lanes::new(&mut cols, n, 0);
-                let ids = lanes.take::<u32>().unwrap();
-                let (mut a, mut b) = (idx.clone(), d32.clone());
-                let (la, lb) = (lanes.take::<u32>().unwrap(), lanes.take::<f32>().unwrap());
-                assert!(lanes.take::<u32>().is_none());
-                {
-                    let ma = Moved::new(&mut a, la, |v: i64| v as u32, dec);
-                    let mb = Moved::new(&mut b, lb, |v| v, |v| v);
-                    to_input_order(&orig, ids, &[&ma, &mb]);
-                }
-                assert_eq!(a, want_idx, "n {n}, f32 columns, indices");
-                assert_eq!(b.iter().map(|v| v.to_bits() as i64).collect::<Vec<_>>(), want32, "n {n}, f32 columns, distances");
-            }
+            // distances take one (one column left over). f32 columns: one lane each.
+            assert!(fits(3, 8, &[4, 8]) && fits(3, 4, &[4, 4]));
+            check(&orig, &idx, &d64, vec![vec![f64::NAN; n]; 3], 1, true);
+            check(&orig, &idx, &d32, vec![vec![f32::NAN; n]; 3], 0, false);
         }
+    }
+
+    /// Moves `idx` and `vals` through lanes cut from `cols` (`eight` whole 8-byte
+    /// columns) and compares them with a plain scatter; `spare`: whether a u32 lane is left.
+    fn check<C: Elem, V: Elem + PartialEq>(orig: &[u32], idx: &[i64], vals: &[V], mut cols: Vec<Vec<C>>, eight: usize, spare: bool) {
+        let n = orig.len();
+        let (want_idx, want_vals) = (scatter(orig, idx), scatter(orig, vals));
+        let mut lanes = Lanes::new(&mut cols, n, eight);
+        let ids = lanes.take::<u32>().unwrap();
+        let (mut a, mut b) = (idx.to_vec(), vals.to_vec());
+        let (la, lb) = (lanes.take::<u32>().unwrap(), lanes.take::<V>().unwrap());
+        assert_eq!(lanes.take::<u32>().is_some(), spare);
+        {
+            let ma = Moved::new(&mut a, la, |v: i64| v as u32, |l: u32| if l == u32::MAX { -1 } else { l as i64 });
+            let mb = Moved::new(&mut b, lb, |v| v, |v| v);
+            to_input_order(orig, ids, &[&ma, &mb]);
+        }
+        let what = format!("n {n}, {}-byte columns", size_of::<C>());
+        assert!(a == want_idx, "{what}: indices");
+        assert!(b == want_vals, "{what}: values");
+    }
+
+    /// Row i of `z` to row `orig[i]`.
+    fn scatter<V: Copy>(orig: &[u32], z: &[V]) -> Vec<V> {
+        let mut w = z.to_vec();
+        for (i, &o) in orig.iter().enumerate() {
+            w[o as usize] = z[i];
+        }
+        w
     }
 
     #[test]
