@@ -142,12 +142,16 @@ fn rows_to_input_order<T: Real, const D: usize>(orig: &[u32], pos: &mut [Vec<T>;
     let kth = out.kth_distance.as_deref_mut().map(|a| permute::Moved::new(a, lanes.take::<T>().expect(fitted), same, same));
     let dens = out.density.as_deref_mut().map(|a| permute::Moved::new(a, lanes.take::<f64>().expect(fitted), |v: f64| v, |v: f64| v));
     let mean = out.scalar_mean.as_deref_mut().map(|a| permute::Moved::new(a, lanes.take::<f64>().expect(fitted), |v: f64| v, |v: f64| v));
-    let mut arrays: Vec<&dyn permute::Move> = Vec::new();
-    arrays.extend(idx.as_ref().map(|m| m as &dyn permute::Move));
-    arrays.extend(dist.as_ref().map(|m| m as &dyn permute::Move));
-    arrays.extend(kth.as_ref().map(|m| m as &dyn permute::Move));
-    arrays.extend(dens.as_ref().map(|m| m as &dyn permute::Move));
-    arrays.extend(mean.as_ref().map(|m| m as &dyn permute::Move));
+    let arrays: Vec<&dyn permute::Move> = [
+        idx.as_ref().map(|m| m as &dyn permute::Move),
+        dist.as_ref().map(|m| m as &dyn permute::Move),
+        kth.as_ref().map(|m| m as &dyn permute::Move),
+        dens.as_ref().map(|m| m as &dyn permute::Move),
+        mean.as_ref().map(|m| m as &dyn permute::Move),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     permute::to_input_order(orig, ids, &arrays);
 }
 

@@ -78,18 +78,11 @@ where
     if n > MAX_POINTS {
         return Err(Error::TooManyPoints { got: n, max: MAX_POINTS });
     }
-    let keys = if let Domain::Periodic(_) = domain {
-        // The box sets the cells, not the points' bounds: the points are checked and
-        // keyed in one pass.
-        let quant = Quantizer::new(domain, &crate::input::Bounds::EMPTY);
-        super::stage(b, timings, "keys", || -> Result<_> {
-            let mut keys = b.zeros(n)?;
-            b.scan_keys_into(sources, "sources", domain, &quant, &mut keys, 0)?;
-            if let Some(q) = queries {
-                b.scan_keys_into(q, "queries", domain, &quant, &mut keys, ns)?;
-            }
-            Ok(keys)
-        })?
+    // In a periodic box the box sets the cells, not the points' bounds: the points are
+    // checked and keyed in one pass.
+    let periodic = matches!(domain, Domain::Periodic(_));
+    let quant = if periodic {
+        Quantizer::new(domain, &crate::input::Bounds::EMPTY)
     } else {
         let bounds = super::stage(b, timings, "validate", || -> Result<_> {
             let mut bd = b.scan(sources, "sources", domain)?;
@@ -98,16 +91,23 @@ where
             }
             Ok(bd)
         })?;
-        let quant = Quantizer::new(domain, &bounds);
-        super::stage(b, timings, "keys", || -> Result<_> {
-            let mut keys = b.zeros(n)?;
+        Quantizer::new(domain, &bounds)
+    };
+    let keys = super::stage(b, timings, "keys", || -> Result<_> {
+        let mut keys = b.zeros(n)?;
+        if periodic {
+            b.scan_keys_into(sources, "sources", domain, &quant, &mut keys, 0)?;
+            if let Some(q) = queries {
+                b.scan_keys_into(q, "queries", domain, &quant, &mut keys, ns)?;
+            }
+        } else {
             b.keys_into(sources, &quant, &mut keys, 0)?;
             if let Some(q) = queries {
                 b.keys_into(q, &quant, &mut keys, ns)?;
             }
-            Ok(keys)
-        })?
-    };
+        }
+        Ok(keys)
+    })?;
     finish(b, sources, queries, keys, params, timings)
 }
 

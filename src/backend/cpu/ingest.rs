@@ -134,6 +134,13 @@ impl<T: Real, const D: usize, P: PointSource<T, D> + ?Sized> Ingest<P, T, D> for
     }
 }
 
+/// `check_point`'s test of one coordinate as one expression (no early exit: it
+/// vectorises): `|v| <= MAX_COORD` is false for NaN and infinities too.
+#[inline(always)]
+fn passes<T: Real>(v: f64, periodic: bool, l: f64) -> bool {
+    v.abs() <= T::MAX_COORD && (!periodic || (v >= 0.0 && v < l))
+}
+
 /// The bounds of points `r`, or None when one of them fails `check_point` (not finite,
 /// outside the box, or too large: the one test `|v| <= MAX_COORD` is false for NaN and
 /// infinities too). Compiled with AVX2: straight compares, minima and maxima that
@@ -149,7 +156,7 @@ unsafe fn clean_bounds_avx2<T: Real, const D: usize, P: PointSource<T, D> + ?Siz
         let p = pts.point(i);
         for d in 0..D {
             let v = p[d].to_f64();
-            ok &= v.abs() <= T::MAX_COORD && (!periodic || (v >= 0.0 && v < l[d]));
+            ok &= passes::<T>(v, periodic, l[d]);
             b.lo[d] = if v < b.lo[d] { v } else { b.lo[d] };
             b.hi[d] = if v > b.hi[d] { v } else { b.hi[d] };
         }
@@ -183,7 +190,7 @@ unsafe fn checked_keys_avx2<T: Real, const D: usize, P: PointSource<T, D> + ?Siz
         let p = pts.point(first + j);
         let x: [f64; D] = std::array::from_fn(|d| p[d].to_f64());
         for d in 0..D {
-            ok &= x[d].abs() <= T::MAX_COORD && (!periodic || (x[d] >= 0.0 && x[d] < l[d]));
+            ok &= passes::<T>(x[d], periodic, l[d]);
         }
         *k = quant.key_vectorisable(&x);
     }
