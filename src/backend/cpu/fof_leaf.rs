@@ -71,6 +71,59 @@ fn point_box_d2<M: Metric<f64, D>, const D: usize>(metric: &M, xs: &[Vec<f64>; D
     }
 }
 
+/// The first `n` points of the columns `xs` whose open-space squared distance to the box
+/// `[lo, hi]` is at most `thr`, written to `sel` in order; returns how many. Four points
+/// per 256-bit vector with the operations of `point_box_d2::<Open>` (`maxpd` as
+/// `max1`, the same operand order; `(gx² + gy²) + gz²`), so it selects the same points.
+/// (`max1` is a scalar instruction the vectoriser cannot widen: that loop ran scalar.)
+///
+/// # Safety
+/// The CPU must have AVX; each column and `sel` must hold at least `n` elements.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn open_box_select_avx<const D: usize>(xs: &[Vec<f64>; D], n: usize, lo: &[f64; D], hi: &[f64; D], thr: f64, sel: &mut [u32]) -> usize {
+    use std::arch::x86_64::*;
+    debug_assert!(xs.iter().all(|c| c.len() >= n) && sel.len() >= n);
+    let mut nsel = 0;
+    let mut i = 0;
+    // SAFETY: loads of four points at i + 4 <= n, inside every column; AVX (the caller).
+    unsafe {
+        let (t, zero) = (_mm256_set1_pd(thr), _mm256_setzero_pd());
+        while i + 4 <= n {
+            let mut acc = zero;
+            for d in 0..D {
+                let x = _mm256_loadu_pd(xs[d].as_ptr().add(i));
+                let g = _mm256_max_pd(_mm256_max_pd(_mm256_sub_pd(x, _mm256_set1_pd(hi[d])), _mm256_sub_pd(_mm256_set1_pd(lo[d]), x)), zero);
+                let g2 = _mm256_mul_pd(g, g);
+                acc = if d == 0 { g2 } else { _mm256_add_pd(acc, g2) };
+            }
+            let m = _mm256_movemask_pd(_mm256_cmp_pd::<_CMP_LE_OQ>(acc, t)) as usize;
+            for j in 0..4 {
+                *sel.get_unchecked_mut(nsel) = (i + j) as u32;
+                nsel += (m >> j) & 1;
+            }
+            i += 4;
+        }
+    }
+    for k in i..n {
+        let mut v = 0.0;
+        for d in 0..D {
+            let g = <Open as Metric<f64, D>>::gap_range(&Open, xs[d][k], xs[d][k], lo[d], hi[d], d).0;
+            v = if d == 0 { g * g } else { v + g * g };
+        }
+        sel[nsel] = k as u32;
+        nsel += usize::from(v <= thr);
+    }
+    nsel
+}
+
+/// Without AVX the AVX2 build's path is never taken (`plain && AVX`).
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+unsafe fn open_box_select_avx<const D: usize>(_: &[Vec<f64>; D], _: usize, _: &[f64; D], _: &[f64; D], _: f64, _: &mut [u32]) -> usize {
+    unreachable!("AVX on a CPU without it")
+}
+
 impl<T: Real, const D: usize> Job<'_, T, D> {
     /// Squared distances (f64, minimum image) from `p` to the points in `xs` (f64
     /// copies, one array per dimension), summed as `(dx² + dy²) + dz²`; returns how many
@@ -337,17 +390,23 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         let plain = metric.no_wrap(&plo, &phi, &qlo, &qhi);
         // Point–box lower bounds of the probe points (open-space gaps when no pair wraps:
         // the same values, fewer operations), then the ones within l.
-        let d2 = &mut s.d2[..pn];
-        if plain {
-            point_box_d2(&Open, &s.xp, &qlo, &qhi, d2);
+        let nsel = if plain && AVX {
+            // SAFETY: AVX only in the AVX2 build; the columns and `sel` hold pn points.
+            unsafe { open_box_select_avx(&s.xp, pn, &qlo, &qhi, self.l2_hi, &mut s.sel) }
         } else {
-            point_box_d2(metric, &s.xp, &qlo, &qhi, d2);
-        }
-        let mut nsel = 0;
-        for (k, &v) in d2.iter().enumerate() {
-            s.sel[nsel] = k as u32;
-            nsel += usize::from(v <= self.l2_hi);
-        }
+            let d2 = &mut s.d2[..pn];
+            if plain {
+                point_box_d2(&Open, &s.xp, &qlo, &qhi, d2);
+            } else {
+                point_box_d2(metric, &s.xp, &qlo, &qhi, d2);
+            }
+            let mut nsel = 0;
+            for (k, &v) in d2.iter().enumerate() {
+                s.sel[nsel] = k as u32;
+                nsel += usize::from(v <= self.l2_hi);
+            }
+            nsel
+        };
         // The target's points only when some probe point may reach them (often none).
         if nsel == 0 {
             return;
@@ -442,6 +501,43 @@ mod tests {
                 assert_eq!(unsafe { open_mask(&p, &ptrs, base, l2) }, want, "D {D} base {base} l2 {l2}");
             }
         }
+    }
+
+    /// The AVX point–box selection picks the points the scalar filter picks, in 2D and
+    /// 3D, for every count (the vector body and its tail), with points inside the box,
+    /// on its faces and exactly l from them.
+    fn open_box_select_matches<const D: usize>() {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx") {
+            let mut s = 0x2545_F491_4F6C_DD1Du64;
+            let mut r = || {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 11) as f64 / (1u64 << 53) as f64
+            };
+            let (lo, hi) = ([0.25; D], [0.5; D]);
+            let l = 0.125;
+            // On the grid of step l/2 from 0 to 7/8: inside, on faces, exactly l away.
+            let cols: [Vec<f64>; D] = std::array::from_fn(|_| (0..70).map(|i| if i % 3 == 0 { (i % 8) as f64 * 0.125 } else { r() }).collect());
+            for n in 0..=70 {
+                for thr in [0.0, l * l, 2.0 * l * l, f64::INFINITY] {
+                    let mut d2 = vec![0.0; n];
+                    point_box_d2(&Open, &cols, &lo, &hi, &mut d2);
+                    let want: Vec<u32> = (0..n as u32).filter(|&k| d2[k as usize] <= thr).collect();
+                    let mut sel = vec![0u32; n];
+                    // SAFETY: AVX checked above; the columns and `sel` hold n points.
+                    let got = unsafe { open_box_select_avx(&cols, n, &lo, &hi, thr, &mut sel) };
+                    assert_eq!(&sel[..got], &want[..], "D {D} n {n} thr {thr}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn open_box_select_equals_scalar_filter() {
+        open_box_select_matches::<3>();
+        open_box_select_matches::<2>();
     }
 
     #[test]
