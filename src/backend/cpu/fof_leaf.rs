@@ -411,15 +411,24 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         if nsel == 0 {
             return;
         }
-        let (q0, qn) = self.load(q, &mut s.xq, &mut s.xq_node);
+        let t = &self.zs.tree;
+        let (q0, qn) = (t.src_start[q] as usize, t.src_count[q] as usize);
         // Up to 64 target points: their hits as a bit mask (distances by whole blocks).
         let masks = qn <= 64;
-        if masks {
-            for x in s.xq.iter_mut() {
-                x.resize(qn + W, 0.0);
+        // f64 points are read where they lie when the block padding after them is still
+        // inside the arrays (the next leaf's points, masked off): no copy per pair.
+        let cols: [*const f64; D] = if masks && T::IS_F64 && q0 + qn + W <= self.zs.n_sources() {
+            // T is f64 (Real is f32 or f64).
+            std::array::from_fn(|d| self.zs.src_pos[d][q0..].as_ptr().cast::<f64>())
+        } else {
+            self.load(q, &mut s.xq, &mut s.xq_node);
+            if masks {
+                for x in s.xq.iter_mut() {
+                    x.resize(qn + W, 0.0);
+                }
             }
-        }
-        let cols: [*const f64; D] = std::array::from_fn(|d| s.xq[d].as_ptr());
+            std::array::from_fn(|d| s.xq[d].as_ptr())
+        };
         let q0u = q0 as u32;
         for si in 0..nsel {
             let k = s.sel[si] as usize;
