@@ -218,8 +218,8 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
     #[inline(always)]
     fn leaf_self_at<M: Metric<f64, D>, const AVX: bool>(&self, metric: &M, a: usize, s: &mut Scratch<D>) {
         s.xq_node = usize::MAX;
-        let (a0, an) = self.load(a, &mut s.xp, &mut s.xp_node);
-        Self::size(s, an);
+        let t = &self.zs.tree;
+        let (a0, an) = (t.src_start[a] as usize, t.src_count[a] as usize);
         if an == 0 {
             return;
         }
@@ -242,9 +242,23 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         // the same values.
         let plain = metric.no_wrap(&lo, &hi, &lo, &hi);
         if !sweep && an <= 64 {
-            self.leaf_self_bits::<M, AVX>(metric, plain, a, a0, an, s);
+            // f64 points where they lie when the block padding stays inside the arrays
+            // (as in `leaf_pair`), else f64 copies padded to whole blocks.
+            let cols: [*const f64; D] = if T::IS_F64 && a0 + an + W <= self.zs.n_sources() {
+                // T is f64 (Real is f32 or f64).
+                std::array::from_fn(|d| self.zs.src_pos[d][a0..].as_ptr().cast::<f64>())
+            } else {
+                self.load(a, &mut s.xp, &mut s.xp_node);
+                for x in s.xp.iter_mut() {
+                    x.resize(an + W, 0.0);
+                }
+                std::array::from_fn(|d| s.xp[d].as_ptr())
+            };
+            self.leaf_self_bits::<M, AVX>(metric, plain, a, a0, an, &cols);
             return;
         }
+        self.load(a, &mut s.xp, &mut s.xp_node);
+        Self::size(s, an);
         for k in 0..an {
             s.perm[k] = k as u32;
         }
@@ -299,8 +313,9 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
     /// (in a dense leaf, most of them). The groups are then written into the union–find
     /// directly: in the leaf pass nothing else touches this leaf's points, so each is
     /// still a singleton — no find per link, no compare-and-swap per union.
+    /// `cols`: the leaf's points as f64 columns, readable to `an + W` points.
     #[inline(always)]
-    fn leaf_self_bits<M: Metric<f64, D>, const AVX: bool>(&self, metric: &M, plain: bool, a: usize, a0: usize, an: usize, s: &mut Scratch<D>) {
+    fn leaf_self_bits<M: Metric<f64, D>, const AVX: bool>(&self, metric: &M, plain: bool, a: usize, a0: usize, an: usize, cols: &[*const f64; D]) {
         fn root(up: &mut [u8; 64], mut x: usize) -> usize {
             while up[x] as usize != x {
                 let p = up[x] as usize;
@@ -319,10 +334,6 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         }
         let all = if an == 64 { u64::MAX } else { (1u64 << an) - 1 };
         let mut groups = an;
-        for x in s.xp.iter_mut() {
-            x.resize(an + W, 0.0);
-        }
-        let cols: [*const f64; D] = std::array::from_fn(|d| s.xp[d].as_ptr());
         for k in 0..an - 1 {
             if groups == 1 {
                 break;
@@ -332,8 +343,9 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
             if later & !members[rk] == 0 {
                 continue;
             }
-            let p: [f64; D] = std::array::from_fn(|d| s.xp[d][k]);
-            let row = self.within_mask::<M, AVX>(metric, plain, &p, &cols, k + 1, an);
+            // SAFETY: k < an, inside the columns (the caller).
+            let p: [f64; D] = std::array::from_fn(|d| unsafe { *cols[d].add(k) });
+            let row = self.within_mask::<M, AVX>(metric, plain, &p, cols, k + 1, an);
             let mut new = (row << (k + 1)) & !members[rk];
             while new != 0 {
                 let rj = root(&mut up, new.trailing_zeros() as usize);
