@@ -433,13 +433,7 @@ mod tests {
         if !std::arch::is_x86_feature_detected!("avx") {
             return;
         }
-        let mut s = 0x2545_F491_4F6C_DD1Du64;
-        let mut r = || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut r = crate::geom::unit_xorshift(0x2545_F491_4F6C_DD1Du64);
         let cols: [Vec<T>; D] = std::array::from_fn(|_| (0..40).map(|i| T::from_f64(if i % 7 == 0 { 0.5 } else { r() })).collect());
         let ptrs: [*const T; D] = std::array::from_fn(|d| cols[d].as_ptr());
         for s0 in 0..=32 {

@@ -504,13 +504,7 @@ mod tests {
     /// The register block gives the generic block's mask, in 2D and 3D, with points at
     /// exactly the linking length (a lattice of spacing l) and duplicates.
     fn open_mask_matches<const D: usize>() {
-        let mut s = 0x9E37_79B9_7F4A_7C15u64;
-        let mut r = || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut r = crate::geom::unit_xorshift(0x9E37_79B9_7F4A_7C15u64);
         let l = 0.25;
         let cols: [Vec<f64>; D] = std::array::from_fn(|_| (0..48).map(|i| if i % 3 == 0 { (i % 5) as f64 * l } else { r() }).collect());
         let ptrs: [*const f64; D] = std::array::from_fn(|d| cols[d].as_ptr());
@@ -530,13 +524,7 @@ mod tests {
     fn open_box_select_matches<const D: usize>() {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx") {
-            let mut s = 0x2545_F491_4F6C_DD1Du64;
-            let mut r = || {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 11) as f64 / (1u64 << 53) as f64
-            };
+            let mut r = crate::geom::unit_xorshift(0x2545_F491_4F6C_DD1Du64);
             let (lo, hi) = ([0.25; D], [0.5; D]);
             let l = 0.125;
             // On the grid of step l/2 from 0 to 7/8: inside, on faces, exactly l away.

@@ -386,13 +386,7 @@ mod tests {
     /// array's ends and of every length around the limit.
     #[test]
     fn long_runs_are_the_runs_refine_runs_refines() {
-        let mut s = 11u64;
-        let mut next = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
+        let mut next = crate::geom::xorshift(11u64);
         for case in 0..400 {
             let n = [0, 1, 2, 5, 47, 48, 49, 97, 1000, 5003][case % 10];
             let mut keys = Vec::with_capacity(n);

@@ -195,14 +195,7 @@ pub(crate) fn to_input_order(orig: &[u32], ids: &mut [u32], arrays: &[&dyn Move]
 mod tests {
     use super::*;
 
-    fn xorshift(mut s: u64) -> impl FnMut() -> u64 {
-        move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        }
-    }
+    use crate::geom::xorshift;
 
     /// Values land where a plain scatter puts them, for permutations of many sizes (one
     /// partition, several, the last partial; across several deal blocks), with i64

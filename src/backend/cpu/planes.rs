@@ -367,13 +367,7 @@ mod tests {
     /// primary 65..=128, long runs of one level, and 127 / 128 at the top of the bit set.
     #[test]
     fn nearest_higher_equals_a_scan_back() {
-        let mut s = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
+        let mut next = crate::geom::xorshift(0x9e37_79b9_7f4a_7c15u64);
         for case in 0..7 {
             let n = 3000;
             let levels: Vec<u8> = (0..n)
@@ -383,7 +377,7 @@ mod tests {
                     2 => if i % 50 < 40 { 0 } else { 65 + (next() % 5) as u8 },
                     3 => (next() % 64) as u8,
                     4 => 128 - (next() % 3) as u8,
-                    5 => if next() % 4 == 0 { 0 } else { 65 + (next() % 64) as u8 },
+                    5 => if next().is_multiple_of(4) { 0 } else { 65 + (next() % 64) as u8 },
                     _ => (65 + (i % 17) as u8).min(128),
                 })
                 .collect();
