@@ -1,6 +1,6 @@
-//! The first stages of every job: validate → keys (one stage in a periodic box) → sort → levels → gather → refine →
-//! types → planes → tree (docs/DESIGN.md §1); a self-query with no runs to refine
-//! chooses its planes before the gather.
+//! The first stages of every job: validate → keys (one stage in a periodic box) → sort →
+//! levels → gather → refine → types → planes → tree (docs/DESIGN.md §1); a self-query with
+//! no runs to refine chooses its planes before the gather.
 
 use crate::api::{Timings, TreeParams};
 use crate::backend::{Backend, Ingest};

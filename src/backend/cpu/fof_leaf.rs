@@ -187,6 +187,25 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         (n0, nn)
     }
 
+    /// The points of leaf `n` (at most 64) as f64 columns readable to whole blocks of `W`
+    /// past them: f64 points where they lie when that padding stays inside the arrays
+    /// (the next leaf's points, masked off by the mask rows), else copies into `x` (as
+    /// `load`) padded with zeros.
+    #[inline(always)]
+    fn block_cols(&self, n: usize, x: &mut [Vec<f64>; D], held: &mut usize) -> [*const f64; D] {
+        let t = &self.zs.tree;
+        let (n0, nn) = (t.src_start[n] as usize, t.src_count[n] as usize);
+        if T::IS_F64 && n0 + nn + W <= self.zs.n_sources() {
+            // T is f64 (Real is f32 or f64).
+            return std::array::from_fn(|d| self.zs.src_pos[d][n0..].as_ptr().cast::<f64>());
+        }
+        self.load(n, x, held);
+        for xd in x.iter_mut() {
+            xd.resize(nn + W, 0.0);
+        }
+        std::array::from_fn(|d| x[d].as_ptr())
+    }
+
     #[inline(always)]
     fn size(s: &mut Scratch<D>, n: usize) {
         if s.d2.len() < n {
@@ -242,18 +261,7 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         // the same values.
         let plain = metric.no_wrap(&lo, &hi, &lo, &hi);
         if !sweep && an <= 64 {
-            // f64 points where they lie when the block padding stays inside the arrays
-            // (as in `leaf_pair`), else f64 copies padded to whole blocks.
-            let cols: [*const f64; D] = if T::IS_F64 && a0 + an + W <= self.zs.n_sources() {
-                // T is f64 (Real is f32 or f64).
-                std::array::from_fn(|d| self.zs.src_pos[d][a0..].as_ptr().cast::<f64>())
-            } else {
-                self.load(a, &mut s.xp, &mut s.xp_node);
-                for x in s.xp.iter_mut() {
-                    x.resize(an + W, 0.0);
-                }
-                std::array::from_fn(|d| s.xp[d].as_ptr())
-            };
+            let cols = self.block_cols(a, &mut s.xp, &mut s.xp_node);
             self.leaf_self_bits::<M, AVX>(metric, plain, a, a0, an, &cols);
             return;
         }
@@ -425,21 +433,14 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
         }
         let t = &self.zs.tree;
         let (q0, qn) = (t.src_start[q] as usize, t.src_count[q] as usize);
-        // Up to 64 target points: their hits as a bit mask (distances by whole blocks).
-        let masks = qn <= 64;
-        // f64 points are read where they lie when the block padding after them is still
-        // inside the arrays (the next leaf's points, masked off): no copy per pair.
-        let cols: [*const f64; D] = if masks && T::IS_F64 && q0 + qn + W <= self.zs.n_sources() {
-            // T is f64 (Real is f32 or f64).
-            std::array::from_fn(|d| self.zs.src_pos[d][q0..].as_ptr().cast::<f64>())
+        // Up to 64 target points: their hits as a bit mask (distances by whole blocks;
+        // f64 points mostly read where they lie, no copy per pair). Larger targets are
+        // read from the copies in `xq`.
+        let cols = if qn <= 64 {
+            Some(self.block_cols(q, &mut s.xq, &mut s.xq_node))
         } else {
             self.load(q, &mut s.xq, &mut s.xq_node);
-            if masks {
-                for x in s.xq.iter_mut() {
-                    x.resize(qn + W, 0.0);
-                }
-            }
-            std::array::from_fn(|d| s.xq[d].as_ptr())
+            None
         };
         let q0u = q0 as u32;
         for si in 0..nsel {
@@ -459,8 +460,8 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
                 }
                 continue;
             }
-            if masks {
-                let mut hit = self.within_mask::<M, AVX>(metric, plain, &pt, &cols, 0, qn);
+            if let Some(cols) = &cols {
+                let mut hit = self.within_mask::<M, AVX>(metric, plain, &pt, cols, 0, qn);
                 if hit == 0 {
                     continue;
                 }

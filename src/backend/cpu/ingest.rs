@@ -413,19 +413,11 @@ mod tests {
         }
     }
 
-    /// Uniform deviates in [0, 1) from a 64-bit LCG.
-    fn uniform(mut s: u64) -> impl FnMut() -> f64 {
-        move || {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (s >> 11) as f64 / (1u64 << 53) as f64
-        }
-    }
-
     /// The fused check and keys of a periodic box equal `keys_into` on clean points, and
     /// name the same bad point as `scan` (the first in input order), at every vector level.
     #[test]
     fn scan_keys_is_scan_then_keys_at_every_level() {
-        let mut u = uniform(11);
+        let mut u = crate::geom::unit_xorshift(11);
         let n = 20_000;
         let mut pts: Vec<[f64; 3]> = (0..n).map(|_| [u(), u(), u()]).collect();
         pts[5] = [0.0, -0.0, 0.5];
@@ -460,7 +452,7 @@ mod tests {
     /// names the first in input order, as the checked loop does.
     #[test]
     fn scan_is_the_checked_loop_at_every_level() {
-        let mut u = uniform(7);
+        let mut u = crate::geom::unit_xorshift(7);
         let mut pts: Vec<[f64; 3]> = (0..50_000).map(|_| [u(), u(), u()]).collect();
         pts[3] = [0.0, -0.0, 0.5];
         pts[40_000] = [-0.0, 0.0, 0.0];
