@@ -6,9 +6,10 @@
 //! in the mask; with AVX2 the block is compressed by two vector permutes). When the
 //! buffer holds enough, it is cut to its k best and the threshold drops to their k-th
 //! distance; at the end the best k are ordered. Selection and order work on integer keys
-//! (a distance²'s bits with the entry's index in the low bits). Up to `NET_MAX_K` they run
-//! on bitonic networks (`bitonic`): the fresh keys are sorted and merged with the kept
-//! ones, sorted since the last cut — no branch depends on the data (the standard
+//! (a distance², quantised, with the entry's index in the low bits). Up to `NET_MAX_K`
+//! they run on bitonic networks (`bitonic`, 32-bit keys: the distance² as a fixed-point
+//! fraction of the query's bound in the high bits): the fresh keys are sorted and merged
+//! with the kept ones, sorted since the last cut — no branch depends on the data (the standard
 //! library's selection and sort mispredicted about 44 times per query at k = 64, half of
 //! the leaf pass's mispredicts). Above, the standard selection: the buffer is cut at 2k,
 //! the kept left unordered. Against keeping a sorted array, this drops the per-candidate
@@ -40,17 +41,22 @@ pub(crate) struct CandBuf<T> {
     out_z: Vec<u32>,
     /// The low bits of a sort key that hold the entry's index (enough for every entry).
     ib: u32,
+    /// Networks: a distance² times `scale` (rounded down, at most `qmax`) is the high part
+    /// of its key; `scale` 0: the top bits of its f32 representation instead (no finite
+    /// bound was given).
+    scale: f64,
+    qmax: u32,
     /// The sort keys of `select`.
     keys: Vec<u64>,
     /// Networks (k <= `NET_MAX_K`): the kept entries' keys, sorted and padded with
-    /// `i64::MAX` to `p` (a power of two >= k); the fresh entries' keys, padded to `q` (a
+    /// `u32::MAX` to `p` (a power of two >= k); the fresh entries' keys, padded to `q` (a
     /// power of two > k + one block: a cut always has k entries).
     net: bool,
     level: Simd,
     p: usize,
     q: usize,
-    kept: Vec<i64>,
-    fresh: Vec<i64>,
+    kept: Vec<u32>,
+    fresh: Vec<u32>,
     block: usize,
 }
 
@@ -67,6 +73,8 @@ impl<T: Real> CandBuf<T> {
             out_d: Vec::new(),
             out_z: Vec::new(),
             ib: 0,
+            scale: 0.0,
+            qmax: 0,
             keys: Vec::new(),
             net: false,
             level: Simd::Base,
@@ -78,20 +86,22 @@ impl<T: Real> CandBuf<T> {
         }
     }
 
-    /// Empties the buffer for a selection of `k >= 1` fed in blocks of at most `block`.
+    /// Empties the buffer for a selection of `k >= 1` fed in blocks of at most `block`,
+    /// of distances² at most `bound` (which sets the keys' resolution: a looser bound only
+    /// means more ties to order exactly; +inf when none is known).
     #[inline(always)]
-    pub(crate) fn reset(&mut self, k: usize, block: usize) {
+    pub(crate) fn reset(&mut self, k: usize, block: usize, bound: T) {
         assert!(k >= 1);
         self.net = k <= NET_MAX_K;
         let len = if self.net {
             self.level = simd::level();
-            self.p = k.next_power_of_two().max(4);
+            self.p = k.next_power_of_two().max(8);
             self.q = (k + block).next_power_of_two();
             if self.kept.len() < self.p || self.fresh.len() < self.q {
-                self.kept.resize(self.p, i64::MAX);
-                self.fresh.resize(self.q, i64::MAX);
+                self.kept.resize(self.p, u32::MAX);
+                self.fresh.resize(self.q, u32::MAX);
             }
-            self.kept[..self.p].fill(i64::MAX);
+            self.kept[..self.p].fill(u32::MAX);
             self.cap = self.q - block + 1;
             k + self.q + block
         } else {
@@ -99,6 +109,13 @@ impl<T: Real> CandBuf<T> {
             self.cap + block
         };
         self.ib = usize::BITS - (len - 1).leading_zeros();
+        if self.net {
+            // Below every padding key (u32::MAX), whatever the index bits.
+            debug_assert!((1..=16).contains(&self.ib));
+            self.qmax = (1u32 << (32 - self.ib)) - 2;
+            let b = bound.to_f64();
+            self.scale = if b > 0.0 && b < f64::INFINITY { self.qmax as f64 / b } else { 0.0 };
+        }
         if self.d.len() < len {
             self.d.resize(len, T::INFINITY);
             self.z.resize(len, 0);
@@ -161,13 +178,20 @@ impl<T: Real> CandBuf<T> {
             self.kth = self.out_d.iter().fold(T::ZERO, |m, &x| if x > m { x } else { m });
             return;
         }
-        self.merge_fresh(rank);
-        // The kept, in order, to the front; their keys index them there.
-        let low = (1u64 << self.ib) - 1;
+        let in_order = self.merge_fresh(rank);
+        // The kept, in order, to the front; their keys index them there (the same
+        // quantised distances, from the keys when they are in the result's order).
         self.d[..k].copy_from_slice(&self.out_d);
         self.z[..k].copy_from_slice(&self.out_z);
-        for (i, key) in self.kept[..self.p].iter_mut().enumerate() {
-            *key = if i < k { ((self.out_d[i].to_f64().to_bits() & !low) | i as u64) as i64 } else { i64::MAX };
+        let low = (1u32 << self.ib) - 1;
+        for i in 0..self.p {
+            self.kept[i] = if i >= k {
+                u32::MAX
+            } else if in_order {
+                (self.kept[i] & !low) | i as u32
+            } else {
+                self.key(self.out_d[i], i)
+            };
         }
         self.n = k;
         self.kn = k;
@@ -175,39 +199,59 @@ impl<T: Real> CandBuf<T> {
         self.kth = self.out_d[k - 1];
     }
 
+    /// The network sort key of held entry `i` at distance² `d`: the distance quantised
+    /// (monotone: a larger distance never gets a smaller one) above the index.
+    #[inline(always)]
+    fn key(&self, d: T, i: usize) -> u32 {
+        let q = if self.scale > 0.0 { fixed(d, self.scale, self.qmax) } else { (d.to_f64() as f32).to_bits() >> self.ib };
+        (q.min(self.qmax) << self.ib) | i as u32
+    }
+
     /// Networks: the best min(k, n) held entries, in order, into `out_d`/`out_z`; the
     /// fresh keys are sorted and merged into `kept` (the best p of all, in key order).
-    fn merge_fresh(&mut self, rank: &impl Fn(u32) -> u32) {
+    /// Returns whether the kept keys are in the result's order (else the exact selection
+    /// ordered the result).
+    fn merge_fresh(&mut self, rank: &impl Fn(u32) -> u32) -> bool {
         let (n, kn, k, p, q) = (self.n, self.kn, self.k, self.p, self.q);
         let low = (1u64 << self.ib) - 1;
         // The fresh keys padded to a power of two, at least p (the merge takes p).
         let sz = (n - kn).next_power_of_two().max(p);
         debug_assert!(sz <= q);
-        // Eight at a time without a branch per key (sz is a multiple of 4; the buffer
-        // holds entries, or stale values, up to kn + sz + 4).
-        debug_assert!(kn + sz.next_multiple_of(8) <= self.d.len());
-        for (c, keys) in self.fresh[..sz].chunks_mut(8).enumerate() {
-            let i0 = kn + 8 * c;
-            let d = &self.d[i0..i0 + 8];
-            for (j, key) in keys.iter_mut().enumerate() {
-                let i = i0 + j;
-                let k = ((d[j].to_f64().to_bits() & !low) | i as u64) as i64;
-                *key = if i < n { k } else { i64::MAX };
+        // Without a branch per key (the buffer holds entries, or stale values, up to
+        // kn + sz), the mode chosen once.
+        let (d, fresh, ib, qmax) = (&self.d[kn..kn + sz], &mut self.fresh[..sz], self.ib, self.qmax);
+        let fresh_n = n - kn;
+        if self.scale > 0.0 {
+            let scale = self.scale;
+            for (i, (f, &x)) in fresh.iter_mut().zip(d).enumerate() {
+                let key = (fixed(x, scale, qmax) << ib) | (kn + i) as u32;
+                *f = if i < fresh_n { key } else { u32::MAX };
+            }
+        } else {
+            for (i, (f, &x)) in fresh.iter_mut().zip(d).enumerate() {
+                let key = (((x.to_f64() as f32).to_bits() >> ib).min(qmax) << ib) | (kn + i) as u32;
+                *f = if i < fresh_n { key } else { u32::MAX };
             }
         }
         bitonic::sort(&mut self.fresh[..sz], self.level);
-        let next = bitonic::merge_low(&mut self.kept[..p], &self.fresh[..sz], self.level);
+        let next = if kn == 0 {
+            // Nothing kept yet (all padding): the p best are the fresh ones'.
+            self.kept[..p].copy_from_slice(&self.fresh[..p]);
+            if sz > p { self.fresh[p] } else { u32::MAX }
+        } else {
+            bitonic::merge_low(&mut self.kept[..p], &self.fresh[..sz], self.level)
+        };
         let m = n.min(k);
         let keys = &mut self.kept[..p];
         // Keys order by the distance truncated to its high bits, then by position: where
         // two truncated distances are equal, the order is by (distance², rank) instead —
         // within the best k by sorting each run, and across the k-th (which of them are
         // kept) by the exact selection over all held entries.
-        let trunc = |x: i64| (x as u64) >> self.ib;
+        let trunc = |x: u32| x >> self.ib;
         let straddles = n > k && trunc(keys[k - 1]) == trunc(if k < p { keys[k] } else { next });
         if straddles {
             self.select(rank, true);
-            return;
+            return false;
         }
         let (d, z) = (&self.d, &self.z);
         // Whether any two neighbours share a truncated distance (one pass without a branch
@@ -218,7 +262,7 @@ impl<T: Real> CandBuf<T> {
             for j in 1..=m {
                 if j == m || trunc(keys[j]) != trunc(keys[a]) {
                     if j - a > 1 {
-                        sort_run(as_u64(&mut keys[a..j]), low, d, z, rank);
+                        sort_run(&mut keys[a..j], low, d, z, rank);
                     }
                     a = j;
                 }
@@ -228,6 +272,7 @@ impl<T: Real> CandBuf<T> {
         self.out_z.clear();
         self.out_d.extend(keys[..m].iter().map(|&x| d[(x as u64 & low) as usize]));
         self.out_z.extend(keys[..m].iter().map(|&x| z[(x as u64 & low) as usize]));
+        true
     }
 
     /// How many entries are held (at least k once the buffer was cut).
@@ -315,13 +360,6 @@ impl<T: Real> CandBuf<T> {
     }
 }
 
-/// Non-negative `i64` keys as `u64` (the same bits, the same order).
-fn as_u64(x: &mut [i64]) -> &mut [u64] {
-    // SAFETY: i64 and u64 have the same size and alignment, and every bit pattern is
-    // valid for both.
-    unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr() as *mut u64, x.len()) }
-}
-
 /// A block of eight candidates written compressed: the entries in the mask, in order, at
 /// the front (the rest of the eight slots hold leftovers).
 #[cfg(target_arch = "x86_64")]
@@ -383,11 +421,22 @@ mod compress {
     }
 }
 
+/// `d` (>= 0, or +inf) times `scale` (> 0, finite), rounded down and capped at `qmax`
+/// (< 2^31): monotone in `d`.
+#[inline(always)]
+fn fixed<T: Real>(d: T, scale: f64, qmax: u32) -> u32 {
+    // In [0, qmax] whatever `d` (a NaN goes to 0 through max), so the conversion below
+    // is in range.
+    let x = (d.to_f64() * scale).max(0.0).min(qmax as f64);
+    // SAFETY: x is finite and in [0, qmax], qmax < 2^31.
+    unsafe { x.to_int_unchecked::<i32>() as u32 }
+}
+
 /// Orders a run of sort keys (entry index in the bits `low`) by (distance², rank).
 #[inline(never)]
-fn sort_run<T: Real>(run: &mut [u64], low: u64, d: &[T], z: &[u32], rank: &impl Fn(u32) -> u32) {
+fn sort_run<T: Real, K: Copy + Into<u64>>(run: &mut [K], low: u64, d: &[T], z: &[u32], rank: &impl Fn(u32) -> u32) {
     run.sort_unstable_by(|&a, &b| {
-        let (ia, ib) = ((a & low) as usize, (b & low) as usize);
+        let (ia, ib) = ((a.into() & low) as usize, (b.into() & low) as usize);
         d[ia].partial_cmp(&d[ib]).unwrap_or(std::cmp::Ordering::Equal).then_with(|| rank(z[ia]).cmp(&rank(z[ib])))
     });
 }
@@ -416,7 +465,10 @@ mod tests {
                 let rank = |z: u32| (n as u32) - z;
                 let init = if round % 4 == 0 { T::INFINITY } else { T::from_f64(levels as f64 * 0.3) };
                 let mut thr = init;
-                c.reset(k, 8);
+                // The keys' bound: the threshold, or (round 5 of 10) one far too tight,
+                // which only makes more keys tie.
+                let bound = if round % 10 == 5 { T::from_f64(init.to_f64() / 8.0) } else { init };
+                c.reset(k, 8, bound);
                 for b0 in (0..n).step_by(8) {
                     let blk: [T; 8] = std::array::from_fn(|i| if b0 + i < n { d[b0 + i] } else { T::INFINITY });
                     let mut m = 0u32;

@@ -324,7 +324,8 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
             let self_z = if self_query { q } else { usize::MAX };
             let rank = |z: u32| if z as usize == self_z { 0 } else { sorig[z as usize] + 1 };
             if buffered {
-                s.cand.reset(self.kk, B);
+                // (Every offer is within `thr`, which only shrinks from here.)
+                s.cand.reset(self.kk, B, thr);
             } else if use16 {
                 s.best16.reset(self.kk);
             } else {
