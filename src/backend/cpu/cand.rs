@@ -217,22 +217,18 @@ impl<T: Real> CandBuf<T> {
         // The fresh keys padded to a power of two, at least p (the merge takes p).
         let sz = (n - kn).next_power_of_two().max(p);
         debug_assert!(sz <= q);
-        // Without a branch per key (the buffer holds entries, or stale values, up to
-        // kn + sz), the mode chosen once.
-        let (d, fresh, ib, qmax) = (&self.d[kn..kn + sz], &mut self.fresh[..sz], self.ib, self.qmax);
-        let fresh_n = n - kn;
-        if self.scale > 0.0 {
-            let scale = self.scale;
-            for (i, (f, &x)) in fresh.iter_mut().zip(d).enumerate() {
-                let key = (fixed(x, scale, qmax) << ib) | (kn + i) as u32;
-                *f = if i < fresh_n { key } else { u32::MAX };
-            }
+        let (d, fresh) = (&self.d[kn..n], &mut self.fresh[..sz]);
+        let qz = KeyQuant { ib: self.ib, scale: self.scale, qmax: self.qmax };
+        #[cfg(target_arch = "x86_64")]
+        if self.level >= Simd::Avx2 {
+            // SAFETY: `level` is at most what the CPU has (`simd::level`).
+            unsafe { fresh_keys_avx2(d, &mut fresh[..n - kn], kn as u32, qz) };
         } else {
-            for (i, (f, &x)) in fresh.iter_mut().zip(d).enumerate() {
-                let key = (((x.to_f64() as f32).to_bits() >> ib).min(qmax) << ib) | (kn + i) as u32;
-                *f = if i < fresh_n { key } else { u32::MAX };
-            }
+            fresh_keys(d, &mut fresh[..n - kn], kn as u32, qz);
         }
+        #[cfg(not(target_arch = "x86_64"))]
+        fresh_keys(d, &mut fresh[..n - kn], kn as u32, qz);
+        fresh[n - kn..].fill(u32::MAX);
         bitonic::sort(&mut self.fresh[..sz], self.level);
         let next = if kn == 0 {
             // Nothing kept yet (all padding): the p best are the fresh ones'.
@@ -255,8 +251,10 @@ impl<T: Real> CandBuf<T> {
         }
         let (d, z) = (&self.d, &self.z);
         // Whether any two neighbours share a truncated distance (one pass without a branch
-        // per key: they rarely do).
-        let shared = keys[..m].windows(2).fold(false, |e, w| e | (trunc(w[0]) == trunc(w[1])));
+        // per key: they rarely do; the same truncation when the bits above `ib` agree).
+        let ib = self.ib;
+        let close = keys[..m].iter().zip(&keys[1..m.max(1)]).fold(0u32, |e, (&a, &b)| e | ((a ^ b) >> ib == 0) as u32);
+        let shared = close != 0;
         if shared {
             let mut a = 0;
             for j in 1..=m {
@@ -270,8 +268,11 @@ impl<T: Real> CandBuf<T> {
         }
         self.out_d.clear();
         self.out_z.clear();
-        self.out_d.extend(keys[..m].iter().map(|&x| d[(x as u64 & low) as usize]));
-        self.out_z.extend(keys[..m].iter().map(|&x| z[(x as u64 & low) as usize]));
+        // (Every key's index is a held entry's: below n <= d.len(), z.len().)
+        debug_assert!(keys[..m].iter().all(|&x| ((x as u64 & low) as usize) < n));
+        // SAFETY: as above.
+        self.out_d.extend(keys[..m].iter().map(|&x| unsafe { *d.get_unchecked((x as u64 & low) as usize) }));
+        self.out_z.extend(keys[..m].iter().map(|&x| unsafe { *z.get_unchecked((x as u64 & low) as usize) }));
         true
     }
 
@@ -419,6 +420,36 @@ mod compress {
             }
         }
     }
+}
+
+/// How a distance² becomes the high part of a network key (`CandBuf::key`).
+#[derive(Clone, Copy)]
+struct KeyQuant {
+    ib: u32,
+    scale: f64,
+    qmax: u32,
+}
+
+/// The keys of entries `base, base + 1, ..` at distances² `d`, into `out` (as long).
+#[inline(always)]
+fn fresh_keys<T: Real>(d: &[T], out: &mut [u32], base: u32, q: KeyQuant) {
+    let KeyQuant { ib, scale, qmax } = q;
+    // (The mode chosen once: plain loops, which vectorise.)
+    if scale > 0.0 {
+        for (i, (o, &x)) in out.iter_mut().zip(d).enumerate() {
+            *o = (fixed(x, scale, qmax) << ib) | (base + i as u32);
+        }
+    } else {
+        for (i, (o, &x)) in out.iter_mut().zip(d).enumerate() {
+            *o = (((x.to_f64() as f32).to_bits() >> ib).min(qmax) << ib) | (base + i as u32);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn fresh_keys_avx2<T: Real>(d: &[T], out: &mut [u32], base: u32, q: KeyQuant) {
+    fresh_keys(d, out, base, q)
 }
 
 /// `d` (>= 0, or +inf) times `scale` (> 0, finite), rounded down and capped at `qmax`
