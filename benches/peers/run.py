@@ -5,7 +5,7 @@ checkout). Every run is a fresh process; the peers of a case run in interleaved 
 (the order rotating each round) and the table gives the median over the rounds.
 
     make bench-peers [PEERS_ARGS="--quick --rounds 1"] [HFOF_PATH=/path/to/hfof]
-    python benches/peers/run.py [--rounds 3] [--quick] [--only SUBSTRING] [--threads 2] [--calls N]
+    python benches/peers/run.py [--rounds 3] [--quick] [--only SUBSTRING ...] [--threads 2] [--calls N]
 
 `make bench-peers` builds what this needs (the installed package, the C runner, kiddo);
 run directly, it expects build/peers/ztree_run and build/kiddo-native/release/kiddo_native
@@ -267,7 +267,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="runs per peer and case (median reported)")
     ap.add_argument("--quick", action="store_true", help="the first size only (1e6)")
     ap.add_argument("--sizes", default="1e6,4e6", help="point counts of the generated sets (comma-separated)")
-    ap.add_argument("--only", default="", help="run the cases whose title contains this")
+    ap.add_argument("--only", action="append", default=[],
+                    help="run the cases whose title contains this (repeatable: any of them)")
     ap.add_argument("--threads", type=int, default=2, help="threads of every multi-threaded peer")
     ap.add_argument("--calls", type=int, default=1,
                     help="calls per process (N > 1: also the median of the N - 1 later calls, as in a simulation)")
@@ -278,7 +279,8 @@ def main():
 
     have, notes = available_peers()
     sizes = [int(float(x)) for x in a.sizes.split(",")]
-    todo = [c for c in cases(sizes[:1] if a.quick else sizes) if a.only.lower() in c.title.lower()]
+    only = [o.lower() for o in a.only] or [""]
+    todo = [c for c in cases(sizes[:1] if a.quick else sizes) if any(o in c.title.lower() for o in only)]
     if not todo:
         sys.exit(f"no case matches {a.only!r}")
     ensure_data(todo)
