@@ -5,8 +5,8 @@
 //! around one `#[inline(always)]` body), the FoF leaf passes a second time with AVX2 (run
 //! at both levels), and `level()` picks AVX2 where the CPU has it.
 //! The AVX-512 build keeps a query's best candidates in registers (`TopK16`) and runs
-//! for 2 <= k <= 16 (other k run the AVX2 build, faster there; at this level the
-//! candidate buffer's sorting networks, k > 28, run on AVX-512 too). It is the default on
+//! for 2 <= k <= 16 (other k run the AVX2 build, faster there; the candidate buffer's
+//! sorting networks, k > 28, are AVX2 code at both levels). It is the default on
 //! AMD CPUs that have AVX-512 (Zen 4: kNN walk 13-20% shorter than the AVX2 build at
 //! k = 16); elsewhere only when asked for (`ZTREE_SIMD=avx512`):
 //! on an Emerald Rapids Xeon the AVX-512 build was 10-18% slower before `TopK16`, and
