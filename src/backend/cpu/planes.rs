@@ -229,9 +229,16 @@ pub(crate) fn plan(levels: &[u8], n: usize, types: PointTypes<'_, Cpu>, params: 
         let plane_idx = planes.len();
         let all = (plane_idx == 0).then_some(levels.len());
         let count_splits = select_splits(all, &splits, |i| caps[i] as u64 > capacity);
-        let level_cap = regularisation_cap(levels, &count_splits, n, params).map(|c| prev_cap.map_or(c, |p| p.max(c)));
-        let level_cap = level_cap.or(prev_cap);
+        let (cap, cells) = regularisation_cap(levels, &count_splits, n, params);
+        let level_cap = cap.map(|c| prev_cap.map_or(c, |p| p.max(c))).or(prev_cap);
         let new_splits = match level_cap {
+            // The leaves' plane: only the count nodes whose cell exceeds the cap hold gaps
+            // above it (every gap's level is at most its node's cell's).
+            Some(lc) if all.is_some() && !cells.is_empty() => {
+                let v = with_level_splits(levels, &count_splits, &cells, lc);
+                debug_assert_eq!(v, select_splits(all, &splits, |i| caps[i] as u64 > capacity || levels[i] > 64 + lc));
+                v
+            }
             Some(lc) => {
                 let lim = 64 + lc;
                 select_splits(all, &splits, |i| caps[i] as u64 > capacity || levels[i] > lim)
@@ -292,12 +299,42 @@ fn select_splits(all: Option<usize>, splits: &[u32], keep: impl Fn(usize) -> boo
     }
 }
 
+/// `splits` (a plane's count splits over all gaps, its nodes' `cells` as
+/// `regularisation_cap` gives them) and every gap inside a node whose level exceeds the
+/// level cap `lc`, ascending: the gaps `caps > capacity || level > 64 + lc` select, found
+/// by scanning only the nodes whose cell is above the cap.
+fn with_level_splits(levels: &[u8], splits: &[u32], cells: &[(u8, u32)], lc: u8) -> Vec<u32> {
+    use super::par::chunk_ranges;
+    let nseg = splits.len() + 1;
+    debug_assert_eq!(cells.len(), nseg);
+    let lim = 64 + lc;
+    let parts: Vec<Vec<u32>> = chunk_ranges(nseg, 4 * rayon::current_num_threads())
+        .into_par_iter()
+        .map(|r| {
+            let mut v = Vec::with_capacity(r.len());
+            for s in r {
+                if cells[s].0 > lc {
+                    let a = if s == 0 { 0 } else { splits[s - 1] as usize + 1 };
+                    let b = if s == nseg - 1 { levels.len() } else { splits[s] as usize };
+                    v.extend((a..b).filter(|&i| levels[i] > lim).map(|i| i as u32));
+                }
+                if s < nseg - 1 {
+                    v.push(splits[s]);
+                }
+            }
+            v
+        })
+        .collect();
+    parts.concat()
+}
+
 /// The regularisation level cap for a plane whose count-based splits are `splits`:
 /// the bit length of a Morton cell about `max_volume_factor` times the mean volume of the
-/// densest nodes holding 90% of the points. None when off or no node exceeds it.
-fn regularisation_cap(levels: &[u8], splits: &[u32], n: usize, params: &TreeParams) -> Option<u8> {
+/// densest nodes holding 90% of the points. None when off or no node exceeds it. With it,
+/// every node's (primary bit length of its cell, point count), in order (empty when off).
+fn regularisation_cap(levels: &[u8], splits: &[u32], n: usize, params: &TreeParams) -> (Option<u8>, Vec<(u8, u32)>) {
     if params.max_volume_factor == 0.0 || n < 2 {
-        return None;
+        return (None, Vec::new());
     }
     let nseg = splits.len() + 1;
     // Per node: (primary bit length of its cell, point count).
@@ -310,7 +347,7 @@ fn regularisation_cap(levels: &[u8], splits: &[u32], n: usize, params: &TreePara
             (g.saturating_sub(64), (b - a) as u32)
         })
         .collect();
-    cap_from_cells(&nodes, n, params)
+    (cap_from_cells(&nodes, n, params), nodes)
 }
 
 /// The regularisation cap from every node's (primary bit length of its cell, point count)
@@ -321,6 +358,17 @@ pub(crate) fn cap_from_cells(nodes: &[(u8, u32)], n: usize, params: &TreeParams)
     // 3e6 leaves at 1e8 points made that the bulk of the GPU's tree stage), then take
     // the groups densest first (count per volume, the volume of a cell of bit length g
     // being 2^g; ties by (g, count), so the order is one and the same everywhere).
+    // Small counts (the leaves' plane, where the nodes are many): a histogram instead.
+    let max_c = nodes.par_iter().map(|x| x.1).max().unwrap_or(0) as usize;
+    if max_c < 1 << 12 && nodes.len() > 1 << 12 {
+        let w = max_c + 1;
+        let mut hist = vec![0u64; 65 * w];
+        for &(g, c) in nodes {
+            hist[g.min(64) as usize * w + c as usize] += 1;
+        }
+        let groups = hist.iter().enumerate().filter(|e| *e.1 > 0).map(|(i, &m)| ((i / w) as u8, (i % w) as u32, m)).collect();
+        return cap_from_groups(groups, n, params);
+    }
     let mut keys: Vec<u64> = nodes.par_iter().map(|&(g, c)| (g as u64) << 32 | c as u64).collect();
     keys.par_sort_unstable();
     let mut groups: Vec<(u8, u32, u64)> = Vec::new();
