@@ -251,10 +251,8 @@ impl<T: Real> CandBuf<T> {
         }
         let (d, z) = (&self.d, &self.z);
         // Whether any two neighbours share a truncated distance (one pass without a branch
-        // per key: they rarely do; the same truncation when the bits above `ib` agree).
-        let ib = self.ib;
-        let close = keys[..m].iter().zip(&keys[1..m.max(1)]).fold(0u32, |e, (&a, &b)| e | ((a ^ b) >> ib == 0) as u32);
-        let shared = close != 0;
+        // per key, folded as an integer so that it vectorises: they rarely do).
+        let shared = keys[..m].iter().zip(&keys[1..m.max(1)]).fold(0u32, |e, (&a, &b)| e | (trunc(a) == trunc(b)) as u32) != 0;
         if shared {
             let mut a = 0;
             for j in 1..=m {

@@ -65,9 +65,9 @@ pub(crate) fn split_caps<'s>(levels: &[u8], types: PointTypes<'_, Cpu>, params: 
     }
     let leaf = params.leaf_size as u64;
     let c = params.coarsening as u64;
-    // In chunks of the three slices, the point types matched once per chunk: the loop has
-    // no bounds checks and no per-gap dispatch (it took 4x a plain read of `first` and
-    // `last` as an indexed iterator with the match inside).
+    // In chunks of the three slices, without bounds checks, and for a self-query or FoF
+    // without a per-gap match on the point types (the loop took 4x a plain read of
+    // `first` and `last` as an indexed iterator with the match inside).
     const CHUNK: usize = 1 << 14;
     first
         .par_chunks_mut(CHUNK)
@@ -76,9 +76,9 @@ pub(crate) fn split_caps<'s>(levels: &[u8], types: PointTypes<'_, Cpu>, params: 
         .enumerate()
         .for_each(|(ci, ((caps, last), levels))| match types {
             PointTypes::Same => fill_caps(ci * CHUNK, caps, last, levels, leaf, c, |a, b| (b - a) as u64),
-            PointTypes::Joint { src_prefix } => fill_caps(ci * CHUNK, caps, last, levels, leaf, c, |a, b| {
-                let s = src_prefix[b] - src_prefix[a];
-                s.max((b - a) as u32 - s) as u64
+            PointTypes::Joint { .. } => fill_caps(ci * CHUNK, caps, last, levels, leaf, c, |a, b| {
+                let (s, q) = types.counts(a, b);
+                s.max(q) as u64
             }),
         });
     &*first
