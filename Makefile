@@ -152,7 +152,7 @@ bench-knn: bootstrap
 bench-fof: bootstrap
 	$(CARGO) bench --bench fof
 
-# Side-by-side peer benchmark (issue 12; benches/peers/run.py): ztree through its C API as
+# Side-by-side peer benchmark (benches/peers/run.py): ztree through its C API as
 # shipped (the installed package, built without native CPU flags) against kiddo 6.3 built
 # with -C target-cpu=native and fat LTO, scipy cKDTree, pykdtree, and hfof when HFOF_PATH
 # names a checkout of github.com/pec27/hfof built with its Makefile. Fresh process per run,

@@ -92,7 +92,12 @@ fn main() {
     } else {
         global.iter().enumerate().filter(|(i, _)| (i.wrapping_mul(2654435761) >> 7) % size == rank).map(|(_, p)| *p).collect()
     };
-    let serial_pts = if size == 1 { Some(global) } else { drop(global); None };
+    let serial_pts = if size == 1 {
+        Some(global)
+    } else {
+        drop(global);
+        None
+    };
     let n = mine.len();
     let domain = Domain::Periodic([1.0; 3]);
     if rank == 0 {
@@ -143,7 +148,11 @@ fn main() {
     let names: Vec<&'static str> = st.dist.timings.stages.iter().map(|s| s.0).collect();
     let fof_stages = stages(&world, &st.dist.timings, &names);
     if rank == 0 {
-        println!("\nFoF (b = 0.2, catalogue of groups >= 20): {:.3} s{}", best, serial_fof.map_or(String::new(), |s| format!(" (serial engine {s:.3} s, ratio {:.2})", best / s)));
+        println!(
+            "\nFoF (b = 0.2, catalogue of groups >= 20): {:.3} s{}",
+            best,
+            serial_fof.map_or(String::new(), |s| format!(" (serial engine {s:.3} s, ratio {:.2})", best / s))
+        );
         println!("  groups {} | cross-rank edges {} | messages {msgs}", st.groups, st.edges);
         println!(
             "  communicated per particle: total {:.2} B = particle moves {:.2} B + ghosts {:.2} B ({:.1}% of the 24 B/particle position data) + edges, catalogue and labels {:.2} B",
@@ -202,7 +211,12 @@ fn main() {
     let names: Vec<&'static str> = st.dist.timings.stages.iter().map(|s| s.0).collect();
     let knn_stages = stages(&world, &st.dist.timings, &names);
     if rank == 0 {
-        println!("\nkNN (k = {}, density only): {:.3} s{}", a.k, best, serial_knn.map_or(String::new(), |s| format!(" (serial engine {s:.3} s, ratio {:.2})", best / s)));
+        println!(
+            "\nkNN (k = {}, density only): {:.3} s{}",
+            a.k,
+            best,
+            serial_knn.map_or(String::new(), |s| format!(" (serial engine {s:.3} s, ratio {:.2})", best / s))
+        );
         println!("  queries sent to other ranks {shipped} ({:.2}% of N) | messages {msgs}", 100.0 * shipped as f64 / a.n as f64);
         println!(
             "  communicated per particle: total {:.2} B = particle moves {:.2} B + queries, replies and results {:.2} B",

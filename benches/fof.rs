@@ -87,7 +87,15 @@ fn parse() -> Args {
 
 /// Runs ztree FoF with catalogue; returns (best seconds, stats of that run, peak bytes
 /// per particle beyond inputs and the labels output, groups).
-fn run_ztree<T: Real>(ctx: &Context, pts: &[[T; 3]], box_len: f64, params: &FofParams, ids: Option<&dyn ParticleIds>, pmass: f64, reps: usize) -> (f64, FofStats, f64, usize) {
+fn run_ztree<T: Real>(
+    ctx: &Context,
+    pts: &[[T; 3]],
+    box_len: f64,
+    params: &FofParams,
+    ids: Option<&dyn ParticleIds>,
+    pmass: f64,
+    reps: usize,
+) -> (f64, FofStats, f64, usize) {
     let mut labels = vec![0i64; pts.len()];
     let fields = FofFields { velocities: None, masses: None, particle_mass: pmass, ids };
     let mut best = (f64::INFINITY, None, 0usize, 0usize);
@@ -169,7 +177,10 @@ struct Line {
 fn main() {
     let args = parse();
     let ctx = Context::new(Config { threads: args.threads, tree: args.tree }).unwrap();
-    println!("# ztree FoF benchmark: b = {B}, periodic box, {} threads; ztree = sort + tree + walk + contraction + catalogue (min 20 members; GADGET: 32)", ctx.threads());
+    println!(
+        "# ztree FoF benchmark: b = {B}, periodic box, {} threads; ztree = sort + tree + walk + contraction + catalogue (min 20 members; GADGET: 32)",
+        ctx.threads()
+    );
     println!("# ztree: best of {} runs; peers (labels only) run once", args.reps);
     println!();
     let mut lines: Vec<Line> = Vec::new();
@@ -209,7 +220,8 @@ fn main() {
                 let raw = std::fs::read(dir.join("ids.u32")).unwrap();
                 let ids: Vec<u32> = raw.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
                 let (bl, link) = (50.0, 0.15625);
-                let params = FofParams { linking_length: LinkingLength::Absolute(link), min_members: 32, order: CatalogueOrder::Gadget, members: false };
+                let params =
+                    FofParams { linking_length: LinkingLength::Absolute(link), min_members: 32, order: CatalogueOrder::Gadget, members: false };
                 let (t32, s32, b32, g32) = run_ztree::<f32>(&ctx, &pos, bl, &params, Some(&ids), 4.075161606358443, args.reps.max(5));
                 let p64: Vec<[f64; 3]> = pos.iter().map(|p| [p[0] as f64, p[1] as f64, p[2] as f64]).collect();
                 let mut peers = Vec::new();
@@ -258,7 +270,13 @@ fn main() {
                 "  clustered 4e6: {t:.3} s (target <= 0.5 s: {}), fastest peer / ztree = {} (target >= 5x: {})",
                 if t <= 0.5 { "met" } else { "MISSED" },
                 if fastest.is_finite() { format!("{:.1}x", fastest / t) } else { "n/a".into() },
-                if !fastest.is_finite() { "n/a" } else if ok_speed { "met" } else { "MISSED" }
+                if !fastest.is_finite() {
+                    "n/a"
+                } else if ok_speed {
+                    "met"
+                } else {
+                    "MISSED"
+                }
             );
         }
         if l.data.starts_with("GADGET") {
@@ -266,7 +284,10 @@ fn main() {
         }
     }
     let worst = lines.iter().map(|l| l.bytes).fold(0.0f64, f64::max);
-    println!("  peak memory: at most {worst:.0} B/particle beyond inputs and outputs (target < 100: {})", if worst < 100.0 { "met" } else { "MISSED" });
+    println!(
+        "  peak memory: at most {worst:.0} B/particle beyond inputs and outputs (target < 100: {})",
+        if worst < 100.0 { "met" } else { "MISSED" }
+    );
     println!();
     println!("Stage breakdown (seconds) and memory:");
     for (name, s, b) in breakdowns {

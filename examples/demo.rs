@@ -17,11 +17,13 @@ fn main() {
     for step in 0..3 {
         let t = Instant::now();
         let stats = ctx
-            .knn_self(&Domain::periodic_cube(1.0), &pts, &SourceFields::default(), &KnnParams::new(k), &mut KnnOutput {
-                kth_distance: Some(&mut kth),
-                density: Some(&mut density),
-                ..Default::default()
-            })
+            .knn_self(
+                &Domain::periodic_cube(1.0),
+                &pts,
+                &SourceFields::default(),
+                &KnnParams::new(k),
+                &mut KnnOutput { kth_distance: Some(&mut kth), density: Some(&mut density), ..Default::default() },
+            )
             .expect("knn");
         let dt = t.elapsed().as_secs_f64();
         let stages: Vec<String> = stats.timings.stages.iter().map(|(s, t)| format!("{s} {:.1} ms", t * 1e3)).collect();
@@ -30,7 +32,13 @@ fn main() {
     let mut sorted = density.clone();
     sorted.sort_by(f64::total_cmp);
     let q = |f: f64| sorted[((n - 1) as f64 * f) as usize];
-    println!("density / mean: 10% {:.2}  50% {:.2}  90% {:.2}  99.9% {:.2}", q(0.1) / n as f64, q(0.5) / n as f64, q(0.9) / n as f64, q(0.999) / n as f64);
+    println!(
+        "density / mean: 10% {:.2}  50% {:.2}  90% {:.2}  99.9% {:.2}",
+        q(0.1) / n as f64,
+        q(0.5) / n as f64,
+        q(0.9) / n as f64,
+        q(0.999) / n as f64
+    );
     let rmax = kth.iter().copied().fold(0.0f32, f32::max);
     let rmin = kth.iter().copied().fold(f32::INFINITY, f32::min);
     println!("k-th neighbour radius: min {rmin:.3e}, max {rmax:.3e} (mean spacing {:.3e})", (1.0 / n as f64).cbrt());

@@ -87,7 +87,12 @@ fn run<T: Real>(ctx: &Context, job: &str, pts: &[[T; 3]], arg: f64, domain: &Dom
             let secs = t.elapsed().as_secs_f64();
             kth = dist.chunks(k).map(|r| r[k - 1].to_f64()).collect();
             let mean_kth: f64 = kth.iter().sum::<f64>() / n as f64;
-            println!("knn {secs:.3} s | {} | planes {:?} | lists {:?} | mean kth {mean_kth:.12e}", stages(&st.timings), st.nodes_per_plane, st.walk.list_entries);
+            println!(
+                "knn {secs:.3} s | {} | planes {:?} | lists {:?} | mean kth {mean_kth:.12e}",
+                stages(&st.timings),
+                st.nodes_per_plane,
+                st.walk.list_entries
+            );
         } else {
             let params = FofParams { linking_length: LinkingLength::Absolute(arg), min_members: 20, ..Default::default() };
             let f = ctx.fof(domain, pts, &FofFields::default(), &params).unwrap();

@@ -54,9 +54,9 @@ export ZTREE_GADGET4_DIR="$PWD/$kit/gadget4" ZTREE_TEST_REAL_DEVICE_ONLY=1
 echo "== CUDA back end tests on the GPU, one at a time (the emulator's runs are CI's)"
 timeout 150 "$kit/ztree_tests" --test-threads 1 backend::cuda 2>&1 | tail -30
 # Several threads, each with its own handle on the one GPU, crashed (SIGSEGV) or hung
-# inside the driver until the memory pool became one per device, never destroyed
-# (twenty-ninth session; 28 of 28 four- and eight-thread runs passed on an H200 in the
-# thirty-first): a regression check, repeated runs on four threads. A crash or a hang
+# inside the driver when each handle had a memory pool of its own (H200, driver 580); the
+# pool is one per device, never destroyed (28 of 28 four- and eight-thread runs passed on
+# an H200, 2026-11-27): a regression check, repeated runs on four threads. A crash or a hang
 # here is a bug. ZTREE_KIT_THREADS=0 skips it.
 if [ "${ZTREE_KIT_THREADS:-5}" -gt 0 ]; then
   echo "== the device tests on four threads, ${ZTREE_KIT_THREADS:-5} runs (pass / crash / hang at 30 s)"

@@ -10,11 +10,17 @@ pub enum Error {
     NonFinite { what: &'static str, index: usize, dim: usize, value: f64 },
     #[error("{what}: point {index} lies outside the periodic box: coordinate {dim} = {value}, box length {length} (coordinates must be in [0, L))")]
     OutsideBox { what: &'static str, index: usize, dim: usize, value: f64, length: f64 },
-    #[error("{what}: coordinate {dim} of point {index} is {value:e}, beyond the {limit:e} ztree accepts for {elem} positions (squared distances would overflow); rescale the coordinates")]
+    #[error(
+        "{what}: coordinate {dim} of point {index} is {value:e}, beyond the {limit:e} ztree accepts for {elem} positions (squared distances would overflow); rescale the coordinates"
+    )]
     TooLarge { what: &'static str, index: usize, dim: usize, value: f64, limit: f64, elem: &'static str },
-    #[error("invalid box: length {length:e} in dimension {dim} is beyond the {limit:e} ztree accepts for {elem} positions (squared distances would overflow); rescale the coordinates")]
+    #[error(
+        "invalid box: length {length:e} in dimension {dim} is beyond the {limit:e} ztree accepts for {elem} positions (squared distances would overflow); rescale the coordinates"
+    )]
     BoxTooLarge { dim: usize, length: f64, limit: f64, elem: &'static str },
-    #[error("periodic box aspect ratio {ratio:.3e} exceeds {max}: ztree's cells follow the box's shape and would be needles; use an open domain (cells are cubes there, any point set is fine) or a less elongated box")]
+    #[error(
+        "periodic box aspect ratio {ratio:.3e} exceeds {max}: ztree's cells follow the box's shape and would be needles; use an open domain (cells are cubes there, any point set is fine) or a less elongated box"
+    )]
     BoxAspect { ratio: f64, max: f64 },
     #[error("out of memory: {what} needs {bytes} bytes")]
     OutOfMemory { what: &'static str, bytes: u64 },

@@ -5,13 +5,13 @@
 
 mod common;
 
+#[path = "data/fof_gadget.rs"]
+mod fof_gadget;
 #[path = "cpu/fof_oracle.rs"]
 mod fof_oracle;
 #[path = "cpu/knn_api.rs"]
 mod knn_api;
 #[path = "cpu/knn_oracle.rs"]
 mod knn_oracle;
-#[path = "data/fof_gadget.rs"]
-mod fof_gadget;
 #[path = "tools/knn_scipy.rs"]
 mod knn_scipy;

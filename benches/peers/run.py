@@ -1,4 +1,4 @@
-"""Side-by-side peer benchmark (issue 12): ztree through its public C API, built as shipped
+"""Side-by-side peer benchmark: ztree through its public C API, built as shipped
 (release, no native CPU flags), against kiddo 6.3 built with -C target-cpu=native and fat
 LTO, scipy cKDTree, pykdtree (when importable) and hfof (when HFOF_PATH points at a built
 checkout). Every run is a fresh process; the peers of a case run in interleaved rounds

@@ -70,7 +70,6 @@ impl TreeParams {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -79,7 +79,8 @@ fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T,
     check_call(ns, nq, params, fields, out)?;
     // Rows in input order are written in z-order by the leaf pass and moved afterwards,
     // through the positions' memory (`permute`), where every array's lanes fit there.
-    let lanes = moved_lanes(out, params.k).filter(|l| out.order == OutputOrder::Input && nq >= permute::MIN_ROWS && !l.is_empty() && permute::fits(D, size_of::<T>(), l));
+    let lanes = moved_lanes(out, params.k)
+        .filter(|l| out.order == OutputOrder::Input && nq >= permute::MIN_ROWS && !l.is_empty() && permute::fits(D, size_of::<T>(), l));
     let moved = lanes.is_some();
     let (mut stats, zs) = {
         let t = std::time::Instant::now();
@@ -120,7 +121,8 @@ fn moved_lanes<T>(o: &KnnOutput<'_, T>, k: usize) -> Option<Vec<usize>> {
         return None;
     }
     let b = size_of::<T>();
-    let arrays = [(o.indices.is_some(), 4), (o.distances.is_some(), b), (o.kth_distance.is_some(), b), (o.density.is_some(), 8), (o.scalar_mean.is_some(), 8)];
+    let arrays =
+        [(o.indices.is_some(), 4), (o.distances.is_some(), b), (o.kth_distance.is_some(), b), (o.density.is_some(), 8), (o.scalar_mean.is_some(), 8)];
     Some(arrays.iter().filter(|a| a.0).map(|a| a.1).collect())
 }
 

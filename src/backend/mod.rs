@@ -136,7 +136,15 @@ pub(crate) trait Backend: Sync + Sized {
     /// (see `Backend::TreePlan`). `spent_keys`: the sort keys, no longer needed (a back end
     /// may build its per-gap scratch in them instead of in fresh memory).
     /// `spent_keys` may be handed on to `spent` afterwards.
-    fn plan_tree(&self, levels: &Self::Buf<u8>, n: usize, types: PointTypes<'_, Self>, params: &TreeParams, spent_keys: Self::Buf<u64>, spent: &mut Vec<Self::Buf<u64>>) -> Result<Self::TreePlan>;
+    fn plan_tree(
+        &self,
+        levels: &Self::Buf<u8>,
+        n: usize,
+        types: PointTypes<'_, Self>,
+        params: &TreeParams,
+        spent_keys: Self::Buf<u64>,
+        spent: &mut Vec<Self::Buf<u64>>,
+    ) -> Result<Self::TreePlan>;
     /// The plane hierarchy over the z-ordered points, on the planes of `plan` (made with
     /// the same levels, types and parameters).
     fn build_tree<T: Real, const D: usize>(
@@ -204,7 +212,13 @@ pub(crate) trait Backend: Sync + Sized {
     fn fof_begin<T: Real, const D: usize>(&self, zs: &Prepared<Self, T, D>) -> Result<Self::Links>;
     /// Each leaf's own point pairs, then the nodes whose children are all internally
     /// connected and in one group.
-    fn fof_leaf_self<T: Real, const D: usize, M: Metric<f64, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, l: f64, links: &Self::Links) -> Result<()>;
+    fn fof_leaf_self<T: Real, const D: usize, M: Metric<f64, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        l: f64,
+        links: &Self::Links,
+    ) -> Result<()>;
     /// Moves the interaction lists of plane `parent` one plane down, linking node pairs
     /// that are entirely within `l` and dropping those farther than `l` or already joined.
     #[allow(clippy::too_many_arguments)]
@@ -249,7 +263,15 @@ pub(crate) trait Ingest<P: ?Sized, T: Real, const D: usize>: Backend {
     fn keys_into(&self, pts: &P, quant: &Quantizer<D>, keys: &mut Self::Buf<u64>, at: usize) -> Result<()>;
     /// `scan` and `keys_into` in one, for a quantizer that needs no bounds (a periodic
     /// domain's): the points are checked as `scan` checks them, and their keys written.
-    fn scan_keys_into(&self, pts: &P, what: &'static str, domain: &Domain<D>, quant: &Quantizer<D>, keys: &mut Self::Buf<u64>, at: usize) -> Result<()> {
+    fn scan_keys_into(
+        &self,
+        pts: &P,
+        what: &'static str,
+        domain: &Domain<D>,
+        quant: &Quantizer<D>,
+        keys: &mut Self::Buf<u64>,
+        at: usize,
+    ) -> Result<()> {
         self.scan(pts, what, domain)?;
         self.keys_into(pts, quant, keys, at)
     }

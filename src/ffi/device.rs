@@ -7,8 +7,8 @@ use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::input::{Strided, StridedPoints, domain};
 use super::fof::Checked as FofChecked;
+use super::input::{Strided, StridedPoints, domain};
 use super::knn::{Args, Checked};
 use super::out::fill_stats;
 use super::types::*;
@@ -64,7 +64,9 @@ pub(crate) fn usable(what: &str) -> Result<(), Fail> {
     if emulated() {
         return Ok(());
     }
-    crate::backend::cuda::driver::device_count().map(|_| ()).map_err(|e| fail(ZTREE_ERR_NO_DEVICE, format!("{what}: CUDA device arrays given, but {e}")))
+    crate::backend::cuda::driver::device_count()
+        .map(|_| ())
+        .map_err(|e| fail(ZTREE_ERR_NO_DEVICE, format!("{what}: CUDA device arrays given, but {e}")))
 }
 
 impl DeviceState {
@@ -152,7 +154,9 @@ pub(crate) fn knn<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o:
     let dev = st.device(c.sp.arrays[0].raw().0, a.prm.cuda_stream)?;
     let _held = HeldMemory::new(&*dev);
     let cuda = Cuda { dev: dev.clone() };
-    let mut slot = |on: bool, s: Slot, caller: *mut c_void, bytes: usize| -> Result<Option<DevPtr>, Fail> { if on { st.output(&dev, s, caller, bytes).map(Some) } else { Ok(None) } };
+    let mut slot = |on: bool, s: Slot, caller: *mut c_void, bytes: usize| -> Result<Option<DevPtr>, Fail> {
+        if on { st.output(&dev, s, caller, bytes).map(Some) } else { Ok(None) }
+    };
     let idx = slot(want(ZTREE_KNN_INDICES), Slot::Indices, o.indices.cast(), rows * 8)?;
     let dist = slot(want(ZTREE_KNN_DISTANCES), Slot::Distances, o.distances.cast(), rows * 8)?;
     let kth = slot(want(ZTREE_KNN_KTH_DISTANCE), Slot::Kth, o.kth_distance.cast(), nq * 8)?;
@@ -167,8 +171,17 @@ pub(crate) fn knn<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o:
 
     // The fields: masses (or the constant particle mass) for the density, the scalar.
     let masses = if want(ZTREE_KNN_DENSITY) { c.masses.as_ref().map(|m| dev_field(m, c.ns)) } else { None };
-    let constant = if want(ZTREE_KNN_DENSITY) && masses.is_none() && ctx.config.particle_mass != 1.0 { Some(prims::fill_f64(&dev, c.ns, ctx.config.particle_mass)?) } else { None };
-    let masses = masses.or(constant.as_ref().map(|b| DevField { a: DevStrided { data: b.ptr(), stride: 0 }, ty: FieldType::F64, n: c.ns, _borrow: PhantomData }));
+    let constant = if want(ZTREE_KNN_DENSITY) && masses.is_none() && ctx.config.particle_mass != 1.0 {
+        Some(prims::fill_f64(&dev, c.ns, ctx.config.particle_mass)?)
+    } else {
+        None
+    };
+    let masses = masses.or(constant.as_ref().map(|b| DevField {
+        a: DevStrided { data: b.ptr(), stride: 0 },
+        ty: FieldType::F64,
+        n: c.ns,
+        _borrow: PhantomData,
+    }));
     let scalar = c.scalar.as_ref().map(|s| dev_field(s, c.ns));
     for (what, f) in [("masses", &masses), ("scalar field", &scalar)] {
         if let Some(f) = f {
@@ -222,7 +235,12 @@ pub(crate) fn knn<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o:
 
 /// `ztree_fof` on device arrays (serial contexts; checked by `fof::check`): labels into
 /// the caller's device array or a context-owned one, the catalogue on the host.
-pub(crate) fn fof<T: Real, const D: usize>(ctx: &mut ztree_context, o: &ztree_fof_output, c: &FofChecked<T, D>, stream: *mut c_void) -> Result<(Catalogue<D>, FofStats, *mut i64), Fail> {
+pub(crate) fn fof<T: Real, const D: usize>(
+    ctx: &mut ztree_context,
+    o: &ztree_fof_output,
+    c: &FofChecked<T, D>,
+    stream: *mut c_void,
+) -> Result<(Catalogue<D>, FofStats, *mut i64), Fail> {
     c.bytes.check(ctx.config.memory_limit, "this FoF call")?;
     let n = c.n;
     let dom = domain::<D>(&ctx.config);
@@ -316,11 +334,17 @@ impl DeviceState {
 
 /// Runs `stage` (host copies of the device arrays); a failure there still takes part in the
 /// call's one agreement, so no rank is left waiting.
-fn staged<R>(ctx: &mut ztree_context, what: &str, stage: impl FnOnce(&mut ztree_context, &mut Staging) -> Result<R, Fail>) -> Result<(R, Staging), Fail> {
+fn staged<R>(
+    ctx: &mut ztree_context,
+    what: &str,
+    stage: impl FnOnce(&mut ztree_context, &mut Staging) -> Result<R, Fail>,
+) -> Result<(R, Staging), Fail> {
     let mut st = Staging::default();
     match stage(ctx, &mut st) {
         Ok(r) => Ok((r, st)),
-        Err(e) => super::out::agree_args(&ctx.comm, what, Err::<super::out::Proposal, _>(e), |p| p).map(|_| unreachable!("an error is never agreed away")),
+        Err(e) => {
+            super::out::agree_args(&ctx.comm, what, Err::<super::out::Proposal, _>(e), |p| p).map(|_| unreachable!("an error is never agreed away"))
+        }
     }
 }
 
@@ -366,7 +390,13 @@ pub(crate) fn knn_staged<T: Real, const D: usize>(ctx: &mut ztree_context, a: &A
 
 /// `ztree_fof` with device arrays on an MPI context: host copies in, the host call, the
 /// labels copied to the device (the catalogue stays on the host, as always).
-pub(crate) fn fof_staged<T: Real, const D: usize>(ctx: &mut ztree_context, p: &ztree_particles, prm: &ztree_fof_params, dtype: i32, o: &mut ztree_fof_output) -> Result<(), Fail> {
+pub(crate) fn fof_staged<T: Real, const D: usize>(
+    ctx: &mut ztree_context,
+    p: &ztree_particles,
+    prm: &ztree_fof_params,
+    dtype: i32,
+    o: &mut ztree_fof_output,
+) -> Result<(), Fail> {
     let ((dev, host), _copies) = staged(ctx, "FoF", |ctx, st| {
         let dev = ctx.device.device(p.pos[0].data as DevPtr, prm.cuda_stream)?;
         Ok((dev.clone(), st.particles(&dev, p)?))

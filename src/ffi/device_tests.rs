@@ -5,8 +5,8 @@
 use std::ffi::c_void;
 
 use super::EMULATE;
-use crate::ffi::types::*;
 use crate::ffi::knn::ztree_knn;
+use crate::ffi::types::*;
 use crate::ffi::{ztree_config_default, ztree_create, ztree_destroy, ztree_last_error};
 
 struct Pts<T> {
@@ -51,13 +51,26 @@ fn particles<T>(p: &Pts<T>, dtype: i32, memory: i32) -> ztree_particles {
 }
 
 /// Copies of every output of one call (pointers may be context buffers, reused later).
-fn run(ctx: *mut crate::ffi::ztree_context, src: &ztree_particles, qry: Option<&ztree_particles>, kp: &ztree_knn_params, o: &mut ztree_knn_output) -> Vec<Vec<u64>> {
+fn run(
+    ctx: *mut crate::ffi::ztree_context,
+    src: &ztree_particles,
+    qry: Option<&ztree_particles>,
+    kp: &ztree_knn_params,
+    o: &mut ztree_knn_output,
+) -> Vec<Vec<u64>> {
     let s = unsafe { ztree_knn(ctx, src, qry.map_or(std::ptr::null(), |q| q as *const _), kp, o) };
     assert_eq!(s, ztree_status::ZTREE_OK, "{:?}", unsafe { std::ffi::CStr::from_ptr(ztree_last_error(ctx)) });
     let (nq, k) = (o.n_queries as usize, kp.k as usize);
     let bits = |p: *const f64, n: usize| unsafe { std::slice::from_raw_parts(p, n) }.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     let ints = |p: *const i64, n: usize| unsafe { std::slice::from_raw_parts(p, n) }.iter().map(|&v| v as u64).collect::<Vec<_>>();
-    vec![ints(o.indices, nq * k), bits(o.distances, nq * k), bits(o.kth_distance, nq), bits(o.density, nq), bits(o.scalar_mean, nq), ints(o.permutation, nq)]
+    vec![
+        ints(o.indices, nq * k),
+        bits(o.distances, nq * k),
+        bits(o.kth_distance, nq),
+        bits(o.density, nq),
+        bits(o.scalar_mean, nq),
+        ints(o.permutation, nq),
+    ]
 }
 
 /// A serial context in the periodic unit box whose device calls run on the emulator.
@@ -116,7 +129,12 @@ fn knn_on_device_arrays_equals_host_arrays() {
                 let dev = run(ctx, &dsrc, dqry.as_ref(), &kp, &mut dev_out);
                 for (j, (d, h)) in dev.iter().zip(&host).enumerate() {
                     let first = d.iter().zip(h).position(|(a, b)| a != b);
-                    assert!(first.is_none(), "{name}, k = {k}, order {order}, round {round}: output {j} differs at {first:?}: {:?} vs {:?}", first.map(|i| d[i]), first.map(|i| h[i]));
+                    assert!(
+                        first.is_none(),
+                        "{name}, k = {k}, order {order}, round {round}: output {j} differs at {first:?}: {:?} vs {:?}",
+                        first.map(|i| d[i]),
+                        first.map(|i| h[i])
+                    );
                 }
             }
             let (nq, ku) = (host_out.n_queries as usize, k as usize);
@@ -174,7 +192,15 @@ fn fof_on_device_arrays_equals_host_arrays() {
                 p.mass.data = std::ptr::null();
                 p.ids = ztree_array { data: ids_i32.as_ptr() as *const c_void, dtype: ZTREE_DTYPE_I32, stride: 0 };
             }
-            let fp = ztree_fof_params { linking_length: 0.0, b, min_members: 2, order: ZTREE_CATALOGUE_GADGET, members: 1, gather: 0, cuda_stream: std::ptr::null_mut() };
+            let fp = ztree_fof_params {
+                linking_length: 0.0,
+                b,
+                min_members: 2,
+                order: ZTREE_CATALOGUE_GADGET,
+                members: 1,
+                gather: 0,
+                cuda_stream: std::ptr::null_mut(),
+            };
             let mut ho: ztree_fof_output = unsafe { std::mem::zeroed() };
             let host = fof_words(ctx, &p, &fp, &mut ho);
             assert!(ho.n_halos > 3, "{name}: a test with halos");
@@ -216,7 +242,15 @@ fn device_scratch_per_particle_is_reported() {
     let s = unsafe { ztree_knn(ctx, &src, std::ptr::null(), &kp, &mut o) };
     assert_eq!(s, ztree_status::ZTREE_OK);
     let knn = stats();
-    let fp = ztree_fof_params { linking_length: 0.0, b: 0.2, min_members: 20, order: ZTREE_CATALOGUE_ZORDER, members: 0, gather: 0, cuda_stream: std::ptr::null_mut() };
+    let fp = ztree_fof_params {
+        linking_length: 0.0,
+        b: 0.2,
+        min_members: 20,
+        order: ZTREE_CATALOGUE_ZORDER,
+        members: 0,
+        gather: 0,
+        cuda_stream: std::ptr::null_mut(),
+    };
     let mut fo: ztree_fof_output = unsafe { std::mem::zeroed() };
     assert_eq!(unsafe { ztree_fof(ctx, &src, &fp, &mut fo) }, ztree_status::ZTREE_OK);
     let fof = stats();

@@ -98,7 +98,14 @@ pub(crate) struct Checked<T: Real, const D: usize> {
     proposal: Proposal,
 }
 
-fn check<T: Real, const D: usize>(c: &ztree_config, p: &ztree_particles, prm: &ztree_fof_params, dtype: i32, o: &ztree_fof_output, distributed: bool) -> Result<Checked<T, D>, Fail> {
+fn check<T: Real, const D: usize>(
+    c: &ztree_config,
+    p: &ztree_particles,
+    prm: &ztree_fof_params,
+    dtype: i32,
+    o: &ztree_fof_output,
+    distributed: bool,
+) -> Result<Checked<T, D>, Fail> {
     let n = count_of(p, "particles")?;
     let pos = positions::<T, D>(p, n, "particles")?;
     let vel = vectors::<D>(&p.vel, n, "particles.vel")?;
@@ -109,7 +116,11 @@ fn check<T: Real, const D: usize>(c: &ztree_config, p: &ztree_particles, prm: &z
         (l, b) if l.is_nan() || b.is_nan() => return bad(format!("linking_length ({l}) and b ({b}) must not be NaN")),
         (l, b) if l > 0.0 && l.is_finite() && b == 0.0 => LinkingLength::Absolute(l),
         (l, b) if l == 0.0 && b > 0.0 && b.is_finite() => LinkingLength::Relative(b),
-        (l, b) => return bad(format!("give exactly one of linking_length (absolute, > 0) and b (relative, > 0), the other 0 (got linking_length = {l}, b = {b})")),
+        (l, b) => {
+            return bad(format!(
+                "give exactly one of linking_length (absolute, > 0) and b (relative, > 0), the other 0 (got linking_length = {l}, b = {b})"
+            ));
+        }
     };
     if prm.min_members < 1 {
         return bad(format!("min_members must be at least 1 (got {})", prm.min_members));
@@ -142,7 +153,14 @@ fn check<T: Real, const D: usize>(c: &ztree_config, p: &ztree_particles, prm: &z
     Ok(Checked { n, pos, vel, masses, ids, params, bytes, proposal: Proposal { words, optional } })
 }
 
-pub(crate) fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, p: &ztree_particles, prm: &ztree_fof_params, dtype: i32, o: &mut ztree_fof_output, size: Option<&mut i64>) -> Result<(), Fail> {
+pub(crate) fn typed<T: Real, const D: usize>(
+    ctx: &mut ztree_context,
+    p: &ztree_particles,
+    prm: &ztree_fof_params,
+    dtype: i32,
+    o: &mut ztree_fof_output,
+    size: Option<&mut i64>,
+) -> Result<(), Fail> {
     let checked = check::<T, D>(&ctx.config, p, prm, dtype, o, ctx.comm.is_some());
     if let Some(s) = size {
         *s = checked?.bytes.as_i64();
@@ -219,14 +237,29 @@ pub(crate) fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, p: &ztree_
 
 /// The catalogue into the context's host buffers and the output struct.
 #[allow(clippy::too_many_arguments)]
-fn hand_over<const D: usize>(ctx: &mut ztree_context, o: &mut ztree_fof_output, cat: &Catalogue<D>, stats: &FofStats, labels_ptr: *mut i64, n: usize, members: bool, dist: Option<&DistInfo>) -> Result<(), Fail> {
+fn hand_over<const D: usize>(
+    ctx: &mut ztree_context,
+    o: &mut ztree_fof_output,
+    cat: &Catalogue<D>,
+    stats: &FofStats,
+    labels_ptr: *mut i64,
+    n: usize,
+    members: bool,
+    dist: Option<&DistInfo>,
+) -> Result<(), Fail> {
     // The catalogue is only as long as known now (gathered on rank 0, it can exceed what
     // was reserved): a failure here is this rank's alone, after the collective work.
     let b = &mut ctx.buffers;
     b.halos.clear();
     reserve(&mut b.halos, cat.len(), "the FoF catalogue")?;
     b.halos.extend((0..cat.len()).map(|g| {
-        let mut h = ztree_halo { tag: cat.tag[g], count: cat.count[g] as i64, mass: cat.mass[g], inertia_radius: cat.inertia_radius[g], ..Default::default() };
+        let mut h = ztree_halo {
+            tag: cat.tag[g],
+            count: cat.count[g] as i64,
+            mass: cat.mass[g],
+            inertia_radius: cat.inertia_radius[g],
+            ..Default::default()
+        };
         h.pos[..D].copy_from_slice(&cat.centre[g]);
         if !cat.velocity.is_empty() {
             h.vel[..D].copy_from_slice(&cat.velocity[g]);

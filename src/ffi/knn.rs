@@ -123,7 +123,8 @@ pub(crate) struct Checked<T: Real, const D: usize> {
     proposal: Proposal,
 }
 
-const KNOWN: u32 = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES | ZTREE_KNN_KTH_DISTANCE | ZTREE_KNN_DENSITY | ZTREE_KNN_SCALAR_MEAN | ZTREE_KNN_PERMUTATION;
+const KNOWN: u32 =
+    ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES | ZTREE_KNN_KTH_DISTANCE | ZTREE_KNN_DENSITY | ZTREE_KNN_SCALAR_MEAN | ZTREE_KNN_PERMUTATION;
 
 fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_knn_output, distributed: bool) -> Result<Checked<T, D>, Fail> {
     let (src, prm) = (&a.src, &a.prm);
@@ -166,7 +167,11 @@ fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_knn_outp
     };
 
     // Read only where it is used: host arrays (device calls take no hint).
-    let kth_hint = if src.memory == ZTREE_MEMORY_HOST { Strided::new(&prm.kth_hint, nq, "params.kth_hint", &[ZTREE_DTYPE_F32, ZTREE_DTYPE_F64], false)? } else { None };
+    let kth_hint = if src.memory == ZTREE_MEMORY_HOST {
+        Strided::new(&prm.kth_hint, nq, "params.kth_hint", &[ZTREE_DTYPE_F32, ZTREE_DTYPE_F64], false)?
+    } else {
+        None
+    };
 
     let mut bytes = Bytes::default();
     let t = std::mem::size_of::<T>();
@@ -206,7 +211,12 @@ fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_knn_outp
     Ok(Checked { ns, nq, k, rows, sp, qp, masses, scalar, kth_hint, order, bytes, proposal: Proposal { words, optional } })
 }
 
-pub(crate) fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztree_knn_output, size: Option<&mut i64>) -> Result<(), Fail> {
+pub(crate) fn typed<T: Real, const D: usize>(
+    ctx: &mut ztree_context,
+    a: &Args,
+    o: &mut ztree_knn_output,
+    size: Option<&mut i64>,
+) -> Result<(), Fail> {
     let checked = check::<T, D>(&ctx.config, a, o, ctx.comm.is_some());
     if let Some(s) = size {
         *s = checked?.bytes.as_i64();
@@ -243,7 +253,8 @@ pub(crate) fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, 
         let permutation = unsafe { wanted(want(ZTREE_KNN_PERMUTATION), o.permutation, &mut b.permutation, nq, "kNN permutation")? };
         Ok((c, dist_t, kth_t, indices, distances, kth, density, scalar_mean, permutation))
     });
-    let ((mut c, mut dist_t, mut kth_t, indices, distances, kth, density, scalar_mean, permutation), present) = agree_args(&ctx.comm, "kNN", ready, |r| &r.0.proposal)?;
+    let ((mut c, mut dist_t, mut kth_t, indices, distances, kth, density, scalar_mean, permutation), present) =
+        agree_args(&ctx.comm, "kNN", ready, |r| &r.0.proposal)?;
 
     // A rank without sources takes the other ranks' optional arrays, empty.
     if present[0] && c.masses.is_none() {
@@ -259,7 +270,8 @@ pub(crate) fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, 
         None if ctx.config.particle_mass != 1.0 => Some(&uniform),
         None => None,
     };
-    let fields = SourceFields { masses: if want(ZTREE_KNN_DENSITY) { masses } else { None }, scalar: c.scalar.as_ref().map(|s| s as &dyn ScalarField) };
+    let fields =
+        SourceFields { masses: if want(ZTREE_KNN_DENSITY) { masses } else { None }, scalar: c.scalar.as_ref().map(|s| s as &dyn ScalarField) };
     let (p_idx, p_den, p_sm, p_perm) = (ptr_of(&indices), ptr_of(&density), ptr_of(&scalar_mean), ptr_of(&permutation));
     let (p_dist, p_kth) = (ptr_of(&distances), ptr_of(&kth));
     let (distances, kth) = if T::IS_F64 { (None, None) } else { (distances, kth) };
@@ -267,7 +279,11 @@ pub(crate) fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, 
         indices,
         // SAFETY (in_place): T is f64; the f64 slices were dropped above, the pointers are theirs.
         distances: if T::IS_F64 { p_dist.map(|p| unsafe { in_place::<T>(p, c.rows) }) } else { want(ZTREE_KNN_DISTANCES).then_some(&mut dist_t[..]) },
-        kth_distance: if T::IS_F64 { p_kth.map(|p| unsafe { in_place::<T>(p, c.nq) }) } else { want(ZTREE_KNN_KTH_DISTANCE).then_some(&mut kth_t[..]) },
+        kth_distance: if T::IS_F64 {
+            p_kth.map(|p| unsafe { in_place::<T>(p, c.nq) })
+        } else {
+            want(ZTREE_KNN_KTH_DISTANCE).then_some(&mut kth_t[..])
+        },
         density,
         scalar_mean,
         order: c.order,

@@ -171,7 +171,16 @@ fn check_config(c: &ztree_config) -> Result<Config, Fail> {
     if !(c.particle_mass.is_finite() && c.particle_mass > 0.0) {
         return bad(format!("config.particle_mass must be finite and > 0 (got {})", c.particle_mass));
     }
-    let pos = |name: &str, v: i32| if v < 1 { Err(fail(ztree_status::ZTREE_ERR_INVALID_ARGUMENT, format!("config.{name} must be >= 1{} (got {v})", if name == "leaf_size" { ", or 0 for automatic" } else { "" }))) } else { Ok(v as usize) };
+    let pos = |name: &str, v: i32| {
+        if v < 1 {
+            Err(fail(
+                ztree_status::ZTREE_ERR_INVALID_ARGUMENT,
+                format!("config.{name} must be >= 1{} (got {v})", if name == "leaf_size" { ", or 0 for automatic" } else { "" }),
+            ))
+        } else {
+            Ok(v as usize)
+        }
+    };
     let tree = TreeParams {
         leaf_size: if c.leaf_size == 0 { 0 } else { pos("leaf_size", c.leaf_size)? },
         coarsening: pos("coarsening", c.coarsening)?,
@@ -194,7 +203,9 @@ fn create(cfg: *const ztree_config, comm_f: Option<i32>, out: *mut *mut ztree_co
     let comm = comm_f.map(crate::mpi::Comm::from_fortran).transpose()?;
     #[cfg(not(feature = "mpi"))]
     let comm: out::CommSlot = match comm_f {
-        Some(_) => return Err(fail(ztree_status::ZTREE_ERR_UNSUPPORTED, "ztree_create_mpi: this build of ztree has no MPI support (cargo feature `mpi`)")),
+        Some(_) => {
+            return Err(fail(ztree_status::ZTREE_ERR_UNSUPPORTED, "ztree_create_mpi: this build of ztree has no MPI support (cargo feature `mpi`)"));
+        }
         None => None,
     };
     let local = (|| {

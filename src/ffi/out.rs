@@ -80,9 +80,8 @@ pub(crate) fn try_vec<V: Clone>(len: usize, fill: V, what: &str) -> Result<Vec<V
 /// Room for `len` more elements (at least one, so that a pointer into `v` is never
 /// dangling), or `ZTREE_ERR_MEMORY`.
 pub(crate) fn reserve<V>(v: &mut Vec<V>, len: usize, what: &str) -> Result<(), Fail> {
-    v.try_reserve(len.max(1)).map_err(|_| {
-        fail(ZTREE_ERR_MEMORY, format!("out of memory: {what} needs {} bytes", (len as u128) * std::mem::size_of::<V>() as u128))
-    })
+    v.try_reserve(len.max(1))
+        .map_err(|_| fail(ZTREE_ERR_MEMORY, format!("out of memory: {what} needs {} bytes", (len as u128) * std::mem::size_of::<V>() as u128)))
 }
 
 /// A caller array of `len` elements, or the context buffer grown to `len` (fallibly; its

@@ -235,7 +235,12 @@ fn reduce_group_with<const D: usize, const VEL: bool>(n: usize, member: impl Fn(
 /// (`offsets`: the groups' member ranges, `fill(g, out)`: writes group g's members' input
 /// indices, ascending), the member lists in the rows' order. Shared by the back ends.
 #[allow(clippy::type_complexity)]
-pub(crate) fn assemble<const D: usize>(mut rows: Vec<Row<D>>, order: CatalogueOrder, has_vel: bool, members: Option<(&[u64], &(dyn Fn(usize, &mut [i64]) + Sync))>) -> Catalogue<D> {
+pub(crate) fn assemble<const D: usize>(
+    mut rows: Vec<Row<D>>,
+    order: CatalogueOrder,
+    has_vel: bool,
+    members: Option<(&[u64], &(dyn Fn(usize, &mut [i64]) + Sync))>,
+) -> Catalogue<D> {
     use rayon::prelude::*;
     let ng = rows.len();
     let perm: Option<Vec<u32>> = (order == CatalogueOrder::Gadget).then(|| {

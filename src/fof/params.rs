@@ -30,11 +30,9 @@ impl LinkingLength {
                     return bad(format!("the relative linking length b must be finite and > 0 (got {b})"));
                 }
                 let Some(len) = domain.box_lengths() else {
-                    return bad(
-                        "a relative linking length b * (V/N)^(1/3) needs the box volume V, and an open domain has none: \
+                    return bad("a relative linking length b * (V/N)^(1/3) needs the box volume V, and an open domain has none: \
                          give an absolute linking length, or a periodic box"
-                            .into(),
-                    );
+                        .into());
                 };
                 if n == 0 {
                     return Ok(f64::INFINITY);

@@ -197,7 +197,12 @@ pub(crate) fn distances<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, q:
 /// # Safety
 /// Each `pos[d]` must point to at least `s0 + W` readable elements.
 #[inline(always)]
-pub(crate) unsafe fn distances_block_at<T: Real, const D: usize, const W: usize, M: Metric<T, D>>(metric: &M, q: &[T; D], pos: &[*const T; D], s0: usize) -> [T; W] {
+pub(crate) unsafe fn distances_block_at<T: Real, const D: usize, const W: usize, M: Metric<T, D>>(
+    metric: &M,
+    q: &[T; D],
+    pos: &[*const T; D],
+    s0: usize,
+) -> [T; W] {
     // The first dimension apart: a select on it in the loop defeats the vectoriser.
     let mut out = [T::ZERO; W];
     // SAFETY (each block read): W elements from s0 lie inside the column (the caller).
@@ -352,7 +357,8 @@ mod tests {
             shifted += usize::from(sh.iter().any(|&x| x != T::ZERO));
             for _ in 0..4 {
                 let (t, u) = (T::from_f64(r()), T::from_f64(r()));
-                let inside = |lo: &[T; 3], hi: &[T; 3], t: T| -> [T; 3] { std::array::from_fn(|d| fmin(fmax(lo[d] + t * (hi[d] - lo[d]), lo[d]), hi[d])) };
+                let inside =
+                    |lo: &[T; 3], hi: &[T; 3], t: T| -> [T; 3] { std::array::from_fn(|d| fmin(fmax(lo[d] + t * (hi[d] - lo[d]), lo[d]), hi[d])) };
                 let (q, b) = (inside(&alo, &ahi, t), inside(&blo, &bhi, u));
                 for (q, b) in [(q, b), (alo, bhi), (ahi, blo), (q, blo), (alo, b)] {
                     for d in 0..3 {

@@ -77,14 +77,22 @@ pub trait Real:
     /// # Safety
     /// The CPU must have AVX (as `le_mask_avx`); each `pos[d]` must point to at least
     /// `s0 + W` readable elements.
-    unsafe fn open_block_avx<const D: usize, const W: usize>(q: &[Self; D], pos: &[*const Self; D], s0: usize, thr: Self, out: &mut [Self; W]) -> u32;
+    unsafe fn open_block_avx<const D: usize, const W: usize>(q: &[Self; D], pos: &[*const Self; D], s0: usize, thr: Self, out: &mut [Self; W])
+    -> u32;
     /// `open_block_avx` with each difference then shifted by `sh[d]` (the same operations
     /// as `metric::shifted_block_at`): a periodic box's minimum image where it is one
     /// shift for every pair of two boxes.
     ///
     /// # Safety
     /// As `open_block_avx`.
-    unsafe fn shifted_block_avx<const D: usize, const W: usize>(q: &[Self; D], pos: &[*const Self; D], s0: usize, sh: &[Self; D], thr: Self, out: &mut [Self; W]) -> u32;
+    unsafe fn shifted_block_avx<const D: usize, const W: usize>(
+        q: &[Self; D],
+        pos: &[*const Self; D],
+        s0: usize,
+        sh: &[Self; D],
+        thr: Self,
+        out: &mut [Self; W],
+    ) -> u32;
 }
 
 mod sealed {
@@ -179,25 +187,41 @@ macro_rules! impl_real {
             unsafe fn less_counts_avx<const C: usize>(x: &[Self; C], out: &mut [u64; C]) {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: the caller guarantees AVX2.
-                unsafe { $less_counts_avx(x, out) };
+                unsafe {
+                    $less_counts_avx(x, out)
+                };
                 #[cfg(not(target_arch = "x86_64"))]
                 less_counts_scalar(x, out);
             }
             #[inline(always)]
-            unsafe fn open_block_avx<const D: usize, const W: usize>(q: &[Self; D], pos: &[*const Self; D], s0: usize, thr: Self, out: &mut [Self; W]) -> u32 {
+            unsafe fn open_block_avx<const D: usize, const W: usize>(
+                q: &[Self; D],
+                pos: &[*const Self; D],
+                s0: usize,
+                thr: Self,
+                out: &mut [Self; W],
+            ) -> u32 {
                 // SAFETY: the caller's guarantees.
                 unsafe {
                     #[cfg(target_arch = "x86_64")]
                     return $open_block_avx::<D, W, false>(q, pos, s0, &[0.0; D], thr, out);
                     #[cfg(not(target_arch = "x86_64"))]
                     {
-                        *out = crate::geom::metric::distances_block_at::<Self, D, W, crate::geom::metric::Open>(&crate::geom::metric::Open, q, pos, s0);
+                        *out =
+                            crate::geom::metric::distances_block_at::<Self, D, W, crate::geom::metric::Open>(&crate::geom::metric::Open, q, pos, s0);
                         return $cmp_mask::<W, false>(out, thr);
                     }
                 }
             }
             #[inline(always)]
-            unsafe fn shifted_block_avx<const D: usize, const W: usize>(q: &[Self; D], pos: &[*const Self; D], s0: usize, sh: &[Self; D], thr: Self, out: &mut [Self; W]) -> u32 {
+            unsafe fn shifted_block_avx<const D: usize, const W: usize>(
+                q: &[Self; D],
+                pos: &[*const Self; D],
+                s0: usize,
+                sh: &[Self; D],
+                thr: Self,
+                out: &mut [Self; W],
+            ) -> u32 {
                 // SAFETY: the caller's guarantees.
                 unsafe {
                     #[cfg(target_arch = "x86_64")]
@@ -360,7 +384,14 @@ macro_rules! open_block_avx {
         #[target_feature(enable = "avx")]
         #[inline]
         /// (`SHIFT`: each difference plus `sh[d]`; else `sh` is not read.)
-        unsafe fn $name<const D: usize, const W: usize, const SHIFT: bool>(q: &[$t; D], pos: &[*const $t; D], s0: usize, sh: &[$t; D], thr: $t, out: &mut [$t; W]) -> u32 {
+        unsafe fn $name<const D: usize, const W: usize, const SHIFT: bool>(
+            q: &[$t; D],
+            pos: &[*const $t; D],
+            s0: usize,
+            sh: &[$t; D],
+            thr: $t,
+            out: &mut [$t; W],
+        ) -> u32 {
             use std::arch::x86_64::*;
             if W % $lanes != 0 || D == 0 {
                 // SAFETY: the caller's guarantees.
@@ -401,12 +432,64 @@ macro_rules! open_block_avx {
     };
 }
 
-open_block_avx!(open_block_f64_avx, f64, 4, __m256d, _mm256_set1_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_sub_pd, _mm256_mul_pd, _mm256_add_pd, _mm256_cmp_pd, _mm256_movemask_pd, cmp_mask_f64);
-open_block_avx!(open_block_f32_avx, f32, 8, __m256, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_add_ps, _mm256_cmp_ps, _mm256_movemask_ps, cmp_mask_f32);
+open_block_avx!(
+    open_block_f64_avx,
+    f64,
+    4,
+    __m256d,
+    _mm256_set1_pd,
+    _mm256_loadu_pd,
+    _mm256_storeu_pd,
+    _mm256_sub_pd,
+    _mm256_mul_pd,
+    _mm256_add_pd,
+    _mm256_cmp_pd,
+    _mm256_movemask_pd,
+    cmp_mask_f64
+);
+open_block_avx!(
+    open_block_f32_avx,
+    f32,
+    8,
+    __m256,
+    _mm256_set1_ps,
+    _mm256_loadu_ps,
+    _mm256_storeu_ps,
+    _mm256_sub_ps,
+    _mm256_mul_ps,
+    _mm256_add_ps,
+    _mm256_cmp_ps,
+    _mm256_movemask_ps,
+    cmp_mask_f32
+);
 
 // (2 * MAX_COORD)^2 * 3 < MAX: 1.2e37 < 3.4e38 (f32), 1.2e301 < 1.8e308 (f64).
-impl_real!(f32, "f32", 1e18, cmp_mask_f32, cmp_mask_f32_avx, less_counts_f32_avx, open_block_f32_avx, _mm_set_ss, _mm_cvtss_f32, _mm_max_ss, _mm_min_ss);
-impl_real!(f64, "f64", 1e150, cmp_mask_f64, cmp_mask_f64_avx, less_counts_f64_avx, open_block_f64_avx, _mm_set_sd, _mm_cvtsd_f64, _mm_max_sd, _mm_min_sd);
+impl_real!(
+    f32,
+    "f32",
+    1e18,
+    cmp_mask_f32,
+    cmp_mask_f32_avx,
+    less_counts_f32_avx,
+    open_block_f32_avx,
+    _mm_set_ss,
+    _mm_cvtss_f32,
+    _mm_max_ss,
+    _mm_min_ss
+);
+impl_real!(
+    f64,
+    "f64",
+    1e150,
+    cmp_mask_f64,
+    cmp_mask_f64_avx,
+    less_counts_f64_avx,
+    open_block_f64_avx,
+    _mm_set_sd,
+    _mm_cvtsd_f64,
+    _mm_max_sd,
+    _mm_min_sd
+);
 
 /// `max` for non-NaN values (ztree rejects NaN at ingest), written as a select so that
 /// loops over arrays vectorise (`maxpd`). In scalar code LLVM may compile it into a branch;

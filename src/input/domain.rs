@@ -75,5 +75,4 @@ impl<const D: usize> Bounds<D> {
         }
         self
     }
-
 }

@@ -92,7 +92,6 @@ impl_ids!(i64, |_| None);
 impl_ids!(u32, |_| None);
 impl_ids!(u64, |v| v.par_iter().position_first(|&x| x > i64::MAX as u64));
 
-
 /// A per-particle vector of `D` components (velocities), read as f64 whatever its storage
 /// precision. Implemented for the same containers as `PointSource`, in f32 and f64.
 pub trait VectorField<const D: usize>: Sync {

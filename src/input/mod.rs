@@ -9,5 +9,5 @@ pub(crate) mod validate;
 pub(crate) use domain::Bounds;
 pub use domain::Domain;
 pub use fields::{ParticleIds, ScalarField, VectorField};
-pub use points::{PointSource, SoaPoints};
 pub(crate) use points::prefetch_addr;
+pub use points::{PointSource, SoaPoints};

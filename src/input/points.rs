@@ -107,4 +107,3 @@ impl<T: Real, const D: usize> PointSource<T, D> for SoaPoints<'_, T, D> {
         std::array::from_fn(|d| self.coords[d][i])
     }
 }
-

@@ -143,4 +143,3 @@ pub(crate) fn check_call<T>(ns: usize, nq: usize, params: &KnnParams, fields: &S
     }
     Ok(())
 }
-

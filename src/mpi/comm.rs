@@ -274,9 +274,7 @@ impl Comm {
                 }
             }
         }
-        let (bytes, msgs) = (0..p)
-            .filter(|&r| r != self.rank && send_lens[r] > 0)
-            .fold((0u64, 0u64), |(b, m), r| (b + send_lens[r], m + 1));
+        let (bytes, msgs) = (0..p).filter(|&r| r != self.rank && send_lens[r] > 0).fold((0u64, 0u64), |(b, m), r| (b + send_lens[r], m + 1));
         stats.add(name, bytes, msgs);
         Ok(Received { buf, offsets: roff.iter().map(|&o| o as usize).collect() })
     }

@@ -176,9 +176,8 @@ fn splitters<const D: usize>(comm: &Comm, pool: &rayon::ThreadPool, keys: &[u64]
     let p = comm.size() as u64;
     let tol = ((total as f64 / p as f64) * BALANCE).max(1.0) as u64;
     let width_bits = key_end.trailing_zeros();
-    let mut sp: Vec<Split> = (1..p)
-        .map(|j| Split { lo: 0, width_bits, below: 0, target: ((total as u128 * j as u128) / p as u128) as u64, at: None })
-        .collect();
+    let mut sp: Vec<Split> =
+        (1..p).map(|j| Split { lo: 0, width_bits, below: 0, target: ((total as u128 * j as u128) / p as u128) as u64, at: None }).collect();
     loop {
         let active: Vec<usize> = (0..sp.len()).filter(|&j| sp[j].at.is_none()).collect();
         // Every rank holds the same splitter state, so all agree on when to stop.
@@ -194,29 +193,30 @@ fn splitters<const D: usize>(comm: &Comm, pool: &rayon::ThreadPool, keys: &[u64]
                 (s.lo, s.lo + (1u128 << s.width_bits), shift)
             })
             .collect();
-        let hist = pool.install(|| keys
-            .par_chunks(1 << 16)
-            .fold(
-                || vec![0u64; active.len() * nb],
-                |mut h, chunk| {
-                    for &k in chunk {
-                        let k = k as u128;
-                        for (a, &(lo, hi, shift)) in shape.iter().enumerate() {
-                            if k >= lo && k < hi {
-                                h[a * nb + ((k - lo) >> shift) as usize] += 1;
+        let hist = pool.install(|| {
+            keys.par_chunks(1 << 16)
+                .fold(
+                    || vec![0u64; active.len() * nb],
+                    |mut h, chunk| {
+                        for &k in chunk {
+                            let k = k as u128;
+                            for (a, &(lo, hi, shift)) in shape.iter().enumerate() {
+                                if k >= lo && k < hi {
+                                    h[a * nb + ((k - lo) >> shift) as usize] += 1;
+                                }
                             }
                         }
-                    }
-                    h
-                },
-            )
-            .reduce(
-                || vec![0u64; active.len() * nb],
-                |mut a, b| {
-                    a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
-                    a
-                },
-            ));
+                        h
+                    },
+                )
+                .reduce(
+                    || vec![0u64; active.len() * nb],
+                    |mut a, b| {
+                        a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
+                        a
+                    },
+                )
+        });
         let hist = comm.sum_u64(&hist);
         for (a, &j) in active.iter().enumerate() {
             let s = &mut sp[j];
@@ -303,9 +303,7 @@ fn interior_table<const D: usize>(quant: &Quantizer<D>, periodic: bool, starts: 
         })
         .collect();
     // One cell width in every dimension (flat dimensions are all one cell: no limit).
-    let width = (0..D)
-        .filter_map(|d| Some(quant.cell_lo(d, 1u64 << (bits - level))? - quant.cell_lo(d, 0)?))
-        .fold(f64::INFINITY, f64::min);
+    let width = (0..D).filter_map(|d| Some(quant.cell_lo(d, 1u64 << (bits - level))? - quant.cell_lo(d, 0)?)).fold(f64::INFINITY, f64::min);
     Interior { shift, max_r: width * (1.0 - 1e-6), flags }
 }
 

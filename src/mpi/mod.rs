@@ -31,8 +31,8 @@ mod route;
 
 use crate::api::{Context, Timings};
 
-pub use comm::{CommStage, CommStats};
 pub(crate) use comm::Comm;
+pub use comm::{CommStage, CommStats};
 pub use fof::{CatalogueScope, DistFofStats};
 pub use knn::DistKnnStats;
 

@@ -27,7 +27,13 @@ pub(crate) struct Keys {
 /// Validates this rank's sources and queries (collectively: if one rank fails, all do)
 /// and computes their keys over the agreed domain (the periodic box, or the bounding box
 /// of every rank's points).
-pub(crate) fn agree_points<T, const D: usize, S, Q>(on: On<'_>, domain: &Domain<D>, sources: &S, queries: Option<&Q>, checks: Result<()>) -> Result<(Quantizer<D>, Keys, Option<Keys>)>
+pub(crate) fn agree_points<T, const D: usize, S, Q>(
+    on: On<'_>,
+    domain: &Domain<D>,
+    sources: &S,
+    queries: Option<&Q>,
+    checks: Result<()>,
+) -> Result<(Quantizer<D>, Keys, Option<Keys>)>
 where
     T: Real,
     S: PointSource<T, D> + ?Sized,
@@ -220,7 +226,13 @@ where
 /// Sends the result of every owned record that came from another rank back to it: `put(u,
 /// buf)` appends the result of owned record `u` (records numbered in `Arrivals` order).
 /// Stayers' results are not sent (read them in place with `for_each_input`).
-pub(crate) fn send_back(on: On<'_>, name: &'static str, from_count: &[usize], put: impl Fn(usize, &mut Vec<u8>), cs: &mut CommStats) -> Result<Received> {
+pub(crate) fn send_back(
+    on: On<'_>,
+    name: &'static str,
+    from_count: &[usize],
+    put: impl Fn(usize, &mut Vec<u8>),
+    cs: &mut CommStats,
+) -> Result<Received> {
     let me = on.comm.rank();
     let mut back = vec![Vec::new(); from_count.len()];
     let mut u = 0;

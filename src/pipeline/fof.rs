@@ -83,7 +83,14 @@ where
     Ok((zs, roots, walk))
 }
 
-fn walk<B: Backend, T: Real, const D: usize, M: Metric<f64, D>>(b: &B, metric: &M, zs: &Prepared<B, T, D>, l: f64, links: &B::Links, timings: &mut Timings) -> Result<WalkStats> {
+fn walk<B: Backend, T: Real, const D: usize, M: Metric<f64, D>>(
+    b: &B,
+    metric: &M,
+    zs: &Prepared<B, T, D>,
+    l: f64,
+    links: &B::Links,
+    timings: &mut Timings,
+) -> Result<WalkStats> {
     super::stage(b, timings, "leaf self", || b.fof_leaf_self(metric, zs, l, links))?;
     super::stage(b, timings, "walk", || {
         let mut stats = WalkStats::default();

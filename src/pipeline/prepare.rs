@@ -113,7 +113,13 @@ where
 
 /// `prepare` with the keys given (computed under any quantizer over the points: keys
 /// only shape the tree, never a result). The points are taken as validated.
-pub(crate) fn prepare_with_keys<B, T, const D: usize, S>(b: &B, sources: &S, keys: B::Buf<u64>, params: &TreeParams, timings: &mut Timings) -> Result<Prepared<B, T, D>>
+pub(crate) fn prepare_with_keys<B, T, const D: usize, S>(
+    b: &B,
+    sources: &S,
+    keys: B::Buf<u64>,
+    params: &TreeParams,
+    timings: &mut Timings,
+) -> Result<Prepared<B, T, D>>
 where
     T: Real,
     S: ?Sized,
@@ -130,7 +136,14 @@ fn len_of<B: Ingest<P, T, D>, P: ?Sized, T: Real, const D: usize>(b: &B, p: &P) 
 }
 
 /// Sort, levels, gather, refine, types, planes, tree.
-fn finish<B, T, const D: usize, S, Q>(b: &B, sources: &S, queries: Option<&Q>, mut keys: B::Buf<u64>, params: &TreeParams, timings: &mut Timings) -> Result<Prepared<B, T, D>>
+fn finish<B, T, const D: usize, S, Q>(
+    b: &B,
+    sources: &S,
+    queries: Option<&Q>,
+    mut keys: B::Buf<u64>,
+    params: &TreeParams,
+    timings: &mut Timings,
+) -> Result<Prepared<B, T, D>>
 where
     T: Real,
     S: ?Sized,
@@ -179,7 +192,8 @@ where
                 drop(keys);
                 let (spos, sorig, qpos, qorig, prefix) = super::stage(b, timings, "types", || b.split_types(pos, perm, ns))?;
                 let types = PointTypes::Joint { src_prefix: &prefix };
-                let plan = super::stage(b, timings, "planes", || -> Result<_> { b.plan_tree(&levels, n, types, params, b.zeros(0)?, &mut Vec::new()) })?;
+                let plan =
+                    super::stage(b, timings, "planes", || -> Result<_> { b.plan_tree(&levels, n, types, params, b.zeros(0)?, &mut Vec::new()) })?;
                 let tree = super::stage(b, timings, "tree", || b.build_tree(plan, &levels, types, &spos, Some(&qpos), params))?;
                 return Ok(Prepared { src_pos: spos, src_orig: sorig, qry: Some((qpos, qorig)), tree });
             }

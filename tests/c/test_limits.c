@@ -1,6 +1,6 @@
-/* Regression tests of the findings of a hostile caller (issue 10): nothing aborts, every
- * output pointer is valid, unreasonable values get a status and a message, the README's
- * promises hold (self first, particle_mass in both jobs, f32 positions with f64
+/* Regression tests of the findings of a hostile caller (the fuzz driver and review):
+ * nothing aborts, every output pointer is valid, unreasonable values get a status and a
+ * message, the README's promises hold (self first, particle_mass in both jobs, f32 positions with f64
  * velocities). Serial contexts. */
 #include <math.h>
 #include <stdint.h>

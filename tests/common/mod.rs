@@ -100,13 +100,11 @@ pub fn points<T: Real, const D: usize>(shape: Shape, n: usize, l: [f64; D], rng:
                     std::array::from_fn(|d| 0.5 * l[d] + rng.normal() * 1e-3 * l[d])
                 }
             }
-            Shape::Faces => std::array::from_fn(|d| {
-                match rng.below(4) {
-                    0 => 0.0,
-                    1 => (rng.f64() * 1e-6) * l[d],
-                    2 => (1.0 - rng.f64() * 1e-6) * l[d],
-                    _ => rng.f64() * l[d],
-                }
+            Shape::Faces => std::array::from_fn(|d| match rng.below(4) {
+                0 => 0.0,
+                1 => (rng.f64() * 1e-6) * l[d],
+                2 => (1.0 - rng.f64() * 1e-6) * l[d],
+                _ => rng.f64() * l[d],
             }),
             Shape::Duplicates => centres[rng.below(3)],
             Shape::Line => {

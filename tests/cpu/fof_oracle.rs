@@ -65,7 +65,8 @@ fn oracle<T: Real, const D: usize>(pts: &[[T; D]], box_len: Option<[f64; D]>, l:
     });
     match (grid, box_len) {
         (Some(cells), Some(bl)) => {
-            let cell_of = |p: &[T; D]| -> [usize; D] { std::array::from_fn(|d| ((p[d].to_f64() / bl[d] * cells[d] as f64) as usize).min(cells[d] - 1)) };
+            let cell_of =
+                |p: &[T; D]| -> [usize; D] { std::array::from_fn(|d| ((p[d].to_f64() / bl[d] * cells[d] as f64) as usize).min(cells[d] - 1)) };
             let flat = |c: &[usize; D]| -> usize {
                 let mut f = 0;
                 for d in (0..D).rev() {
@@ -212,11 +213,13 @@ fn fof_chains_at_and_just_over_l() {
     assert!(lab.iter().all(|&t| t == 0));
     // A chain in every dimension, shuffled.
     for d in 0..3 {
-        let mut pts: Vec<[f64; 3]> = (0..64).map(|i| {
-            let mut p = [0.3, 0.6, 0.9];
-            p[d] = i as f64 * l;
-            p
-        }).collect();
+        let mut pts: Vec<[f64; 3]> = (0..64)
+            .map(|i| {
+                let mut p = [0.3, 0.6, 0.9];
+                p[d] = i as f64 * l;
+                p
+            })
+            .collect();
         let mut rng = Rng::new(d as u64);
         for i in (1..pts.len()).rev() {
             pts.swap(i, rng.below(i + 1));
@@ -265,7 +268,12 @@ fn fof_groups_wrap_faces_and_corners() {
             check(&c, &pts, Some(bl), l, &format!("wrap blobs l={l}"));
         }
         // The corner blob is one group at l = 0.05 only through the wrap.
-        let corner: Vec<[f64; 3]> = vec![[0.001, 0.001, 0.001], [bl[0] - 0.001, bl[1] - 0.001, bl[2] - 0.001], [0.001, bl[1] - 0.001, 0.001], [bl[0] - 0.001, 0.001, bl[2] - 0.001]];
+        let corner: Vec<[f64; 3]> = vec![
+            [0.001, 0.001, 0.001],
+            [bl[0] - 0.001, bl[1] - 0.001, bl[2] - 0.001],
+            [0.001, bl[1] - 0.001, 0.001],
+            [bl[0] - 0.001, 0.001, bl[2] - 0.001],
+        ];
         let lab = check(&c, &corner, Some(bl), 0.01, "corner");
         assert!(lab.iter().all(|&t| t == 0));
         let lab = check(&c, &corner, None, 0.01, "corner open");
@@ -287,7 +295,8 @@ fn fof_degenerate_inputs() {
     // Lattice of spacing exactly l: everything linked (through the wrap too).
     let side = 12;
     let l = 1.0 / 16.0;
-    let lat: Vec<[f64; 3]> = (0..side * side * side).map(|i| [(i % side) as f64 * l, ((i / side) % side) as f64 * l, (i / side / side) as f64 * l]).collect();
+    let lat: Vec<[f64; 3]> =
+        (0..side * side * side).map(|i| [(i % side) as f64 * l, ((i / side) % side) as f64 * l, (i / side / side) as f64 * l]).collect();
     let lab = check(&c, &lat, None, l, "lattice open");
     assert!(lab.iter().all(|&t| t == 0));
     check(&c, &lat, Some([1.0; 3]), l, "lattice periodic");
@@ -327,7 +336,8 @@ fn fof_exact_around_the_64_point_leaf_masks() {
                     let l = if shape == Shape::GaussianOutliers { b * 2e-3 } else { b * sep };
                     let label = format!("leaf {leaf} {shape:?} periodic={periodic} b={b}");
                     check(&c, &pts, periodic.then_some(bl), l, &label);
-                    let p32: Vec<[f32; 3]> = pts.iter().map(|p| std::array::from_fn(|d| if p[d] as f32 >= bl[d] as f32 { 0.0 } else { p[d] as f32 })).collect();
+                    let p32: Vec<[f32; 3]> =
+                        pts.iter().map(|p| std::array::from_fn(|d| if p[d] as f32 >= bl[d] as f32 { 0.0 } else { p[d] as f32 })).collect();
                     check(&c, &p32, periodic.then_some(bl), l, &format!("{label} f32"));
                 }
             }
@@ -430,7 +440,10 @@ fn fof_catalogue_matches_direct_computation() {
         let min = 20;
         let exp = expected_groups(&pts, &vel, &mass, &ids, bl, l, min);
         assert!(exp.len() > 5, "test needs groups (got {})", exp.len());
-        assert!(exp.iter().any(|e| e.members.iter().any(|&i| pts[i][0] < 0.05) && e.members.iter().any(|&i| pts[i][0] > 0.95)), "a group must straddle x = 0");
+        assert!(
+            exp.iter().any(|e| e.members.iter().any(|&i| pts[i][0] < 0.05) && e.members.iter().any(|&i| pts[i][0] > 0.95)),
+            "a group must straddle x = 0"
+        );
         for order in [CatalogueOrder::ZOrder, CatalogueOrder::Gadget] {
             let fields = FofFields { velocities: Some(&vel), masses: Some(&mass), particle_mass: 1.0, ids: Some(&ids) };
             let p = FofParams { linking_length: LinkingLength::Absolute(l), min_members: min, order, members: true };

@@ -2,7 +2,9 @@
 //! on concurrent threads. (The cross-check against scipy's cKDTree is in tests/tools.)
 
 use crate::common::*;
-use ztree::{Config, Context, Domain, Error, FofFields, FofParams, KnnOutput, KnnParams, LinkingLength, OutputOrder, SoaPoints, SourceFields, TreeParams};
+use ztree::{
+    Config, Context, Domain, Error, FofFields, FofParams, KnnOutput, KnnParams, LinkingLength, OutputOrder, SoaPoints, SourceFields, TreeParams,
+};
 
 fn ctx(threads: usize) -> Context {
     Context::new(Config { threads, tree: TreeParams { leaf_size: 8, top_target: 32, ..Default::default() } }).unwrap()
@@ -99,12 +101,13 @@ fn reductions_match_the_oracle() {
         let n = pts.len();
         let (mut kth, mut dens, mut dens_m, mut mean) = (vec![0.0f64; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
         let fields = SourceFields { masses: None, scalar: Some(&scalar) };
-        c.knn_self(&Domain::Periodic(l), &pts, &fields, &KnnParams::new(k), &mut KnnOutput {
-            kth_distance: Some(&mut kth),
-            density: Some(&mut dens),
-            scalar_mean: Some(&mut mean),
-            ..Default::default()
-        })
+        c.knn_self(
+            &Domain::Periodic(l),
+            &pts,
+            &fields,
+            &KnnParams::new(k),
+            &mut KnnOutput { kth_distance: Some(&mut kth), density: Some(&mut dens), scalar_mean: Some(&mut mean), ..Default::default() },
+        )
         .unwrap();
         let fm = SourceFields { masses: Some(&masses), scalar: None };
         c.knn_self(&Domain::Periodic(l), &pts, &fm, &KnnParams::new(k), &mut KnnOutput { density: Some(&mut dens_m), ..Default::default() }).unwrap();
@@ -132,13 +135,19 @@ fn zorder_output_with_permutation() {
     let k = 5;
     let n = pts.len();
     let (mut zi, mut zd, mut perm) = (vec![0i64; n * k], vec![0.0f32; n * k], vec![0i64; n]);
-    c.knn_self(&Domain::Open, &pts, &SourceFields::default(), &KnnParams::new(k), &mut KnnOutput {
-        indices: Some(&mut zi),
-        distances: Some(&mut zd),
-        order: OutputOrder::ZOrder,
-        permutation: Some(&mut perm),
-        ..Default::default()
-    })
+    c.knn_self(
+        &Domain::Open,
+        &pts,
+        &SourceFields::default(),
+        &KnnParams::new(k),
+        &mut KnnOutput {
+            indices: Some(&mut zi),
+            distances: Some(&mut zd),
+            order: OutputOrder::ZOrder,
+            permutation: Some(&mut perm),
+            ..Default::default()
+        },
+    )
     .unwrap();
     let lists = c.knn_lists(&Domain::Open, &pts, None, k).unwrap();
     let mut seen = vec![false; n];
@@ -254,7 +263,12 @@ fn results_are_bit_identical_for_1_2_4_threads() {
                 let c = ctx(t);
                 let a = c.knn_lists(&Domain::periodic_cube(1.0), &pts, None, 12).unwrap();
                 let b = c.knn_lists(&Domain::Open, &pts, Some(&q), 7).unwrap();
-                (a.indices, a.distances.iter().map(|d| d.to_bits()).collect::<Vec<_>>(), b.indices, b.distances.iter().map(|d| d.to_bits()).collect::<Vec<_>>())
+                (
+                    a.indices,
+                    a.distances.iter().map(|d| d.to_bits()).collect::<Vec<_>>(),
+                    b.indices,
+                    b.distances.iter().map(|d| d.to_bits()).collect::<Vec<_>>(),
+                )
             })
             .collect();
         assert!(runs.windows(2).all(|w| w[0] == w[1]), "{shape:?}: thread counts disagree");
@@ -266,7 +280,8 @@ fn soa_input_equals_aos_input() {
     let c = ctx(2);
     let mut rng = Rng::new(9);
     let pts: Vec<[f64; 3]> = points(Shape::Clustered, 5000, [1.0; 3], &mut rng);
-    let (x, y, z): (Vec<f64>, Vec<f64>, Vec<f64>) = (pts.iter().map(|p| p[0]).collect(), pts.iter().map(|p| p[1]).collect(), pts.iter().map(|p| p[2]).collect());
+    let (x, y, z): (Vec<f64>, Vec<f64>, Vec<f64>) =
+        (pts.iter().map(|p| p[0]).collect(), pts.iter().map(|p| p[1]).collect(), pts.iter().map(|p| p[2]).collect());
     let soa = SoaPoints::new([&x, &y, &z]).unwrap();
     let a = c.knn_lists(&Domain::Open, &pts, None, 9).unwrap();
     let b = c.knn_lists(&Domain::Open, &soa, None, 9).unwrap();
@@ -287,7 +302,14 @@ fn contexts_on_concurrent_threads_equal_one_context() {
         let a = c.knn_lists(&Domain::periodic_cube(1.0), &pts, None, 12).unwrap();
         let b = c.knn_lists(&Domain::Open, &pts, Some(&q), 40).unwrap();
         let f = c.fof(&Domain::periodic_cube(1.0), &pts, &FofFields::default(), &fof).unwrap();
-        (a.indices, a.distances.iter().map(|d| d.to_bits()).collect::<Vec<_>>(), b.indices, b.distances.iter().map(|d| d.to_bits()).collect::<Vec<_>>(), f.labels, f.catalogue)
+        (
+            a.indices,
+            a.distances.iter().map(|d| d.to_bits()).collect::<Vec<_>>(),
+            b.indices,
+            b.distances.iter().map(|d| d.to_bits()).collect::<Vec<_>>(),
+            f.labels,
+            f.catalogue,
+        )
     };
     let want = job(&ctx(2));
     assert!(want.5.len() > 10, "the FoF case should have groups");

@@ -68,11 +68,13 @@ fn fof_matches_gadget4_catalogue() {
         assert_eq!(res.stats.particles_in_groups, glen.iter().map(|&x| x as usize).sum::<usize>());
 
         // Partition: the same sets of particle ids.
-        let mut ours: Vec<Vec<u32>> = (0..cat.len()).map(|g| {
-            let mut m: Vec<u32> = cat.members(g).iter().map(|&i| ids[i as usize]).collect();
-            m.sort_unstable();
-            m
-        }).collect();
+        let mut ours: Vec<Vec<u32>> = (0..cat.len())
+            .map(|g| {
+                let mut m: Vec<u32> = cat.members(g).iter().map(|&i| ids[i as usize]).collect();
+                m.sort_unstable();
+                m
+            })
+            .collect();
         // Labels agree with the member lists.
         for g in 0..cat.len() {
             for &i in cat.members(g) {

@@ -63,7 +63,9 @@ fn main() {
     // structs with velocities, f64 masses, u64 ids.
     let n = if size >= 3 && rank == 1 { 0 } else { 1500 + 300 * rank };
     let mut s = 1 + rank as u64;
-    let aos: Vec<f32> = (0..n * 6).map(|i| if i % 6 < 3 { (if i % 18 < 6 { 0.4 + 0.02 * lcg(&mut s) } else { lcg(&mut s) }) as f32 } else { (lcg(&mut s) - 0.5) as f32 }).collect();
+    let aos: Vec<f32> = (0..n * 6)
+        .map(|i| if i % 6 < 3 { (if i % 18 < 6 { 0.4 + 0.02 * lcg(&mut s) } else { lcg(&mut s) }) as f32 } else { (lcg(&mut s) - 0.5) as f32 })
+        .collect();
     let mass: Vec<f64> = (0..n).map(|_| 0.5 + lcg(&mut s)).collect();
     let scalar: Vec<f64> = (0..n).map(|_| lcg(&mut s)).collect();
     let ids: Vec<u64> = (0..n as u64).map(|i| 1_000_000 * rank as u64 + i).collect();
@@ -96,7 +98,15 @@ fn main() {
             failures += 1;
         }
     }
-    let fp = ztree_fof_params { linking_length: 0.0, b: 0.2, min_members: 2, order: ZTREE_CATALOGUE_GADGET, members: 1, gather: 1, cuda_stream: std::ptr::null_mut() };
+    let fp = ztree_fof_params {
+        linking_length: 0.0,
+        b: 0.2,
+        min_members: 2,
+        order: ZTREE_CATALOGUE_GADGET,
+        members: 1,
+        gather: 1,
+        cuda_stream: std::ptr::null_mut(),
+    };
     let want = fof_words(ctx, &host, &fp);
     let got = fof_words(ctx, &device, &fp);
     if got != want {

@@ -44,7 +44,16 @@ fn compare<const D: usize>(label: &str, got: &Catalogue<D>, want: &Catalogue<D>)
             if bad < 3 {
                 eprintln!(
                     "{label}: row tag {} count {} vs tag {} count {}; mass {} vs {}; centre {:?} vs {:?}; radius {} vs {}",
-                    got.tag[g], got.count[g], want.tag[w], want.count[w], got.mass[g], want.mass[w], got.centre[g], want.centre[w], got.inertia_radius[g], want.inertia_radius[w]
+                    got.tag[g],
+                    got.count[g],
+                    want.tag[w],
+                    want.count[w],
+                    got.mass[g],
+                    want.mass[w],
+                    got.centre[g],
+                    want.centre[w],
+                    got.inertia_radius[g],
+                    want.inertia_radius[w]
                 );
             }
             bad += 1;
@@ -54,13 +63,27 @@ fn compare<const D: usize>(label: &str, got: &Catalogue<D>, want: &Catalogue<D>)
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run_case<T: Real, const D: usize>(dist: &Dist, reference: &Context, global: &[[T; D]], vel: &[[T; D]], masses: &[f64], ids: &[i64], case: &Case<'_>, periodic: Option<[f64; D]>) -> usize {
+fn run_case<T: Real, const D: usize>(
+    dist: &Dist,
+    reference: &Context,
+    global: &[[T; D]],
+    vel: &[[T; D]],
+    masses: &[f64],
+    ids: &[i64],
+    case: &Case<'_>,
+    periodic: Option<[f64; D]>,
+) -> usize {
     let rank = dist.rank();
     let domain = periodic.map_or(Domain::Open, Domain::Periodic);
     let params = FofParams { linking_length: LinkingLength::Absolute(case.l), min_members: case.min_members, order: case.order, members: true };
     type Picked<T, const D: usize> = (Vec<[T; D]>, Vec<[T; D]>, Vec<f64>, Vec<i64>);
     let pick = |idx: &[usize]| -> Picked<T, D> {
-        (idx.iter().map(|&i| global[i]).collect(), idx.iter().map(|&i| vel[i]).collect(), idx.iter().map(|&i| masses[i]).collect(), idx.iter().map(|&i| ids[i]).collect())
+        (
+            idx.iter().map(|&i| global[i]).collect(),
+            idx.iter().map(|&i| vel[i]).collect(),
+            idx.iter().map(|&i| masses[i]).collect(),
+            idx.iter().map(|&i| ids[i]).collect(),
+        )
     };
     let (cp, cv, cm, ci) = pick(&case.lay.order);
     let fields = FofFields { velocities: Some(&cv), masses: Some(&cm), particle_mass: 1.0, ids: case.with_ids.then_some(&ci as _) };
@@ -68,7 +91,8 @@ fn run_case<T: Real, const D: usize>(dist: &Dist, reference: &Context, global: &
     let (mp, mv, mm, mi) = pick(case.lay.mine(rank));
     let fields = FofFields { velocities: Some(&mv), masses: Some(&mm), particle_mass: 1.0, ids: case.with_ids.then_some(&mi as _) };
     let mut labels = vec![0i64; mp.len()];
-    let (cat, stats) = dist.fof(&domain, &mp, &fields, &params, CatalogueScope::Root, &mut labels).unwrap_or_else(|e| panic!("{}: rank {rank}: {e}", case.label));
+    let (cat, stats) =
+        dist.fof(&domain, &mp, &fields, &params, CatalogueScope::Root, &mut labels).unwrap_or_else(|e| panic!("{}: rank {rank}: {e}", case.label));
     let lo = case.lay.offsets[rank];
     let mut bad = (0..mp.len()).filter(|&i| labels[i] != want.labels[lo + i]).count();
     if bad > 0 {
@@ -139,12 +163,26 @@ pub fn run(world: &mpi::topology::SimpleCommunicator) -> usize {
                 }
                 let g32: Vec<[f32; 3]> = g.iter().map(|p| p.map(|c| c as f32)).collect();
                 let v32: Vec<[f32; 3]> = vel.iter().map(|p| p.map(|c| c as f32)).collect();
-                let case = Case { label: format!("{shape:?} {spread:?} f32 open"), l: 0.5 * spacing, min_members: 3, order: CatalogueOrder::ZOrder, lay: &lay, with_ids: true };
+                let case = Case {
+                    label: format!("{shape:?} {spread:?} f32 open"),
+                    l: 0.5 * spacing,
+                    min_members: 3,
+                    order: CatalogueOrder::ZOrder,
+                    lay: &lay,
+                    with_ids: true,
+                };
                 failures += run_case::<f32, 3>(&dist, &reference, &g32, &v32, &masses, &ids, &case, None);
                 let g2: Vec<[f64; 2]> = g.iter().map(|p| [p[0], p[1]]).collect();
                 let v2: Vec<[f64; 2]> = vel.iter().map(|p| [p[0], p[1]]).collect();
                 let sp2 = (l[0] * l[1] / n as f64).sqrt();
-                let case = Case { label: format!("{shape:?} {spread:?} 2D"), l: 0.4 * sp2, min_members: 2, order: CatalogueOrder::Gadget, lay: &lay, with_ids: false };
+                let case = Case {
+                    label: format!("{shape:?} {spread:?} 2D"),
+                    l: 0.4 * sp2,
+                    min_members: 2,
+                    order: CatalogueOrder::Gadget,
+                    lay: &lay,
+                    with_ids: false,
+                };
                 failures += run_case::<f64, 2>(&dist, &reference, &g2, &v2, &masses, &ids, &case, periodic.then_some([l[0], l[1]]));
                 cases += 2;
             }
@@ -152,10 +190,12 @@ pub fn run(world: &mpi::topology::SimpleCommunicator) -> usize {
     }
     // A chain through the whole periodic box: one group spanning every rank.
     let n = 3000;
-    let chain: Vec<[f64; 3]> = (0..n).map(|i| {
-        let t = i as f64 / n as f64;
-        [t * l[0], (0.3 + 0.2 * (6.0 * t).sin()).rem_euclid(1.0) * l[1], (t * 3.0 * l[2]).rem_euclid(l[2])]
-    }).collect();
+    let chain: Vec<[f64; 3]> = (0..n)
+        .map(|i| {
+            let t = i as f64 / n as f64;
+            [t * l[0], (0.3 + 0.2 * (6.0 * t).sin()).rem_euclid(1.0) * l[1], (t * 3.0 * l[2]).rem_euclid(l[2])]
+        })
+        .collect();
     let vel = vec![[0.0; 3]; n];
     let masses = vec![1.0; n];
     let ids: Vec<i64> = (0..n as i64).rev().collect();

@@ -12,7 +12,15 @@ struct Case<'a> {
     lay: &'a Layout,
 }
 
-fn run_case<T: Real, const D: usize>(dist: &Dist, reference: &Context, global: &[[T; D]], masses: &[f64], scalar: &[f64], case: &Case<'_>, periodic: Option<[f64; D]>) -> usize {
+fn run_case<T: Real, const D: usize>(
+    dist: &Dist,
+    reference: &Context,
+    global: &[[T; D]],
+    masses: &[f64],
+    scalar: &[f64],
+    case: &Case<'_>,
+    periodic: Option<[f64; D]>,
+) -> usize {
     let rank = dist.rank();
     let k = case.k;
     let domain = periodic.map_or(Domain::Open, Domain::Periodic);
@@ -23,7 +31,14 @@ fn run_case<T: Real, const D: usize>(dist: &Dist, reference: &Context, global: &
     let n = cat.len();
     let (mut ri, mut rd, mut rk, mut rdens, mut rs) = (vec![0i64; n * k], vec![T::ZERO; n * k], vec![T::ZERO; n], vec![0.0; n], vec![0.0; n]);
     let fields = SourceFields { masses: Some(&cm), scalar: Some(&csc) };
-    let mut out = KnnOutput { indices: Some(&mut ri), distances: Some(&mut rd), kth_distance: Some(&mut rk), density: Some(&mut rdens), scalar_mean: Some(&mut rs), ..Default::default() };
+    let mut out = KnnOutput {
+        indices: Some(&mut ri),
+        distances: Some(&mut rd),
+        kth_distance: Some(&mut rk),
+        density: Some(&mut rdens),
+        scalar_mean: Some(&mut rs),
+        ..Default::default()
+    };
     reference.knn_self(&domain, &cat, &fields, &KnnParams::new(k), &mut out).unwrap();
     // The distributed call on this rank's share.
     let lo = case.lay.offsets[rank];
@@ -34,7 +49,14 @@ fn run_case<T: Real, const D: usize>(dist: &Dist, reference: &Context, global: &
     let nm = pts.len();
     let (mut di, mut dd, mut dk, mut ddens, mut ds) = (vec![0i64; nm * k], vec![T::ZERO; nm * k], vec![T::ZERO; nm], vec![0.0; nm], vec![0.0; nm]);
     let fields = SourceFields { masses: Some(&m), scalar: Some(&sc) };
-    let mut out = KnnOutput { indices: Some(&mut di), distances: Some(&mut dd), kth_distance: Some(&mut dk), density: Some(&mut ddens), scalar_mean: Some(&mut ds), ..Default::default() };
+    let mut out = KnnOutput {
+        indices: Some(&mut di),
+        distances: Some(&mut dd),
+        kth_distance: Some(&mut dk),
+        density: Some(&mut ddens),
+        scalar_mean: Some(&mut ds),
+        ..Default::default()
+    };
     if std::env::var_os("ZTREE_DEBUG_COMM").is_some() {
         eprintln!("rank {rank}: case {}", case.label);
     }
@@ -91,7 +113,18 @@ fn run_case<T: Real, const D: usize>(dist: &Dist, reference: &Context, global: &
 /// Separate queries: sources spread by one layout, queries by another; every rank's rows
 /// must equal the single-rank call on both sets concatenated in rank order.
 #[allow(clippy::too_many_arguments)]
-fn run_queries<T: Real, const D: usize>(dist: &Dist, reference: &Context, src: &[[T; D]], qry: &[[T; D]], masses: &[f64], slay: &Layout, qlay: &Layout, k: usize, periodic: Option<[f64; D]>, label: &str) -> usize {
+fn run_queries<T: Real, const D: usize>(
+    dist: &Dist,
+    reference: &Context,
+    src: &[[T; D]],
+    qry: &[[T; D]],
+    masses: &[f64],
+    slay: &Layout,
+    qlay: &Layout,
+    k: usize,
+    periodic: Option<[f64; D]>,
+    label: &str,
+) -> usize {
     let rank = dist.rank();
     let domain = periodic.map_or(Domain::Open, Domain::Periodic);
     let cs: Vec<[T; D]> = slay.order.iter().map(|&i| src[i]).collect();
@@ -164,7 +197,12 @@ pub fn run(world: &mpi::topology::SimpleCommunicator) -> usize {
                     make_identical(&mut g, &lay);
                 }
                 for k in [1usize, 7, 24] {
-                    let case = Case { label: format!("{shape:?} periodic={periodic} {spread:?} k={k} n={n} f64"), k, periodic: periodic.then_some(l), lay: &lay };
+                    let case = Case {
+                        label: format!("{shape:?} periodic={periodic} {spread:?} k={k} n={n} f64"),
+                        k,
+                        periodic: periodic.then_some(l),
+                        lay: &lay,
+                    };
                     failures += run_case::<f64, 3>(&dist, &reference, &g, &masses, &scalar, &case, case.periodic);
                     cases += 1;
                 }

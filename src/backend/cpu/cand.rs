@@ -518,7 +518,13 @@ mod tests {
                 want.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)));
                 want.truncate(k);
                 let got: Vec<(T, u32)> = c.d2s().iter().zip(c.zs()).map(|(&dd, &z)| (dd, rank(z))).collect();
-                assert!(got == want, "{} k {k} n {n} round {round} got {:?} want {:?}", T::NAME, got.iter().map(|e| (e.0.to_f64(), e.1)).collect::<Vec<_>>(), want.iter().map(|e| (e.0.to_f64(), e.1)).collect::<Vec<_>>());
+                assert!(
+                    got == want,
+                    "{} k {k} n {n} round {round} got {:?} want {:?}",
+                    T::NAME,
+                    got.iter().map(|e| (e.0.to_f64(), e.1)).collect::<Vec<_>>(),
+                    want.iter().map(|e| (e.0.to_f64(), e.1)).collect::<Vec<_>>()
+                );
             }
         }
     }

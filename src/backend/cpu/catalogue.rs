@@ -33,7 +33,6 @@ pub(crate) struct Reduce<'a, T: Real, const D: usize> {
     pub members: bool,
 }
 
-
 const NONE: u32 = u32::MAX;
 
 /// Groups above this many members are put in canonical order by a radix sort (over the
@@ -54,9 +53,12 @@ struct GroupScratch<const D: usize> {
     tv: Vec<u32>,
 }
 
-
 /// Builds the catalogue and writes every particle's label (input order) into `labels`.
-pub(crate) fn reduce<T: Real, const D: usize>(r: &Reduce<'_, T, D>, labels: &DisjointSlice<'_, i64>, timings: &mut Timings) -> (Catalogue<D>, ReduceStats) {
+pub(crate) fn reduce<T: Real, const D: usize>(
+    r: &Reduce<'_, T, D>,
+    labels: &DisjointSlice<'_, i64>,
+    timings: &mut Timings,
+) -> (Catalogue<D>, ReduceStats) {
     let n = r.roots.len();
     let roots = r.roots;
     let parts = chunk_ranges(n, rayon::current_num_threads().max(1) * 4);

@@ -52,7 +52,16 @@ pub(super) struct Job<'a, T: Real, const D: usize> {
 
 impl<'a, T: Real, const D: usize> Job<'a, T, D> {
     pub fn new(zs: &'a Prepared<Cpu, T, D>, l: f64, box_len: Option<[f64; D]>, links: &'a Links) -> Self {
-        Job { zs, l2: l * l, l2_lo: l * l * (1.0 - 1e-12), l2_hi: l * l * (1.0 + 1e-12), l_hi: l * (1.0 + 1e-12), box_len, uf: &links.uf, flags: &links.flags }
+        Job {
+            zs,
+            l2: l * l,
+            l2_lo: l * l * (1.0 - 1e-12),
+            l2_hi: l * l * (1.0 + 1e-12),
+            l_hi: l * (1.0 + 1e-12),
+            box_len,
+            uf: &links.uf,
+            flags: &links.flags,
+        }
     }
 }
 
@@ -73,7 +82,16 @@ pub(super) struct Scratch<const D: usize> {
 
 impl<const D: usize> Scratch<D> {
     pub(super) fn new() -> Self {
-        Self { xp: std::array::from_fn(|_| Vec::new()), xq: std::array::from_fn(|_| Vec::new()), d2: Vec::new(), hits: Vec::new(), sel: Vec::new(), perm: Vec::new(), xp_node: usize::MAX, xq_node: usize::MAX }
+        Self {
+            xp: std::array::from_fn(|_| Vec::new()),
+            xq: std::array::from_fn(|_| Vec::new()),
+            d2: Vec::new(),
+            hits: Vec::new(),
+            sel: Vec::new(),
+            perm: Vec::new(),
+            xp_node: usize::MAX,
+            xq_node: usize::MAX,
+        }
     }
 }
 
@@ -109,17 +127,23 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
     }
 
     pub fn node_pass<M: Metric<f64, D>>(&self, metric: &M, parent: usize, lists: &Lists<Cpu>) -> Lists<Cpu> {
-        walk_plane(&self.zs.tree, parent, lists, || (), |a, cands, _s, out| {
-            if self.has_self_pair(cands) && !self.self_pair(metric, a) {
-                out.push(a as u32);
-            }
-            let ab = self.bx(a);
-            self.for_pairs(metric, a, cands, |b| {
-                if self.node_pair(metric, a, &ab, b) {
-                    out.push(b as u32);
+        walk_plane(
+            &self.zs.tree,
+            parent,
+            lists,
+            || (),
+            |a, cands, _s, out| {
+                if self.has_self_pair(cands) && !self.self_pair(metric, a) {
+                    out.push(a as u32);
                 }
-            });
-        })
+                let ab = self.bx(a);
+                self.for_pairs(metric, a, cands, |b| {
+                    if self.node_pair(metric, a, &ab, b) {
+                        out.push(b as u32);
+                    }
+                });
+            },
+        )
     }
 
     /// The leaves' own pairs are done; only pairs with other leaves remain.

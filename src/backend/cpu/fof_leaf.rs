@@ -131,7 +131,16 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
     /// open-space differences give the same values with fewer operations.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn within<M: Metric<f64, D>>(&self, metric: &M, plain: bool, p: &[f64; D], xs: &[Vec<f64>; D], from: usize, d2: &mut [f64], hits: &mut [u32]) -> usize {
+    fn within<M: Metric<f64, D>>(
+        &self,
+        metric: &M,
+        plain: bool,
+        p: &[f64; D],
+        xs: &[Vec<f64>; D],
+        from: usize,
+        d2: &mut [f64],
+        hits: &mut [u32],
+    ) -> usize {
         if plain {
             distances(&Open, p, xs, from, d2);
         } else {
@@ -149,7 +158,15 @@ impl<T: Real, const D: usize> Job<'_, T, D> {
     /// The points among the first `n <= 64` of the columns `cols` (padded to `n + W`
     /// points) within l of `p`, as a bit mask: distances by whole blocks, as in `within`.
     #[inline(always)]
-    fn within_mask<M: Metric<f64, D>, const AVX: bool>(&self, metric: &M, plain: bool, p: &[f64; D], cols: &[*const f64; D], from: usize, n: usize) -> u64 {
+    fn within_mask<M: Metric<f64, D>, const AVX: bool>(
+        &self,
+        metric: &M,
+        plain: bool,
+        p: &[f64; D],
+        cols: &[*const f64; D],
+        from: usize,
+        n: usize,
+    ) -> u64 {
         let mut row = 0u64;
         for (c, base) in (from..n).step_by(W).enumerate() {
             // SAFETY: the columns hold n + W points (the caller), base < n; AVX only in

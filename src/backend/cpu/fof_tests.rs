@@ -42,7 +42,9 @@ fn brute<T: Real, M: Metric<f64, 3>>(metric: &M, pts: &[[T; 3]], l: f64) -> Vec<
 /// (none linked). Every coordinate is a multiple of 1/1024, exact in f32 and f64.
 fn lattice<T: Real>(l: f64, seed: u64) -> Vec<[T; 3]> {
     let mut r = Rng(seed | 1);
-    let grid = |m: usize, origin: f64, step: f64| (0..m * m * m).map(move |i| [i % m, i / m % m, i / (m * m)].map(|c| T::from_f64(origin + c as f64 * step)));
+    let grid = |m: usize, origin: f64, step: f64| {
+        (0..m * m * m).map(move |i| [i % m, i / m % m, i / (m * m)].map(|c| T::from_f64(origin + c as f64 * step)))
+    };
     let mut v: Vec<[T; 3]> = grid(8, 0.0625, l).chain(grid(6, 0.5, l + 1.0 / 1024.0)).collect();
     for i in (0..v.len()).step_by(10) {
         v.push(v[i]);

@@ -148,7 +148,11 @@ fn passes<T: Real>(v: f64, periodic: bool, l: f64) -> bool {
 /// vectorise, with no early exit.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn clean_bounds_avx2<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(pts: &P, r: std::ops::Range<usize>, box_len: Option<&[f64; D]>) -> Option<Bounds<D>> {
+unsafe fn clean_bounds_avx2<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+    pts: &P,
+    r: std::ops::Range<usize>,
+    box_len: Option<&[f64; D]>,
+) -> Option<Bounds<D>> {
     let mut b = Bounds::<D>::EMPTY;
     let mut ok = true;
     let l = box_len.copied().unwrap_or([f64::INFINITY; D]);
@@ -183,7 +187,13 @@ unsafe fn keys_avx2<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(pts:
 /// point fails it (the keys are then not all valid).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn checked_keys_avx2<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(pts: &P, quant: &Quantizer<D>, first: usize, out: &mut [u64], box_len: Option<&[f64; D]>) -> bool {
+unsafe fn checked_keys_avx2<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+    pts: &P,
+    quant: &Quantizer<D>,
+    first: usize,
+    out: &mut [u64],
+    box_len: Option<&[f64; D]>,
+) -> bool {
     let l = box_len.copied().unwrap_or([f64::INFINITY; D]);
     let periodic = box_len.is_some();
     let mut ok = true;
@@ -300,7 +310,11 @@ fn refine_one<T: Real, const D: usize>(perm: &mut [u32], levels: &mut [u8], pos:
 
 /// Splits merged z-ordered points into sources (`perm[z] < ns`) and queries.
 #[allow(clippy::type_complexity)]
-pub(crate) fn split_types<T: Real, const D: usize>(pos: [Vec<T>; D], perm: Vec<u32>, ns: usize) -> ([Vec<T>; D], Vec<u32>, [Vec<T>; D], Vec<u32>, Vec<u32>) {
+pub(crate) fn split_types<T: Real, const D: usize>(
+    pos: [Vec<T>; D],
+    perm: Vec<u32>,
+    ns: usize,
+) -> ([Vec<T>; D], Vec<u32>, [Vec<T>; D], Vec<u32>, Vec<u32>) {
     let n = perm.len();
     let nq = n - ns;
     let mut prefix = Vec::with_capacity(n + 1);

@@ -9,8 +9,8 @@ use super::Cpu;
 use super::knn_leaf::Scratch;
 use super::walk::{Candidates, walk_leaves, walk_plane};
 use crate::geom::Real;
-use crate::geom::real::fmax;
 use crate::geom::metric::{Metric, Open};
+use crate::geom::real::fmax;
 use crate::pipeline::{KnnSinks, Lists, Prepared, Tree};
 
 /// What the kNN passes of one call share.
@@ -33,7 +33,13 @@ pub(super) struct KnnNodeTest {
     pub k: usize,
 }
 
-pub(super) fn node_pass<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, tree: &Tree<Cpu, T, D>, k: usize, parent: usize, lists: &Lists<Cpu>) -> Lists<Cpu> {
+pub(super) fn node_pass<T: Real, const D: usize, M: Metric<T, D>>(
+    metric: &M,
+    tree: &Tree<Cpu, T, D>,
+    k: usize,
+    parent: usize,
+    lists: &Lists<Cpu>,
+) -> Lists<Cpu> {
     let t = KnnNodeTest { k };
     let plane = tree.planes[parent - 1];
     let caps = leaf_caps(metric, tree, k, parent - 1);
@@ -75,7 +81,11 @@ pub(super) fn leaf_caps<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, tr
                     continue;
                 }
                 near.clear();
-                near.extend(kids.clone().filter(|&b| tree.src_count[b] > 0).map(|b| (metric.box_max2(alo, ahi, &tree.src_lo[b], &tree.src_hi[b]), tree.src_count[b])));
+                near.extend(
+                    kids.clone()
+                        .filter(|&b| tree.src_count[b] > 0)
+                        .map(|b| (metric.box_max2(alo, ahi, &tree.src_lo[b], &tree.src_hi[b]), tree.src_count[b])),
+                );
                 near.sort_unstable_by(|x, y| x.0.partial_cmp(&y.0).unwrap_or(std::cmp::Ordering::Equal));
                 let mut sum = 0usize;
                 let mut r = T::INFINITY;
@@ -101,7 +111,12 @@ pub(super) fn leaf_caps<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, tr
     caps
 }
 
-pub(super) fn leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, job: &KnnJob<'_, T, D>, lists: &Lists<Cpu>, sinks: &KnnSinks<'_, Cpu, T>) -> u64 {
+pub(super) fn leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(
+    metric: &M,
+    job: &KnnJob<'_, T, D>,
+    lists: &Lists<Cpu>,
+    sinks: &KnnSinks<'_, Cpu, T>,
+) -> u64 {
     let tree = &job.zs.tree;
     let t = KnnNodeTest { k: job.zs.knn_node_k(job.k) };
     walk_leaves(tree, lists, Scratch::<T, D>::new, |a, cands: &Candidates<'_>, s| {
@@ -120,7 +135,15 @@ impl KnnNodeTest {
     /// evaluation of every candidate. `cap`: a radius² already known to hold k sources
     /// for every query of A (+inf when none is); r_A² is at most it.
     #[inline]
-    pub(super) fn select<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, a: usize, c: &Candidates<'_>, s: &mut Scratch<T, D>, cap: T) -> T {
+    pub(super) fn select<T: Real, const D: usize, M: Metric<T, D>>(
+        &self,
+        metric: &M,
+        tree: &Tree<Cpu, T, D>,
+        a: usize,
+        c: &Candidates<'_>,
+        s: &mut Scratch<T, D>,
+        cap: T,
+    ) -> T {
         let (alo, ahi) = tree.qry_box(a);
         s.gmin.clear();
         for &b in c.sources {
@@ -156,13 +179,28 @@ impl KnnNodeTest {
     /// the open domain's).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn eval_source<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, alo: &[T; D], ahi: &[T; D], c: &Candidates<'_>, g: usize, s: &mut Scratch<T, D>, sum: &mut u64, cap: T) -> T {
+    fn eval_source<T: Real, const D: usize, M: Metric<T, D>>(
+        &self,
+        metric: &M,
+        tree: &Tree<Cpu, T, D>,
+        alo: &[T; D],
+        ahi: &[T; D],
+        c: &Candidates<'_>,
+        g: usize,
+        s: &mut Scratch<T, D>,
+        sum: &mut u64,
+        cap: T,
+    ) -> T {
         if !M::PERIODIC {
             return self.eval_group(metric, tree, alo, ahi, c.group(g), s, sum, cap);
         }
         let b = c.sources[g] as usize;
         let open = metric.no_wrap(alo, ahi, &tree.src_lo[b], &tree.src_hi[b]);
-        let r = if open { self.eval_group(&Open, tree, alo, ahi, c.group(g), s, sum, cap) } else { self.eval_group(metric, tree, alo, ahi, c.group(g), s, sum, cap) };
+        let r = if open {
+            self.eval_group(&Open, tree, alo, ahi, c.group(g), s, sum, cap)
+        } else {
+            self.eval_group(metric, tree, alo, ahi, c.group(g), s, sum, cap)
+        };
         s.eval_wrap.resize(s.eval.len(), !open);
         r
     }
@@ -170,7 +208,17 @@ impl KnnNodeTest {
     /// Adds one group of candidates to `s.eval` and the k-count radius; returns the radius.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn eval_group<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Cpu, T, D>, alo: &[T; D], ahi: &[T; D], group: &[u32], s: &mut Scratch<T, D>, sum: &mut u64, cap: T) -> T {
+    fn eval_group<T: Real, const D: usize, M: Metric<T, D>>(
+        &self,
+        metric: &M,
+        tree: &Tree<Cpu, T, D>,
+        alo: &[T; D],
+        ahi: &[T; D],
+        group: &[u32],
+        s: &mut Scratch<T, D>,
+        sum: &mut u64,
+        cap: T,
+    ) -> T {
         let k = self.k as u64;
         // A candidate whose d_max is past the cap cannot lower the radius below it, so
         // skipping its count (below) leaves the result unchanged.
@@ -217,7 +265,6 @@ impl KnnNodeTest {
     fn radius<T: Real, const D: usize>(s: &Scratch<T, D>, sum: u64, k: u64) -> T {
         if sum >= k { s.near.last().map_or(T::ZERO, |x| x.0) } else { T::INFINITY }
     }
-
 }
 
 /// For each query (with its squared search radius), its sources within the radius, at
@@ -225,7 +272,14 @@ impl KnnNodeTest {
 /// opens every node whose box lies within the radius (box bounds never exceed a point
 /// distance, so nothing within the radius is missed).
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub(super) fn ball_query<T: Real, const D: usize, M: Metric<T, D>>(metric: &M, zs: &Prepared<Cpu, T, D>, queries: &[[T; D]], r2: &[T], first: Option<&[u32]>, k: usize) -> (Vec<i64>, Vec<T>) {
+pub(super) fn ball_query<T: Real, const D: usize, M: Metric<T, D>>(
+    metric: &M,
+    zs: &Prepared<Cpu, T, D>,
+    queries: &[[T; D]],
+    r2: &[T],
+    first: Option<&[u32]>,
+    k: usize,
+) -> (Vec<i64>, Vec<T>) {
     use rayon::prelude::*;
     let tree = &zs.tree;
     let top = tree.super_plane();

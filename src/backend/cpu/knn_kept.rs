@@ -6,8 +6,8 @@ use super::{B, KEPT_FIRST, SORTED_MAX_K, Scratch};
 #[cfg(test)]
 use super::{FORCED_KEPT_FIRST, KEPT_RESTS};
 use crate::geom::Real;
-use crate::geom::real::fmax;
 use crate::geom::metric::Metric;
+use crate::geom::real::fmax;
 
 /// A kept leaf, as the leaf pass reads it (one record: one bounds check and a line or two
 /// per leaf).

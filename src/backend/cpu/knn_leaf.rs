@@ -7,9 +7,9 @@
 //! AVX-512 version (2 <= k <= 16) keeps the best candidates in registers (`TopK16`).
 
 use super::Cpu;
+use super::cand::CandBuf;
 use super::knn::KnnJob;
 use super::simd::{self, Simd};
-use super::cand::CandBuf;
 use super::topk::TopK;
 use super::topk16::{self, TopK16};
 use crate::geom::Real;
@@ -18,9 +18,9 @@ use crate::pipeline::KnnSinks;
 
 #[path = "knn_kept.rs"]
 mod kept;
-use kept::{Kept, LeafBoxes};
 #[cfg(test)]
 use kept::f32_below;
+use kept::{Kept, LeafBoxes};
 
 /// Sources per distance block of the leaf scan.
 const B: usize = 8;
@@ -229,13 +229,21 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,bmi1,bmi2,popcnt,lzcnt")]
     unsafe fn leaf_avx2<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
-        if self.guessing() { self.leaf_queries::<M, true, true, false>(metric, a, r2, s, sinks) } else { self.leaf_queries::<M, true, false, false>(metric, a, r2, s, sinks) }
+        if self.guessing() {
+            self.leaf_queries::<M, true, true, false>(metric, a, r2, s, sinks)
+        } else {
+            self.leaf_queries::<M, true, false, false>(metric, a, r2, s, sinks)
+        }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,bmi1,bmi2,popcnt,lzcnt,avx512f,avx512vl")]
     unsafe fn leaf_avx512<M: Metric<T, D>>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
-        if self.guessing() { self.leaf_queries::<M, true, true, true>(metric, a, r2, s, sinks) } else { self.leaf_queries::<M, true, false, true>(metric, a, r2, s, sinks) }
+        if self.guessing() {
+            self.leaf_queries::<M, true, true, true>(metric, a, r2, s, sinks)
+        } else {
+            self.leaf_queries::<M, true, false, true>(metric, a, r2, s, sinks)
+        }
     }
 
     /// Whether k is one `TopK16` (the AVX-512 version) selects: 2 <= k <= 16.
@@ -255,7 +263,14 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
     /// The leaf pass body; `AVX`: compiled into a function with AVX2 enabled; `GUESS`:
     /// `guessing()`; `AVX512`: with AVX-512F too (`TopK16` up to k = 16).
     #[inline(always)]
-    fn leaf_queries<M: Metric<T, D>, const AVX: bool, const GUESS: bool, const AVX512: bool>(&self, metric: &M, a: usize, r2: T, s: &mut Scratch<T, D>, sinks: &KnnSinks<'_, Cpu, T>) {
+    fn leaf_queries<M: Metric<T, D>, const AVX: bool, const GUESS: bool, const AVX512: bool>(
+        &self,
+        metric: &M,
+        a: usize,
+        r2: T,
+        s: &mut Scratch<T, D>,
+        sinks: &KnnSinks<'_, Cpu, T>,
+    ) {
         let zs = self.zs;
         let tree = &zs.tree;
         let (qpos, qorig) = zs.queries();
@@ -407,7 +422,11 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                             // `block!`.)
                             macro_rules! avx_block {
                                 ($base:expr, $thr:expr, $d2b:expr) => {
-                                    if shifted { T::shifted_block_avx(&qp, &sp, $base, &shift, $thr, $d2b) } else { T::open_block_avx(&qp, &sp, $base, $thr, $d2b) }
+                                    if shifted {
+                                        T::shifted_block_avx(&qp, &sp, $base, &shift, $thr, $d2b)
+                                    } else {
+                                        T::open_block_avx(&qp, &sp, $base, $thr, $d2b)
+                                    }
                                 };
                             }
                             // (A macro, not a closure: a closure would be compiled without the AVX2
@@ -433,7 +452,9 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                                             }
                                         }
                                     } else {
-                                        *d2b = std::array::from_fn(|i| if base + i < nsrc { metric.dist2(&qp, &std::array::from_fn(|d| spos[d][base + i])) } else { T::INFINITY });
+                                        *d2b = std::array::from_fn(|i| {
+                                            if base + i < nsrc { metric.dist2(&qp, &std::array::from_fn(|d| spos[d][base + i])) } else { T::INFINITY }
+                                        });
                                         T::le_mask(d2b, thr)
                                     }
                                 }};

@@ -52,10 +52,12 @@ fn bounds_match<T: Real, const D: usize>() {
         assert_eq!(got[5], T::ZERO);
         assert_eq!(got[B - 1], T::INFINITY);
         for i in (0..B - 1).filter(|&i| i != 5) {
-            let dist = |p: &[T; D]| (0..D).fold(T::ZERO, |a, d| {
-                let x = (q[d] - p[d]) + boxes.sh[d][i];
-                a + x * x
-            });
+            let dist = |p: &[T; D]| {
+                (0..D).fold(T::ZERO, |a, d| {
+                    let x = (q[d] - p[d]) + boxes.sh[d][i];
+                    a + x * x
+                })
+            };
             for corner in 0..1usize << D {
                 let p: [T; D] = std::array::from_fn(|d| if corner >> d & 1 == 1 { boxes.hi[d][i] } else { boxes.lo[d][i] });
                 assert!(got[i] <= dist(&p), "{} D {D} round {round} box {i}: shifted bound above a corner's distance", T::NAME);
@@ -64,7 +66,13 @@ fn bounds_match<T: Real, const D: usize>() {
                 let p: [T; D] = std::array::from_fn(|d| {
                     let (lo, hi) = (boxes.lo[d][i], boxes.hi[d][i]);
                     let x = lo + T::from_f64(r()) * (hi - lo);
-                    if x < lo { lo } else if x > hi { hi } else { x }
+                    if x < lo {
+                        lo
+                    } else if x > hi {
+                        hi
+                    } else {
+                        x
+                    }
                 });
                 assert!(got[i] <= dist(&p), "{} D {D} round {round} box {i}: shifted bound above a point's distance", T::NAME);
             }

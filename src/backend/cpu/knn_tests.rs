@@ -282,7 +282,11 @@ fn hinted<T: Real>() {
                                 simd::force(Some(level));
                                 let got = search_with(&ctx, &pts, periodic, KnnParams { k, kth_hint: Some(h) });
                                 simd::force(None);
-                                let what = format!("{} {shape} leaf {leaf_size} periodic {periodic} k {k} hint {kind} ({}) {level:?}", T::NAME, ["f64", "f32"][i]);
+                                let what = format!(
+                                    "{} {shape} leaf {leaf_size} periodic {periodic} k {k} hint {kind} ({}) {level:?}",
+                                    T::NAME,
+                                    ["f64", "f32"][i]
+                                );
                                 assert_same(&got, &want, &what);
                             }
                         }
@@ -337,7 +341,14 @@ fn hints_follow_the_queries() {
     }
     let short = vec![1.0f64; qry.len() - 1];
     let mut idx = vec![7i64; qry.len() * 4];
-    let r = ctx.knn(&Domain::Open, &src, &qry, &SourceFields::default(), &KnnParams { k: 4, kth_hint: Some(&short) }, &mut KnnOutput { indices: Some(&mut idx), ..Default::default() });
+    let r = ctx.knn(
+        &Domain::Open,
+        &src,
+        &qry,
+        &SourceFields::default(),
+        &KnnParams { k: 4, kth_hint: Some(&short) },
+        &mut KnnOutput { indices: Some(&mut idx), ..Default::default() },
+    );
     let e = r.unwrap_err().to_string();
     assert!(e.contains("kth_hint"), "{e}");
     assert!(idx.iter().all(|&i| i == 7), "outputs written despite the error");
@@ -367,7 +378,8 @@ fn caps_hold<T: Real>() {
                 let sorted: Vec<Vec<T>> = (0..qpos[0].len())
                     .map(|z| {
                         let q: [T; 3] = std::array::from_fn(|d| qpos[d][z]);
-                        let mut d2: Vec<T> = sp.iter().map(|s| if periodic { Periodic::<T, 3>::new(&[1.0; 3]).dist2(&q, s) } else { Open.dist2(&q, s) }).collect();
+                        let mut d2: Vec<T> =
+                            sp.iter().map(|s| if periodic { Periodic::<T, 3>::new(&[1.0; 3]).dist2(&q, s) } else { Open.dist2(&q, s) }).collect();
                         d2.sort_by(|a, b| a.partial_cmp(b).unwrap());
                         d2
                     })
@@ -387,7 +399,10 @@ fn caps_hold<T: Real>() {
                             let (q0, qn) = tree.qry_range(n);
                             for d2 in &sorted[q0 as usize..(q0 + qn) as usize] {
                                 let kth = if k == 0 { T::ZERO } else { d2[k - 1] };
-                                assert!(kth <= cap, "{shape} periodic {periodic} separate {separate} k {k} plane {p} node {n}: k-th {kth:?} beyond the cap {cap:?}");
+                                assert!(
+                                    kth <= cap,
+                                    "{shape} periodic {periodic} separate {separate} k {k} plane {p} node {n}: k-th {kth:?} beyond the cap {cap:?}"
+                                );
                             }
                         }
                     }
@@ -419,7 +434,11 @@ fn deep_trees_equal_brute_force() {
         for periodic in [false, true] {
             for k in [1usize, 2, 5, 16, 40] {
                 assert_same(&search(&ctx, &pts, periodic, k), &brute_answer(&pts, periodic, k), &format!("f64 {shape} periodic {periodic} k {k}"));
-                assert_same(&search(&ctx, &pts32, periodic, k), &brute_answer(&pts32, periodic, k), &format!("f32 {shape} periodic {periodic} k {k}"));
+                assert_same(
+                    &search(&ctx, &pts32, periodic, k),
+                    &brute_answer(&pts32, periodic, k),
+                    &format!("f32 {shape} periodic {periodic} k {k}"),
+                );
             }
         }
     }

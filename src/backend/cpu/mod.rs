@@ -55,19 +55,8 @@ impl Backend for Cpu {
         "cpu"
     }
 
-    /// kNN on 96-point leaves (48 for k = 1), FoF on 64. Measured on the 2-core
-    /// AVX-512 VM (examples/profile, interleaved, min / median of 6-9 runs):
-    /// - kNN, 48 → 64: clustered 1e6 k = 16 0.50-0.62 → 0.44-0.47 s, clustered 4e6 7-10%
-    ///   faster, k = 4 and 8 faster; k = 1 10% slower on uniform points.
-    /// - kNN, 64 → 96 (with the guessed first radius of the leaf pass): k = 16 clustered 1e6
-    ///   0.414 → 0.394-0.399 s, clustered 4e6 2.08 → 1.92 s, tiled GADGET-4 box 1.00 → 0.95 s,
-    ///   k = 64 uniform 1.27 → 1.20 s, uniform level (0.390 → 0.383), periodic 2% slower;
-    ///   k = 8 4% slower, so below 16 it stayed 64 — until the leaf scan's runs of 8 blocks
-    ///   (64 sources): since then 96 is faster from k = 2 on too (k = 2 uniform / clustered
-    ///   0.164-0.175 → 0.157-0.160 s / 0.174-0.186 → 0.162-0.167 s, k = 4 5%, k = 8
-    ///   clustered 6%, uniform level).
-    /// - FoF, 48 → 64: clustered 1e6 0.080-0.092 → 0.076-0.082 s, clustered 4e6 and the
-    ///   tiled GADGET-4 box 2-6% faster, the snapshot level (96 and 128 slower).
+    /// kNN on 96-point leaves (48 for k = 1), FoF on 64: the fastest sizes measured on
+    /// clustered, uniform and cosmological points (docs/DESIGN.md §2 gives the figures).
     fn auto_leaf_size(&self, job: LeafJob) -> usize {
         match job {
             LeafJob::Knn { k } if k < 2 => 48,
@@ -93,7 +82,8 @@ impl Backend for Cpu {
     }
 
     fn overwritten<T: Elem>(&self, n: usize, spent: &mut Vec<Vec<u64>>) -> Result<Vec<T>> {
-        if size_of::<T>() == size_of::<u64>() && align_of::<T>() == align_of::<u64>()
+        if size_of::<T>() == size_of::<u64>()
+            && align_of::<T>() == align_of::<u64>()
             && let Some(i) = spent.iter().position(|b| b.len() == n)
         {
             let mut b = std::mem::ManuallyDrop::new(spent.swap_remove(i));
@@ -117,12 +107,24 @@ impl Backend for Cpu {
         Ok(ingest::levels(keys))
     }
 
-    fn refine_runs<T: Real, const D: usize>(&self, keys: &Vec<u64>, perm: &mut Vec<u32>, levels: &mut Vec<u8>, pos: &mut [Vec<T>; D], max_run: usize) -> Result<()> {
+    fn refine_runs<T: Real, const D: usize>(
+        &self,
+        keys: &Vec<u64>,
+        perm: &mut Vec<u32>,
+        levels: &mut Vec<u8>,
+        pos: &mut [Vec<T>; D],
+        max_run: usize,
+    ) -> Result<()> {
         ingest::refine_runs(keys, perm, levels, pos, max_run);
         Ok(())
     }
 
-    fn split_types<T: Real, const D: usize>(&self, pos: [Vec<T>; D], perm: Vec<u32>, ns: usize) -> Result<([Vec<T>; D], Vec<u32>, [Vec<T>; D], Vec<u32>, Vec<u32>)> {
+    fn split_types<T: Real, const D: usize>(
+        &self,
+        pos: [Vec<T>; D],
+        perm: Vec<u32>,
+        ns: usize,
+    ) -> Result<([Vec<T>; D], Vec<u32>, [Vec<T>; D], Vec<u32>, Vec<u32>)> {
         Ok(ingest::split_types(pos, perm, ns))
     }
 
@@ -130,7 +132,15 @@ impl Backend for Cpu {
         Ok(ingest::has_long_runs(levels, max_run))
     }
 
-    fn plan_tree(&self, levels: &Vec<u8>, n: usize, types: PointTypes<'_, Self>, params: &TreeParams, spent_keys: Vec<u64>, spent: &mut Vec<Vec<u64>>) -> Result<planes::TreePlan> {
+    fn plan_tree(
+        &self,
+        levels: &Vec<u8>,
+        n: usize,
+        types: PointTypes<'_, Self>,
+        params: &TreeParams,
+        spent_keys: Vec<u64>,
+        spent: &mut Vec<Vec<u64>>,
+    ) -> Result<planes::TreePlan> {
         let (plan, scratch) = planes::plan(levels, n, types, params, spent_keys);
         spent.push(scratch);
         Ok(plan)
@@ -156,7 +166,14 @@ impl Backend for Cpu {
         Ok(walk::walk_start(tree))
     }
 
-    fn knn_node_pass<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Self, T, D>, k: usize, parent: usize, lists: &Lists<Self>) -> Result<Lists<Self>> {
+    fn knn_node_pass<T: Real, const D: usize, M: Metric<T, D>>(
+        &self,
+        metric: &M,
+        tree: &Tree<Self, T, D>,
+        k: usize,
+        parent: usize,
+        lists: &Lists<Self>,
+    ) -> Result<Lists<Self>> {
         Ok(knn::node_pass(metric, tree, k, parent, lists))
     }
 
@@ -180,7 +197,15 @@ impl Backend for Cpu {
         Ok(knn::leaf_pass(metric, &job, lists, sinks))
     }
 
-    fn knn_ball_query<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, queries: &[[T; D]], r2: &[T], first: Option<&[u32]>, k: usize) -> Result<(Vec<i64>, Vec<T>)> {
+    fn knn_ball_query<T: Real, const D: usize, M: Metric<T, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        queries: &[[T; D]],
+        r2: &[T],
+        first: Option<&[u32]>,
+        k: usize,
+    ) -> Result<(Vec<i64>, Vec<T>)> {
         Ok(knn::ball_query(metric, zs, queries, r2, first, k))
     }
 
@@ -188,16 +213,37 @@ impl Backend for Cpu {
         Ok(fof::Links::new(zs.n_sources(), zs.tree.num_nodes()))
     }
 
-    fn fof_leaf_self<T: Real, const D: usize, M: Metric<f64, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, l: f64, links: &fof::Links) -> Result<()> {
+    fn fof_leaf_self<T: Real, const D: usize, M: Metric<f64, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        l: f64,
+        links: &fof::Links,
+    ) -> Result<()> {
         fof::Job::new(zs, l, metric.box_len(), links).leaf_self_pass(metric);
         Ok(())
     }
 
-    fn fof_node_pass<T: Real, const D: usize, M: Metric<f64, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, l: f64, links: &fof::Links, parent: usize, lists: &Lists<Self>) -> Result<Lists<Self>> {
+    fn fof_node_pass<T: Real, const D: usize, M: Metric<f64, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        l: f64,
+        links: &fof::Links,
+        parent: usize,
+        lists: &Lists<Self>,
+    ) -> Result<Lists<Self>> {
         Ok(fof::Job::new(zs, l, metric.box_len(), links).node_pass(metric, parent, lists))
     }
 
-    fn fof_leaf_pass<T: Real, const D: usize, M: Metric<f64, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, l: f64, links: &fof::Links, lists: &Lists<Self>) -> Result<u64> {
+    fn fof_leaf_pass<T: Real, const D: usize, M: Metric<f64, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        l: f64,
+        links: &fof::Links,
+        lists: &Lists<Self>,
+    ) -> Result<u64> {
         Ok(fof::Job::new(zs, l, metric.box_len(), links).leaf_pass(metric, lists))
     }
 

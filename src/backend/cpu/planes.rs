@@ -69,18 +69,15 @@ pub(crate) fn split_caps<'s>(levels: &[u8], types: PointTypes<'_, Cpu>, params: 
     // without a per-gap match on the point types (the loop took 4x a plain read of
     // `first` and `last` as an indexed iterator with the match inside).
     const CHUNK: usize = 1 << 14;
-    first
-        .par_chunks_mut(CHUNK)
-        .zip(last.par_chunks(CHUNK))
-        .zip(levels.par_chunks(CHUNK))
-        .enumerate()
-        .for_each(|(ci, ((caps, last), levels))| match types {
+    first.par_chunks_mut(CHUNK).zip(last.par_chunks(CHUNK)).zip(levels.par_chunks(CHUNK)).enumerate().for_each(|(ci, ((caps, last), levels))| {
+        match types {
             PointTypes::Same => fill_caps(ci * CHUNK, caps, last, levels, leaf, c, |a, b| (b - a) as u64),
             PointTypes::Joint { .. } => fill_caps(ci * CHUNK, caps, last, levels, leaf, c, |a, b| {
                 let (s, q) = types.counts(a, b);
                 s.max(q) as u64
             }),
-        });
+        }
+    });
     &*first
 }
 
@@ -271,7 +268,9 @@ pub(crate) fn plan(levels: &[u8], n: usize, types: PointTypes<'_, Cpu>, params: 
             // keeps when that is farther (then at least two nodes merge); else the counts
             // do, and the capacity grows. (The device build does the same.)
             iterations += 1;
-            let least = level_cap.and_then(|lc| splits.iter().map(|&i| i as usize).filter(|&i| caps[i] as u64 <= capacity && levels[i] > 64 + lc).map(|i| levels[i] - 64).min());
+            let least = level_cap.and_then(|lc| {
+                splits.iter().map(|&i| i as usize).filter(|&i| caps[i] as u64 <= capacity && levels[i] > 64 + lc).map(|i| levels[i] - 64).min()
+            });
             match least {
                 Some(l) => prev_cap = relaxed(prev_cap, params).map(|c| c.max(l)),
                 None => capacity = capacity.saturating_mul(params.coarsening as u64),
@@ -280,8 +279,7 @@ pub(crate) fn plan(levels: &[u8], n: usize, types: PointTypes<'_, Cpu>, params: 
         }
         iterations += 1;
         splits = new_splits;
-        let starts: Vec<u32> =
-            if n == 0 { Vec::new() } else { std::iter::once(0u32).chain(splits.iter().map(|&i| i + 1)).collect() };
+        let starts: Vec<u32> = if n == 0 { Vec::new() } else { std::iter::once(0u32).chain(splits.iter().map(|&i| i + 1)).collect() };
         let len = starts.len();
         planes.push(PlannedPlane { starts, capacity, level_cap });
         let stalled = prev_len == Some(len) && len > params.top_target;
@@ -440,10 +438,22 @@ mod tests {
                 .map(|i| match case {
                     0 => (next() % 129) as u8,
                     1 => [0u8, 65, 66, 127, 128][(next() % 5) as usize],
-                    2 => if i % 50 < 40 { 0 } else { 65 + (next() % 5) as u8 },
+                    2 => {
+                        if i % 50 < 40 {
+                            0
+                        } else {
+                            65 + (next() % 5) as u8
+                        }
+                    }
                     3 => (next() % 64) as u8,
                     4 => 128 - (next() % 3) as u8,
-                    5 => if next().is_multiple_of(4) { 0 } else { 65 + (next() % 64) as u8 },
+                    5 => {
+                        if next().is_multiple_of(4) {
+                            0
+                        } else {
+                            65 + (next() % 64) as u8
+                        }
+                    }
                     _ => (65 + (i % 17) as u8).min(128),
                 })
                 .collect();

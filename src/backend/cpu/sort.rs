@@ -113,7 +113,13 @@ fn sort_with(keys: &mut Vec<u64>, keep: u32, val: impl Fn(usize) -> u32 + Sync) 
     if packed {
         // The bits above the top varying one, common to every key.
         let above = if top == 64 { 0 } else { k0 & !(u64::MAX >> (64 - top)) };
-        let parts: Vec<_> = buckets(&mut kb, &bucket_start).into_iter().zip(buckets(keys, &bucket_start)).zip(buckets(&mut vb, &bucket_start)).enumerate().filter(|(_, ((k, _), _))| !k.is_empty()).collect();
+        let parts: Vec<_> = buckets(&mut kb, &bucket_start)
+            .into_iter()
+            .zip(buckets(keys, &bucket_start))
+            .zip(buckets(&mut vb, &bucket_start))
+            .enumerate()
+            .filter(|(_, ((k, _), _))| !k.is_empty())
+            .collect();
         parts.into_par_iter().for_each(|(d, ((k, scratch), v))| {
             packed_sort(k, scratch);
             let high = above | (d as u64) << shift;
@@ -125,10 +131,7 @@ fn sort_with(keys: &mut Vec<u64>, keep: u32, val: impl Fn(usize) -> u32 + Sync) 
     } else if shift > 0 {
         // Disjoint bucket slices, sorted in parallel.
         let parts: Vec<_> = buckets(&mut kb, &bucket_start).into_iter().zip(buckets(&mut vb, &bucket_start)).filter(|(k, _)| k.len() > 1).collect();
-        parts.into_par_iter().for_each_init(
-            || (Vec::new(), Vec::new()),
-            |(tk, tv), (k, v)| local_sort(k, v, tk, tv),
-        );
+        parts.into_par_iter().for_each_init(|| (Vec::new(), Vec::new()), |(tk, tv), (k, v)| local_sort(k, v, tk, tv));
     }
     let input = std::mem::replace(keys, kb);
     Some((vb, Some(input)))
@@ -368,7 +371,19 @@ mod tests {
         let cases: &[(usize, u64)] = if cfg!(miri) {
             &[(0, u64::MAX), (7, 3), (300, 15), (4500, (1 << 63) | 0xff)]
         } else {
-            &[(0, u64::MAX), (1, u64::MAX), (7, 3), (40, u64::MAX), (300, 0xffff_0000_00ff), (500, 15), (1000, 15), (5000, u64::MAX >> 1), (100_000, 0xff00), (70_000, (1 << 63) | 1), (200_000, u64::MAX)]
+            &[
+                (0, u64::MAX),
+                (1, u64::MAX),
+                (7, 3),
+                (40, u64::MAX),
+                (300, 0xffff_0000_00ff),
+                (500, 15),
+                (1000, 15),
+                (5000, u64::MAX >> 1),
+                (100_000, 0xff00),
+                (70_000, (1 << 63) | 1),
+                (200_000, u64::MAX),
+            ]
         };
         for &(n, mask) in cases {
             let mut s = n as u64 + 1;
@@ -404,7 +419,14 @@ mod tests {
             let mut s = n as u64 * 5 + 1;
             (0..n).map(|_| (lcg(&mut s) % distinct) << shift).collect()
         };
-        let sets = [clumps(5000, 3), clumps(70_000, 40), clumps(150_000, 52), repeats(5000, 3000, 30), repeats(70_000, 1 << 16, 8), repeats(70_000, 40_000, 0)];
+        let sets = [
+            clumps(5000, 3),
+            clumps(70_000, 40),
+            clumps(150_000, 52),
+            repeats(5000, 3000, 30),
+            repeats(70_000, 1 << 16, 8),
+            repeats(70_000, 40_000, 0),
+        ];
         for keys in &sets {
             let n = keys.len();
             for keep in [64, 43, 30, 11, 5] {

@@ -295,7 +295,8 @@ mod tests {
                 // many ties and some infinities; odd rounds: distinct distances (almost
                 // surely), the path without rank lookups.
                 let (levels, inf) = if round % 2 == 0 { (50, 23) } else { (1 << 40, u64::MAX) };
-                let cands: Vec<(f64, u32)> = (0..n).map(|i| (if next() % inf == 0 { f64::INFINITY } else { (next() % levels) as f64 * 0.25 }, (n - i) as u32)).collect();
+                let cands: Vec<(f64, u32)> =
+                    (0..n).map(|i| (if next() % inf == 0 { f64::INFINITY } else { (next() % levels) as f64 * 0.25 }, (n - i) as u32)).collect();
                 let rank = |z: u32| n as u32 + 1 - z;
                 // Rounds 0, 1 mod 4 offer only what is within the threshold, as the leaf
                 // pass does; the others offer everything.
@@ -319,7 +320,11 @@ mod tests {
                         assert_eq!(t.kth(k), *t.d2s().last().unwrap());
                     }
                 }
-                if avx && round % 3 == 0 { t.finish::<true>(&rank) } else { t.finish::<false>(&rank) }
+                if avx && round % 3 == 0 {
+                    t.finish::<true>(&rank)
+                } else {
+                    t.finish::<false>(&rank)
+                }
                 let mut want: Vec<(f64, u32)> = cands.iter().map(|&(d, z)| (d, rank(z))).collect();
                 want.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)));
                 want.truncate(k);

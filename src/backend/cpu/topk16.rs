@@ -148,7 +148,8 @@ fn offer_f64(t: &mut TopK16<f64>, d2: &[f64], mut m: u64, base: u32, rank: &impl
             let x = _mm512_set1_pd(xs);
             let zx = base + i as u32;
             let lt = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(d0, x) as u32 | ((_mm512_cmp_pd_mask::<_CMP_LT_OQ>(d1, x) as u32) << 8);
-            let eq = (_mm512_cmp_pd_mask::<_CMP_EQ_OQ>(d0, x) as u32 | ((_mm512_cmp_pd_mask::<_CMP_EQ_OQ>(d1, x) as u32) << 8)) & sel & ((1u32 << n) - 1);
+            let eq =
+                (_mm512_cmp_pd_mask::<_CMP_EQ_OQ>(d0, x) as u32 | ((_mm512_cmp_pd_mask::<_CMP_EQ_OQ>(d1, x) as u32) << 8)) & sel & ((1u32 << n) - 1);
             z = place_z(z, lt, eq, zx, rank);
             // Distances: max(previous lane, min(lane, x)).
             let p0 = _mm512_castsi512_pd(_mm512_alignr_epi64::<7>(_mm512_castpd_si512(d0), _mm512_castpd_si512(neg)));

@@ -40,7 +40,13 @@ impl<T: Real, const D: usize> Tree<Cpu, T, D> {
 
 /// The nodes of the planned planes over the z-ordered points (`src_pos`/`qry_pos`: the
 /// sources and queries, the same arrays in a self-query), and the super plane above.
-pub(crate) fn build<T: Real, const D: usize>(plan: TreePlan, types: PointTypes<'_, Cpu>, src_pos: &[Vec<T>; D], qry_pos: &[Vec<T>; D], params: &TreeParams) -> Tree<Cpu, T, D> {
+pub(crate) fn build<T: Real, const D: usize>(
+    plan: TreePlan,
+    types: PointTypes<'_, Cpu>,
+    src_pos: &[Vec<T>; D],
+    qry_pos: &[Vec<T>; D],
+    params: &TreeParams,
+) -> Tree<Cpu, T, D> {
     let mut tree = Tree {
         planes: Vec::new(),
         start: Vec::new(),

@@ -110,7 +110,13 @@ struct Kept {
 
 /// Moves the lists of plane `parent` one plane down: `node_test(a, &candidates, scratch,
 /// kept)` appends the sources child `a` keeps. Only nodes with queries receive.
-pub(crate) fn walk_plane<T, const D: usize, S, FI, FT>(tree: &Tree<Cpu, T, D>, parent: usize, lists: &Lists<Cpu>, init: FI, node_test: FT) -> Lists<Cpu>
+pub(crate) fn walk_plane<T, const D: usize, S, FI, FT>(
+    tree: &Tree<Cpu, T, D>,
+    parent: usize,
+    lists: &Lists<Cpu>,
+    init: FI,
+    node_test: FT,
+) -> Lists<Cpu>
 where
     T: Real,
     S: Send,

@@ -120,7 +120,14 @@ impl Cuda {
     }
     /// Checks device fields as the host checks them (src/input/validate.rs), on the device;
     /// only a failing element comes to the host, for the message.
-    pub(crate) fn validate_fof_fields<const D: usize>(&self, vel: Option<&[DevField<'_>; D]>, masses: Option<&DevField<'_>>, particle_mass: f64, ids: Option<&DevField<'_>>, n: usize) -> Result<()> {
+    pub(crate) fn validate_fof_fields<const D: usize>(
+        &self,
+        vel: Option<&[DevField<'_>; D]>,
+        masses: Option<&DevField<'_>>,
+        particle_mass: f64,
+        ids: Option<&DevField<'_>>,
+        n: usize,
+    ) -> Result<()> {
         let one = |f: &DevField<'_>, i: usize| -> Result<f64> { Ok(self.fetch_f64(&DevField { a: f.a.at(i, f.ty.size()), n: 1, ..*f })?[0]) };
         if let Some(v) = vel {
             let mut first = None::<usize>;
@@ -264,11 +271,23 @@ impl Backend for Cuda {
     fn levels(&self, keys: &DevBuf<u64>) -> Result<DevBuf<u8>> {
         prims::levels(&self.dev, keys)
     }
-    fn refine_runs<T: Real, const D: usize>(&self, keys: &DevBuf<u64>, perm: &mut DevBuf<u32>, levels: &mut DevBuf<u8>, pos: &mut [DevBuf<T>; D], max_run: usize) -> Result<()> {
+    fn refine_runs<T: Real, const D: usize>(
+        &self,
+        keys: &DevBuf<u64>,
+        perm: &mut DevBuf<u32>,
+        levels: &mut DevBuf<u8>,
+        pos: &mut [DevBuf<T>; D],
+        max_run: usize,
+    ) -> Result<()> {
         refine::refine_runs(&self.dev, keys, perm, levels, pos, max_run)
     }
     #[allow(clippy::type_complexity)]
-    fn split_types<T: Real, const D: usize>(&self, pos: [DevBuf<T>; D], perm: DevBuf<u32>, ns: usize) -> Result<([DevBuf<T>; D], DevBuf<u32>, [DevBuf<T>; D], DevBuf<u32>, DevBuf<u32>)> {
+    fn split_types<T: Real, const D: usize>(
+        &self,
+        pos: [DevBuf<T>; D],
+        perm: DevBuf<u32>,
+        ns: usize,
+    ) -> Result<([DevBuf<T>; D], DevBuf<u32>, [DevBuf<T>; D], DevBuf<u32>, DevBuf<u32>)> {
         prims::split_types(&self.dev, &pos, &perm, ns)
     }
     fn has_long_runs(&self, _levels: &DevBuf<u8>, _max_run: usize) -> Result<bool> {
@@ -276,7 +295,15 @@ impl Backend for Cuda {
         // it always did here (the device's scratch is not fresh host pages).
         Ok(true)
     }
-    fn plan_tree(&self, _levels: &DevBuf<u8>, _n: usize, _types: PointTypes<'_, Self>, _params: &TreeParams, spent_keys: DevBuf<u64>, _spent: &mut Vec<DevBuf<u64>>) -> Result<()> {
+    fn plan_tree(
+        &self,
+        _levels: &DevBuf<u8>,
+        _n: usize,
+        _types: PointTypes<'_, Self>,
+        _params: &TreeParams,
+        spent_keys: DevBuf<u64>,
+        _spent: &mut Vec<DevBuf<u64>>,
+    ) -> Result<()> {
         // The device chooses the planes as it makes the nodes (`tree::build`).
         drop(spent_keys);
         Ok(())
@@ -319,7 +346,14 @@ impl Backend for Cuda {
     fn walk_start<T: Real, const D: usize>(&self, tree: &Tree<Self, T, D>) -> Result<Lists<Self>> {
         walk::walk_start(self, tree)
     }
-    fn knn_node_pass<T: Real, const D: usize, M: Metric<T, D>>(&self, metric: &M, tree: &Tree<Self, T, D>, k: usize, parent: usize, lists: &Lists<Self>) -> Result<Lists<Self>> {
+    fn knn_node_pass<T: Real, const D: usize, M: Metric<T, D>>(
+        &self,
+        metric: &M,
+        tree: &Tree<Self, T, D>,
+        k: usize,
+        parent: usize,
+        lists: &Lists<Self>,
+    ) -> Result<Lists<Self>> {
         Ok(walk::knn_keep(&self.dev, metric, tree, k, parent, lists, None)?.0)
     }
     fn knn_leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(
@@ -351,7 +385,13 @@ impl Backend for Cuda {
     fn fof_begin<T: Real, const D: usize>(&self, zs: &Prepared<Self, T, D>) -> Result<Self::Links> {
         fof::begin(self, zs)
     }
-    fn fof_leaf_self<T: Real, const D: usize, M: Metric<f64, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, l: f64, links: &Self::Links) -> Result<()> {
+    fn fof_leaf_self<T: Real, const D: usize, M: Metric<f64, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        l: f64,
+        links: &Self::Links,
+    ) -> Result<()> {
         fof::leaf_self(&self.dev, metric, zs, l, links)
     }
     fn fof_node_pass<T: Real, const D: usize, M: Metric<f64, D>>(
@@ -365,7 +405,14 @@ impl Backend for Cuda {
     ) -> Result<Lists<Self>> {
         fof::node_pass(&self.dev, metric, zs, l, links, parent, lists)
     }
-    fn fof_leaf_pass<T: Real, const D: usize, M: Metric<f64, D>>(&self, metric: &M, zs: &Prepared<Self, T, D>, l: f64, links: &Self::Links, lists: &Lists<Self>) -> Result<u64> {
+    fn fof_leaf_pass<T: Real, const D: usize, M: Metric<f64, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        l: f64,
+        links: &Self::Links,
+        lists: &Lists<Self>,
+    ) -> Result<u64> {
         fof::leaf_pass(&self.dev, metric, zs, l, links, lists)
     }
     fn fof_contract(&self, links: Self::Links) -> Result<DevBuf<u32>> {

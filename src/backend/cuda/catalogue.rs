@@ -77,7 +77,8 @@ pub(crate) fn reduce<T: Real, const D: usize>(
     })?;
     // 3. One row per group.
     let (rows, tag_dev) = crate::pipeline::stage(cuda, timings, "reduce", || -> Result<_> {
-        let (tag, mass, radius, disp): (DevBuf<i64>, DevBuf<f64>, DevBuf<f64>, DevBuf<f64>) = (DevBuf::new(dev, ng)?, DevBuf::new(dev, ng)?, DevBuf::new(dev, ng)?, DevBuf::new(dev, ng)?);
+        let (tag, mass, radius, disp): (DevBuf<i64>, DevBuf<f64>, DevBuf<f64>, DevBuf<f64>) =
+            (DevBuf::new(dev, ng)?, DevBuf::new(dev, ng)?, DevBuf::new(dev, ng)?, DevBuf::new(dev, ng)?);
         let (centre, vel): (DevBuf<f64>, DevBuf<f64>) = (DevBuf::new(dev, D * ng)?, DevBuf::new(dev, D * ng)?);
         let mut job: Vec<u64> = (0..3).map(|d| zs.src_pos[d.min(D - 1)].ptr()).collect();
         for d in 0..3 {
@@ -95,14 +96,25 @@ pub(crate) fn reduce<T: Real, const D: usize>(
         // SAFETY: zt_cat_reduce_*(job, keys[total], zs[total], offsets[ng + 1], ng, rows of ng):
         // the caller's fields cover every input index (checked at the API).
         unsafe { dev.launch("catalogue", kernel, blocks(ng, WARPS)?, &args)? };
-        let (t, m, r, ds, c, v, off) = (tag.to_vec()?, mass.to_vec()?, radius.to_vec()?, disp.to_vec()?, centre.to_vec()?, vel.to_vec()?, offsets.to_vec()?);
+        let (t, m, r, ds, c, v, off) =
+            (tag.to_vec()?, mass.to_vec()?, radius.to_vec()?, disp.to_vec()?, centre.to_vec()?, vel.to_vec()?, offsets.to_vec()?);
         let rows: Vec<Row<D>> = (0..ng)
-            .map(|g| Row { tag: t[g], count: (off[g + 1] - off[g]) as u64, mass: m[g], centre: std::array::from_fn(|d| c[D * g + d]), radius: r[g], vel: std::array::from_fn(|d| v[D * g + d]), disp: ds[g] })
+            .map(|g| Row {
+                tag: t[g],
+                count: (off[g + 1] - off[g]) as u64,
+                mass: m[g],
+                centre: std::array::from_fn(|d| c[D * g + d]),
+                radius: r[g],
+                vel: std::array::from_fn(|d| v[D * g + d]),
+                disp: ds[g],
+            })
             .collect();
         Ok((rows, tag))
     })?;
     // 4. Labels in input order, into the caller's device array.
-    crate::pipeline::stage(cuda, timings, "labels", || launch_points(dev, "zt_cat_labels", n, &[roots.arg(), n32.clone(), slot.arg(), zs.src_orig.arg(), tag_dev.arg(), Arg::Ptr(labels.ptr)]))?;
+    crate::pipeline::stage(cuda, timings, "labels", || {
+        launch_points(dev, "zt_cat_labels", n, &[roots.arg(), n32.clone(), slot.arg(), zs.src_orig.arg(), tag_dev.arg(), Arg::Ptr(labels.ptr)])
+    })?;
     // 5. Order and member lists (on the host: the catalogue is the host's).
     let particles_in_groups = keys.len();
     let cat = crate::pipeline::stage(cuda, timings, "order", || -> Result<_> {
@@ -118,7 +130,12 @@ pub(crate) fn reduce<T: Real, const D: usize>(
             let (off, orig) = member_lists.as_ref().unwrap();
             dst.copy_from_slice(&orig[off[g] as usize..off[g + 1] as usize]);
         };
-        Ok(catalogue::assemble(rows, req.order, req.velocities.is_some(), member_lists.as_ref().map(|(off, _)| (&off[..], &fill as &(dyn Fn(usize, &mut [i64]) + Sync)))))
+        Ok(catalogue::assemble(
+            rows,
+            req.order,
+            req.velocities.is_some(),
+            member_lists.as_ref().map(|(off, _)| (&off[..], &fill as &(dyn Fn(usize, &mut [i64]) + Sync))),
+        ))
     })?;
     // Device scratch: sizes, flags and slots (4 words per point), keys and z of the members.
     let scratch_bytes = 16 * n + 12 * particles_in_groups + ng * std::mem::size_of::<Row<D>>();

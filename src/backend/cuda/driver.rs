@@ -124,7 +124,8 @@ fn create_pool(dev: sys::CUdevice, ordinal: i32) -> Result<DevicePool> {
 
 fn set_release_threshold(pool: sys::CUmemoryPool, mut bytes: u64) -> Result<()> {
     // SAFETY: a live pool; the attribute takes a u64 (cuuint64_t).
-    unsafe { result::mem_pool::set_attribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, (&mut bytes as *mut u64).cast()) }.map_err(|e| device_err("cuMemPoolSetAttribute", e))
+    unsafe { result::mem_pool::set_attribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, (&mut bytes as *mut u64).cast()) }
+        .map_err(|e| device_err("cuMemPoolSetAttribute", e))
 }
 
 impl CudaDevice {
@@ -166,9 +167,21 @@ impl CudaDevice {
         let name = result::device::get_name(dev).unwrap_or_else(|_| "unknown".into());
         let kernel_times = std::env::var_os("ZTREE_CUDA_KERNEL_TIMES").map(|_| Mutex::default());
         let sync_stages = std::env::var("ZTREE_CUDA_SYNC_STAGES").is_ok_and(|v| v == "1");
-        let leaf_warps = std::env::var("ZTREE_CUDA_LEAF_WARPS").ok().and_then(|v| v.parse().ok()).filter(|w| (1..=8).contains(w)).unwrap_or(LEAF_WARPS);
+        let leaf_warps =
+            std::env::var("ZTREE_CUDA_LEAF_WARPS").ok().and_then(|v| v.parse().ok()).filter(|w| (1..=8).contains(w)).unwrap_or(LEAF_WARPS);
         let serial = std::env::var("ZTREE_CUDA_SERIAL").is_ok_and(|v| v == "1");
-        Ok(Self { ordinal, ctx, stream: stream as sys::CUstream, pool, name, allocs: AllocTracker::default(), kernel_times, leaf_warps, sync_stages, serial })
+        Ok(Self {
+            ordinal,
+            ctx,
+            stream: stream as sys::CUstream,
+            pool,
+            name,
+            allocs: AllocTracker::default(),
+            kernel_times,
+            leaf_warps,
+            sync_stages,
+            serial,
+        })
     }
 
     /// The device a caller's pointer lives on; an error when it is not device memory.
@@ -176,7 +189,9 @@ impl CudaDevice {
         device_count()?;
         let mut ordinal: i32 = -1;
         // SAFETY: writes one int; fails cleanly for pointers the driver does not know.
-        let r = unsafe { sys::cuPointerGetAttribute((&mut ordinal as *mut i32).cast(), sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr) };
+        let r = unsafe {
+            sys::cuPointerGetAttribute((&mut ordinal as *mut i32).cast(), sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+        };
         if r != sys::CUresult::CUDA_SUCCESS || ordinal < 0 {
             return Err(Error::InvalidParameter { name: "memory", why: format!("the pointer {ptr:#x} is not CUDA device memory ({r:?})") });
         }
@@ -230,10 +245,12 @@ impl CudaDevice {
         // Machine code for this device's own architecture, not PTX: PTX from an NVRTC newer
         // than the driver does not load, CUBIN does (and needs no JIT at load).
         options.push(format!("--gpu-architecture=sm_{major}{minor}"));
-        let cubin = nvrtc::compile_cubin(&src, &format!("{module}.cu"), &options).map_err(|e| Error::Device(format!("NVRTC could not compile kernels/{module}.cu: {e}")))?;
+        let cubin = nvrtc::compile_cubin(&src, &format!("{module}.cu"), &options)
+            .map_err(|e| Error::Device(format!("NVRTC could not compile kernels/{module}.cu: {e}")))?;
         self.current()?;
         // SAFETY: a CUBIN image NVRTC produced, alive for the call.
-        unsafe { result::module::load_data(cubin.as_ptr().cast()) }.map_err(|e| Error::Device(format!("loading kernels/{module}.cu (sm_{major}{minor}): {e:?}")))
+        unsafe { result::module::load_data(cubin.as_ptr().cast()) }
+            .map_err(|e| Error::Device(format!("loading kernels/{module}.cu (sm_{major}{minor}): {e:?}")))
     }
 
     /// Waits for the stream, then hands the pool's unused memory beyond `keep` bytes back

@@ -40,7 +40,8 @@ impl Device for EmuDevice {
     }
 
     fn alloc(&self, bytes: usize) -> Result<DevPtr> {
-        let layout = Layout::from_size_align(bytes.max(1), ALIGN).map_err(|_| Error::OutOfMemory { what: "emulated device buffer", bytes: bytes as u64 })?;
+        let layout =
+            Layout::from_size_align(bytes.max(1), ALIGN).map_err(|_| Error::OutOfMemory { what: "emulated device buffer", bytes: bytes as u64 })?;
         // Filled with a pattern, not zeros: a kernel that reads what it never wrote shows.
         // SAFETY: the layout has non-zero size.
         let p = unsafe { std::alloc::alloc(layout) };

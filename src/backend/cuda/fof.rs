@@ -28,12 +28,28 @@ pub(crate) struct DevLinks {
 fn fof_arg<T: Real, const D: usize>(zs: &Prepared<Cuda, T, D>, l: f64, links: &DevLinks) -> Arg {
     let (l2, l2_lo, l2_hi) = (l * l, l * l * (1.0 - 1e-12), l * l * (1.0 + 1e-12));
     let p = |d: usize| zs.src_pos[d.min(D - 1)].ptr();
-    Arg::Words(vec![l2.to_bits(), l2_lo.to_bits(), l2_hi.to_bits(), p(0), p(1), p(2), links.parent.ptr(), links.flags.ptr(), links.pending.ptr(), links.npending.ptr()])
+    Arg::Words(vec![
+        l2.to_bits(),
+        l2_lo.to_bits(),
+        l2_hi.to_bits(),
+        p(0),
+        p(1),
+        p(2),
+        links.parent.ptr(),
+        links.flags.ptr(),
+        links.pending.ptr(),
+        links.npending.ptr(),
+    ])
 }
 
 pub(crate) fn begin<T: Real, const D: usize>(cuda: &Cuda, zs: &Prepared<Cuda, T, D>) -> Result<DevLinks> {
     let nodes = zs.tree.num_nodes();
-    Ok(DevLinks { parent: prims::iota(&cuda.dev, zs.n_sources())?, flags: DevBuf::zeros(&cuda.dev, nodes)?, pending: DevBuf::new(&cuda.dev, nodes)?, npending: DevBuf::zeros(&cuda.dev, 1)? })
+    Ok(DevLinks {
+        parent: prims::iota(&cuda.dev, zs.n_sources())?,
+        flags: DevBuf::zeros(&cuda.dev, nodes)?,
+        pending: DevBuf::new(&cuda.dev, nodes)?,
+        npending: DevBuf::zeros(&cuda.dev, 1)?,
+    })
 }
 
 /// Links the points of the nodes a kernel connected whole (see `zt_connect`).
@@ -51,7 +67,13 @@ fn flush<T: Real, const D: usize>(dev: &Arc<dyn Device>, zs: &Prepared<Cuda, T, 
 }
 
 /// Every leaf's own pairs, then the flags of every plane, leaves up.
-pub(crate) fn leaf_self<T: Real, const D: usize, M: Metric<f64, D>>(dev: &Arc<dyn Device>, metric: &M, zs: &Prepared<Cuda, T, D>, l: f64, links: &DevLinks) -> Result<()> {
+pub(crate) fn leaf_self<T: Real, const D: usize, M: Metric<f64, D>>(
+    dev: &Arc<dyn Device>,
+    metric: &M,
+    zs: &Prepared<Cuda, T, D>,
+    l: f64,
+    links: &DevLinks,
+) -> Result<()> {
     let t = &zs.tree;
     let leaves = t.leaves();
     assert_eq!(leaves.first, 0);
@@ -91,7 +113,17 @@ pub(crate) fn node_pass<T: Real, const D: usize, M: Metric<f64, D>>(
     let keep: DevBuf<u8> = DevBuf::new(dev, decisions)?;
     let counts: DevBuf<u32> = DevBuf::new(dev, cp.len + 1)?;
     let kernel = instance::<T, D>(["zt_fof_decide_f32_2", "zt_fof_decide_f32_3", "zt_fof_decide_f64_2", "zt_fof_decide_f64_3"])?;
-    let args = [tree_arg(t), metric_arg::<f64, D>(metric.box_len()), fof_arg(zs, l, links), Arg::U32(cp.first as u32), Arg::U32(cp.len as u32), cands.arg(), doff.arg(), keep.arg(), counts.arg()];
+    let args = [
+        tree_arg(t),
+        metric_arg::<f64, D>(metric.box_len()),
+        fof_arg(zs, l, links),
+        Arg::U32(cp.first as u32),
+        Arg::U32(cp.len as u32),
+        cands.arg(),
+        doff.arg(),
+        keep.arg(),
+        counts.arg(),
+    ];
     // SAFETY: zt_fof_decide_*(tree, metric, job, child_first, child_len, cands, doff[child_len + 1], keep[decisions], cnt[child_len]).
     unsafe { dev.launch("fof", kernel, blocks(cp.len, WARPS)?, &args)? };
     flush(dev, zs, links)?;
@@ -104,7 +136,14 @@ pub(crate) fn node_pass<T: Real, const D: usize, M: Metric<f64, D>>(
 }
 
 /// Point pairs between different leaves; returns the candidate leaf pairs seen.
-pub(crate) fn leaf_pass<T: Real, const D: usize, M: Metric<f64, D>>(dev: &Arc<dyn Device>, metric: &M, zs: &Prepared<Cuda, T, D>, l: f64, links: &DevLinks, lists: &Lists<Cuda>) -> Result<u64> {
+pub(crate) fn leaf_pass<T: Real, const D: usize, M: Metric<f64, D>>(
+    dev: &Arc<dyn Device>,
+    metric: &M,
+    zs: &Prepared<Cuda, T, D>,
+    l: f64,
+    links: &DevLinks,
+    lists: &Lists<Cuda>,
+) -> Result<u64> {
     let t = &zs.tree;
     let leaves = t.leaves();
     let cands: Cands = candidates(dev, t, 1, lists)?;

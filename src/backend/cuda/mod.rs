@@ -14,19 +14,19 @@ pub(crate) mod catalogue;
 pub(crate) mod device;
 #[cfg(feature = "cuda")]
 pub(crate) mod driver;
-#[cfg(feature = "cuda")]
-pub(crate) mod nvrtc;
 #[cfg(feature = "cuda-emu")]
 pub(crate) mod emu;
 pub(crate) mod fof;
-pub(crate) mod prims;
-pub(crate) mod refine;
-pub(crate) mod sources;
-pub(crate) mod tree;
-pub(crate) mod walk;
-#[cfg(all(test, any(feature = "cuda", feature = "cuda-emu")))]
-mod tests;
+#[cfg(feature = "cuda")]
+pub(crate) mod nvrtc;
 #[cfg(all(test, feature = "cuda"))]
 mod nvrtc_check;
 #[cfg(all(test, any(feature = "cuda", feature = "cuda-emu")))]
 mod pipeline_tests;
+pub(crate) mod prims;
+pub(crate) mod refine;
+pub(crate) mod sources;
+#[cfg(all(test, any(feature = "cuda", feature = "cuda-emu")))]
+mod tests;
+pub(crate) mod tree;
+pub(crate) mod walk;

@@ -65,7 +65,8 @@ fn every_kernel_compiles_for_sm80_and_sm90_without_spills() {
     };
     let dir = std::env::temp_dir().join(format!("ztree-ptxas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let mut table = String::from("# ptxas -v of every kernel (NVRTC 12.9, --fmad=false): regenerate with ZTREE_UPDATE_PTXAS_TABLE=1 make test-device\n");
+    let mut table =
+        String::from("# ptxas -v of every kernel (NVRTC 12.9, --fmad=false): regenerate with ZTREE_UPDATE_PTXAS_TABLE=1 make test-device\n");
     table.push_str("# module  kernel  arch  registers  smem_bytes  stack_bytes  spill_stores  spill_loads\n");
     let mut spills = Vec::new();
     for (module, _) in sources::MODULES {
@@ -73,7 +74,8 @@ fn every_kernel_compiles_for_sm80_and_sm90_without_spills() {
         for arch in ARCHES {
             let mut options: Vec<String> = sources::NVRTC_OPTIONS.iter().map(|s| s.to_string()).collect();
             options.push(format!("--gpu-architecture=compute_{arch}"));
-            let ptx = super::nvrtc::compile_ptx(&src, &format!("{module}.cu"), &options).unwrap_or_else(|e| panic!("NVRTC, kernels/{module}.cu for sm_{arch}: {e}"));
+            let ptx = super::nvrtc::compile_ptx(&src, &format!("{module}.cu"), &options)
+                .unwrap_or_else(|e| panic!("NVRTC, kernels/{module}.cu for sm_{arch}: {e}"));
             let file = dir.join(format!("{module}_{arch}.ptx"));
             std::fs::write(&file, &ptx).unwrap();
             let run = Command::new(&ptxas).args(["-v", &format!("-arch=sm_{arch}"), "-o", "/dev/null"]).arg(&file).output().expect("run ptxas");
@@ -82,7 +84,8 @@ fn every_kernel_compiles_for_sm80_and_sm90_without_spills() {
             let usage = parse(&log);
             assert!(!usage.is_empty(), "no kernels in ptxas output for {module}:\n{log}");
             for u in usage {
-                writeln!(table, "{module}  {}  sm_{arch}  {}  {}  {}  {}  {}", u.kernel, u.registers, u.smem, u.stack, u.spill_stores, u.spill_loads).unwrap();
+                writeln!(table, "{module}  {}  sm_{arch}  {}  {}  {}  {}  {}", u.kernel, u.registers, u.smem, u.stack, u.spill_stores, u.spill_loads)
+                    .unwrap();
                 if u.spill_stores > 0 {
                     spills.push(format!("{} on sm_{arch}: {} bytes spilled", u.kernel, u.spill_stores));
                 }
@@ -116,7 +119,8 @@ fn every_kernel_compiles_to_cubin_for_sm90() {
         let src = sources::flattened(module).unwrap();
         let mut options: Vec<String> = sources::NVRTC_OPTIONS.iter().map(|s| s.to_string()).collect();
         options.push("--gpu-architecture=sm_90".into());
-        let cubin = super::nvrtc::compile_cubin(&src, &format!("{module}.cu"), &options).unwrap_or_else(|e| panic!("NVRTC, kernels/{module}.cu to CUBIN for sm_90: {e}"));
+        let cubin = super::nvrtc::compile_cubin(&src, &format!("{module}.cu"), &options)
+            .unwrap_or_else(|e| panic!("NVRTC, kernels/{module}.cu to CUBIN for sm_90: {e}"));
         assert_eq!(&cubin[..4], b"\x7fELF", "kernels/{module}.cu: not an ELF image");
     }
 }

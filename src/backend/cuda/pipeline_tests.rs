@@ -32,21 +32,54 @@ fn inputs<const D: usize>(l: f64) -> Vec<(&'static str, Vec<[f64; D]>)> {
     // Clumps: 80% of points in a few tight balls.
     let centres: Vec<[f64; D]> = (0..6).map(|_| std::array::from_fn(|_| r.unit() * l)).collect();
     let clustered: Vec<[f64; D]> = (0..2500)
-        .map(|i| if i % 5 == 0 { std::array::from_fn(|_| r.unit() * l) } else { std::array::from_fn(|d| (centres[i % 6][d] + (r.unit() - 0.5) * 0.02 * l).rem_euclid(l)) })
+        .map(|i| {
+            if i % 5 == 0 {
+                std::array::from_fn(|_| r.unit() * l)
+            } else {
+                std::array::from_fn(|d| (centres[i % 6][d] + (r.unit() - 0.5) * 0.02 * l).rem_euclid(l))
+            }
+        })
         .collect();
     // Duplicates: 40 positions, each many times (runs of identical keys get refined).
     let dups: Vec<[f64; D]> = (0..1500).map(|i| std::array::from_fn(|d| ((i % 40) as f64 * 0.37 + d as f64 * 0.11).rem_euclid(1.0) * l)).collect();
     // A lattice with spacing exactly l / 16, faces included (points at 0).
     let side: usize = if D == 2 { 16 } else { 12 };
-    let lattice: Vec<[f64; D]> = (0..side.pow(D as u32)).map(|i| std::array::from_fn(|d| ((i / side.pow(d as u32)) % side) as f64 * (l / 16.0))).collect();
+    let lattice: Vec<[f64; D]> =
+        (0..side.pow(D as u32)).map(|i| std::array::from_fn(|d| ((i / side.pow(d as u32)) % side) as f64 * (l / 16.0))).collect();
     // Points on the box faces: 0 and the largest value below l.
     let below = l * (1.0 - f64::EPSILON);
-    let faces: Vec<[f64; D]> = (0..800).map(|i| std::array::from_fn(|d| match (i + d) % 3 { 0 => 0.0, 1 => below, _ => r.unit() * l })).collect();
+    let faces: Vec<[f64; D]> = (0..800)
+        .map(|i| {
+            std::array::from_fn(|d| match (i + d) % 3 {
+                0 => 0.0,
+                1 => below,
+                _ => r.unit() * l,
+            })
+        })
+        .collect();
     // Distinct points closer than a cell of the global key (runs of identical keys that
     // the refinement re-keys over their own box), among uniform ones.
     let side = l * if D == 3 { 2e-7 } else { 1e-10 };
-    let tight: Vec<[f64; D]> = (0..500).map(|i| if i % 5 == 0 { std::array::from_fn(|_| r.unit() * l) } else { std::array::from_fn(|d| 0.3 * l + d as f64 * 0.1 * l + r.unit() * side) }).collect();
-    vec![("uniform", uniform), ("clustered", clustered), ("duplicates", dups), ("lattice", lattice), ("faces", faces), ("tight", tight), ("tiny", vec![[0.5 * l; D], [0.25 * l; D]]), ("one", vec![[0.3 * l; D]])]
+    let tight: Vec<[f64; D]> =
+        (0..500)
+            .map(|i| {
+                if i % 5 == 0 {
+                    std::array::from_fn(|_| r.unit() * l)
+                } else {
+                    std::array::from_fn(|d| 0.3 * l + d as f64 * 0.1 * l + r.unit() * side)
+                }
+            })
+            .collect();
+    vec![
+        ("uniform", uniform),
+        ("clustered", clustered),
+        ("duplicates", dups),
+        ("lattice", lattice),
+        ("faces", faces),
+        ("tight", tight),
+        ("tiny", vec![[0.5 * l; D], [0.25 * l; D]]),
+        ("one", vec![[0.3 * l; D]]),
+    ]
 }
 
 /// Device copies of points (array of structs, a pad element per point).
@@ -61,7 +94,11 @@ impl<T: Real> OnDevice<T> {
     }
     fn points<const D: usize>(&self) -> DevPoints<'_, T, D> {
         let stride = ((D + 1) * size_of::<T>()) as i64;
-        DevPoints { pos: std::array::from_fn(|d| Strided { data: self.buf.ptr() + (d * size_of::<T>()) as u64, stride }), n: self.n, _borrow: PhantomData }
+        DevPoints {
+            pos: std::array::from_fn(|d| Strided { data: self.buf.ptr() + (d * size_of::<T>()) as u64, stride }),
+            n: self.n,
+            _borrow: PhantomData,
+        }
     }
 }
 
@@ -84,13 +121,26 @@ fn knn_case<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, domain: 
     knn_case_with(dev, name, domain, pts, qry, k, &TreeParams { leaf_size: 48, ..TreeParams::default() });
 }
 
-fn knn_case_with<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, domain: &Domain<D>, pts: &[[T; D]], qry: Option<&[[T; D]]>, k: usize, params: &TreeParams) {
+fn knn_case_with<T: Real, const D: usize>(
+    dev: &Arc<dyn Device>,
+    name: &str,
+    domain: &Domain<D>,
+    pts: &[[T; D]],
+    qry: Option<&[[T; D]]>,
+    k: usize,
+    params: &TreeParams,
+) {
     let params = *params;
     let nq = qry.map_or(pts.len(), |q| q.len());
     // CPU.
     let (mut ci, mut cd2, mut ck) = (vec![0i64; nq * k], vec![T::ZERO; nq * k], vec![T::ZERO; nq]);
     let cpu_stats = {
-        let sinks = KnnSinks::<Cpu, T> { indices: Some(DisjointSlice::new(&mut ci)), d2: Some(DisjointSlice::new(&mut cd2)), kth_d2: Some(DisjointSlice::new(&mut ck)), ..Default::default() };
+        let sinks = KnnSinks::<Cpu, T> {
+            indices: Some(DisjointSlice::new(&mut ci)),
+            d2: Some(DisjointSlice::new(&mut cd2)),
+            kth_d2: Some(DisjointSlice::new(&mut ck)),
+            ..Default::default()
+        };
         let f = KnnFields::<Cpu> { masses: None, scalar: None, kth_hint: None };
         let q: Option<&Vec<[T; D]>> = None;
         match qry {
@@ -102,7 +152,8 @@ fn knn_case_with<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, dom
     let cuda = Cuda { dev: dev.clone() };
     let src = OnDevice::new(dev, pts);
     let q_dev = qry.map(|q| OnDevice::new(dev, q));
-    let (gi, gd2, gk): (DevBuf<i64>, DevBuf<T>, DevBuf<T>) = (DevBuf::new(dev, nq * k).unwrap(), DevBuf::new(dev, nq * k).unwrap(), DevBuf::new(dev, nq).unwrap());
+    let (gi, gd2, gk): (DevBuf<i64>, DevBuf<T>, DevBuf<T>) =
+        (DevBuf::new(dev, nq * k).unwrap(), DevBuf::new(dev, nq * k).unwrap(), DevBuf::new(dev, nq).unwrap());
     let sinks = KnnSinks::<Cuda, T> { indices: Some(out(&gi)), d2: Some(out(&gd2)), kth_d2: Some(out(&gk)), ..Default::default() };
     let f = KnnFields::<Cuda> { masses: None, scalar: None, kth_hint: None };
     let qp = q_dev.as_ref().map(|q| q.points::<D>());
@@ -187,7 +238,8 @@ fn all_cases<T: Real, const D: usize>(dev: &Arc<dyn Device>) {
             fof_case::<T, D>(dev, name, &domain, &inside, l / 16.0);
         }
         // Separate queries (the first 300 points, shifted) and k beyond the sources.
-        let q: Vec<[T; D]> = inside.iter().take(300).map(|p| std::array::from_fn(|d| T::from_f64((p[d].to_f64() + 0.013 * l).rem_euclid(l) * 0.999))).collect();
+        let q: Vec<[T; D]> =
+            inside.iter().take(300).map(|p| std::array::from_fn(|d| T::from_f64((p[d].to_f64() + 0.013 * l).rem_euclid(l) * 0.999))).collect();
         knn_case::<T, D>(dev, name, &Domain::Periodic([l; D]), &inside, Some(&q), 16);
         knn_case::<T, D>(dev, name, &Domain::Open, &inside[..inside.len().min(40)], Some(&q), 64);
     }
@@ -247,7 +299,8 @@ fn pipeline_on_the_device_equals_the_cpu_2d() {
 #[test]
 fn gadget4_groups_on_the_device() {
     // ZTREE_GADGET4_DIR: where a copied test binary finds it (the GPU kit, .gpukit/).
-    let dir = std::env::var_os("ZTREE_GADGET4_DIR").map_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/gadget4-64-z1"), std::path::PathBuf::from);
+    let dir = std::env::var_os("ZTREE_GADGET4_DIR")
+        .map_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/gadget4-64-z1"), std::path::PathBuf::from);
     if !dir.join("pos.f32").exists() {
         assert!(std::env::var_os("CI").is_none(), "the GADGET-4 snapshot is missing at {}", dir.display());
         eprintln!("skipped: no GADGET-4 snapshot at {}", dir.display());
@@ -395,13 +448,25 @@ fn planes_on_the_device_equal_the_cpu_planes() {
         assert_eq!(g.level_caps, h.level_caps, "{what}: level caps");
         // The CPU's self-query tree reads its query columns from the source columns.
         let hq = |qry, src| if h.shares_queries() { src } else { qry };
-        let u = [(&g.start, &h.start), (&g.src_start, &h.src_start), (&g.src_count, &h.src_count), (&g.qry_start, hq(&h.qry_start, &h.src_start)), (&g.qry_count, hq(&h.qry_count, &h.src_count)), (&g.child_start, &h.child_start), (&g.child_count, &h.child_count)];
+        let u = [
+            (&g.start, &h.start),
+            (&g.src_start, &h.src_start),
+            (&g.src_count, &h.src_count),
+            (&g.qry_start, hq(&h.qry_start, &h.src_start)),
+            (&g.qry_count, hq(&h.qry_count, &h.src_count)),
+            (&g.child_start, &h.child_start),
+            (&g.child_count, &h.child_count),
+        ];
         for (i, (a, b)) in u.iter().enumerate() {
             assert_eq!(&a.to_vec().unwrap(), *b, "{what}: node array {i}");
         }
         let bits = |v: &[[T; D]]| v.iter().flat_map(|p| p.iter().map(|x| x.key_bits())).collect::<Vec<_>>();
         let hb = |qry, src| if h.shares_queries() { src } else { qry };
-        for (i, (a, b)) in [(&g.src_lo, &h.src_lo), (&g.src_hi, &h.src_hi), (&g.qry_lo, hb(&h.qry_lo, &h.src_lo)), (&g.qry_hi, hb(&h.qry_hi, &h.src_hi))].iter().enumerate() {
+        for (i, (a, b)) in
+            [(&g.src_lo, &h.src_lo), (&g.src_hi, &h.src_hi), (&g.qry_lo, hb(&h.qry_lo, &h.src_lo)), (&g.qry_hi, hb(&h.qry_hi, &h.src_hi))]
+                .iter()
+                .enumerate()
+        {
             assert_eq!(bits(&a.to_vec().unwrap()), bits(b), "{what}: bounds {i}");
         }
         h.level_caps.iter().any(Option::is_some)
@@ -451,11 +516,18 @@ fn field_checks_on_the_device_equal_the_host_checks() {
             let host = check_vectors("velocities", &vel.iter().map(|p| p.map(f64::from)).collect::<Vec<[f64; 3]>>(), n)
                 .and_then(|_| check_masses(&mass, n))
                 .and_then(|_| check_ids(&ids, n));
-            let (dv, dm, di) = (DevBuf::from_slice(&dev, &vel).unwrap(), DevBuf::from_slice(&dev, &mass).unwrap(), DevBuf::from_slice(&dev, &ids).unwrap());
+            let (dv, dm, di) =
+                (DevBuf::from_slice(&dev, &vel).unwrap(), DevBuf::from_slice(&dev, &mass).unwrap(), DevBuf::from_slice(&dev, &ids).unwrap());
             let field = |data: u64, stride: i64, ty: FieldType| DevField { a: Strided { data, stride }, ty, n, _borrow: PhantomData };
             let v: [DevField<'_>; 3] = std::array::from_fn(|d| field(dv.ptr() + 4 * d as u64, 12, FieldType::F32));
-            let got = cuda.validate_fof_fields(Some(&v), Some(&field(dm.ptr(), 0, FieldType::F64)), 1.0, Some(&field(di.ptr(), 0, FieldType::U64)), n);
-            assert_eq!(got.as_ref().map_err(|e| e.to_string()), host.as_ref().map_err(|e| e.to_string()), "{}: velocities {vc:?}, masses {mc:?}, ids {ic:?}", dev.describe());
+            let got =
+                cuda.validate_fof_fields(Some(&v), Some(&field(dm.ptr(), 0, FieldType::F64)), 1.0, Some(&field(di.ptr(), 0, FieldType::U64)), n);
+            assert_eq!(
+                got.as_ref().map_err(|e| e.to_string()),
+                host.as_ref().map_err(|e| e.to_string()),
+                "{}: velocities {vc:?}, masses {mc:?}, ids {ic:?}",
+                dev.describe()
+            );
         }
         // No masses and a bad particle mass.
         assert!(cuda.validate_fof_fields::<3>(None, None, -1.0, None, n).unwrap_err().to_string().contains("particle_mass"));

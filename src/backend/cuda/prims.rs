@@ -93,7 +93,12 @@ pub(crate) fn iota(dev: &Arc<dyn Device>, n: usize) -> Result<DevBuf<u32>> {
 /// The checks of `validate::check_point` over `n` points and the bounding box of the good
 /// ones: the first bad point's index (if any) and, per dimension, the min and max.
 #[allow(clippy::type_complexity)]
-pub(crate) fn check_points<T: Real, const D: usize>(dev: &Arc<dyn Device>, pos: [Strided; D], n: usize, box_len: Option<[f64; D]>) -> Result<(Option<usize>, [f64; D], [f64; D])> {
+pub(crate) fn check_points<T: Real, const D: usize>(
+    dev: &Arc<dyn Device>,
+    pos: [Strided; D],
+    n: usize,
+    box_len: Option<[f64; D]>,
+) -> Result<(Option<usize>, [f64; D], [f64; D])> {
     let kernel = instance::<T, D>(["zt_check_f32_2", "zt_check_f32_3", "zt_check_f64_2", "zt_check_f64_3"])?;
     // Order-preserving encodings of doubles (kernels/keys.cu zt_order_enc) and back.
     let enc = |v: f64| {

@@ -15,7 +15,14 @@ use crate::geom::Real;
 use crate::geom::morton::Quantizer;
 use crate::input::Bounds;
 
-pub(crate) fn refine_runs<T: Real, const D: usize>(dev: &Arc<dyn Device>, keys: &DevBuf<u64>, perm: &mut DevBuf<u32>, levels: &mut DevBuf<u8>, pos: &mut [DevBuf<T>; D], max_run: usize) -> Result<()> {
+pub(crate) fn refine_runs<T: Real, const D: usize>(
+    dev: &Arc<dyn Device>,
+    keys: &DevBuf<u64>,
+    perm: &mut DevBuf<u32>,
+    levels: &mut DevBuf<u8>,
+    pos: &mut [DevBuf<T>; D],
+    max_run: usize,
+) -> Result<()> {
     let n = keys.len();
     if n <= max_run {
         return Ok(());
@@ -24,7 +31,9 @@ pub(crate) fn refine_runs<T: Real, const D: usize>(dev: &Arc<dyn Device>, keys: 
     let len: DevBuf<u32> = DevBuf::new(dev, n)?;
     // SAFETY (the launches below): the kernels of kernels/refine.cu over n keys, with
     // arrays of n (+ 1 for scanned flags) entries.
-    unsafe { dev.launch("refine", "zt_long_runs", grid, &[keys.arg(), Arg::U32(n as u32), Arg::U32(max_run.min(u32::MAX as usize) as u32), len.arg()])? };
+    unsafe {
+        dev.launch("refine", "zt_long_runs", grid, &[keys.arg(), Arg::U32(n as u32), Arg::U32(max_run.min(u32::MAX as usize) as u32), len.arg()])?
+    };
     let at: DevBuf<u32> = DevBuf::new(dev, n + 1)?;
     unsafe { dev.launch("refine", "zt_run_flags", grid, &[len.arg(), Arg::U32(n as u32), at.arg()])? };
     let nruns = counts_to_offsets(dev, &at, n)?;
@@ -57,7 +66,14 @@ pub(crate) fn refine_runs<T: Real, const D: usize>(dev: &Arc<dyn Device>, keys: 
             copy_into(dev, &t, &pos[d], s0)?;
         }
         // SAFETY: zt_secondary_levels(keys[m], m, levels + s0 [m - 1]): the run's internal gaps.
-        unsafe { dev.launch("refine", "zt_secondary_levels", blocks(m - 1, BLOCK as usize)?, &[rkeys.arg(), Arg::U32(m as u32), Arg::Ptr(levels.ptr() + s0 as u64)])? };
+        unsafe {
+            dev.launch(
+                "refine",
+                "zt_secondary_levels",
+                blocks(m - 1, BLOCK as usize)?,
+                &[rkeys.arg(), Arg::U32(m as u32), Arg::Ptr(levels.ptr() + s0 as u64)],
+            )?
+        };
     }
     Ok(())
 }

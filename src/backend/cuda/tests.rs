@@ -46,12 +46,12 @@ fn probe_points<const D: usize>(n: usize, l: f64, seed: u64) -> Vec<[f64; D]> {
     (0..n)
         .map(|i| {
             std::array::from_fn(|d| match (i + d) % 7 {
-                0 => (r.next() % 4096) as f64 * l / 4096.0, // on coarse cell faces
+                0 => (r.next() % 4096) as f64 * l / 4096.0,          // on coarse cell faces
                 1 => (r.next() % (cells as u64)) as f64 * l / cells, // on finest cell faces
-                2 => l - l * f64::EPSILON * (r.next() % 4) as f64, // at the top face
-                3 => -(r.unit() * l * 1e-3),                  // just below the box
-                4 => l * (1.0 + r.unit()),                    // above it
-                5 if i % 11 == 0 => f64::NAN,                 // (never passed validation; cell 0 on both)
+                2 => l - l * f64::EPSILON * (r.next() % 4) as f64,   // at the top face
+                3 => -(r.unit() * l * 1e-3),                         // just below the box
+                4 => l * (1.0 + r.unit()),                           // above it
+                5 if i % 11 == 0 => f64::NAN,                        // (never passed validation; cell 0 on both)
                 _ => r.unit() * l,
             })
         })
@@ -132,7 +132,14 @@ fn exclusive_scan_is_a_prefix_sum() {
             padded[1..=n].copy_from_slice(&v);
             let buf = DevBuf::from_slice(&dev, &padded).unwrap();
             prims::exclusive_scan_with(&dev, buf.ptr() + 4, n, one_block_max).unwrap();
-            let mut want: Vec<u32> = v.iter().scan(0u32, |s, &x| { let e = *s; *s += x; Some(e) }).collect();
+            let mut want: Vec<u32> = v
+                .iter()
+                .scan(0u32, |s, &x| {
+                    let e = *s;
+                    *s += x;
+                    Some(e)
+                })
+                .collect();
             want.insert(0, 7);
             want.push(7);
             assert_eq!(buf.to_vec().unwrap(), want, "{}: n = {n}, one block up to {one_block_max}", dev.describe());
@@ -144,7 +151,19 @@ fn exclusive_scan_is_a_prefix_sum() {
 fn radix_sort_is_stable_and_equals_the_cpu_sort() {
     for dev in devices() {
         let mut r = Lcg(11);
-        for (n, distinct) in [(0usize, 1u64), (1, 1), (2, 1), (100, 7), (2047, 1 << 62), (2048, 300), (2049, 2), (4096, 1 << 62), (4097, 1 << 62), (20_000, 1 << 20), (20_000, 1)] {
+        for (n, distinct) in [
+            (0usize, 1u64),
+            (1, 1),
+            (2, 1),
+            (100, 7),
+            (2047, 1 << 62),
+            (2048, 300),
+            (2049, 2),
+            (4096, 1 << 62),
+            (4097, 1 << 62),
+            (20_000, 1 << 20),
+            (20_000, 1),
+        ] {
             // Few distinct values (long runs of ties) and keys spread over all 63 bits.
             let keys: Vec<u64> = (0..n).map(|_| (r.next() % distinct).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 1).collect();
             let vals: Vec<u32> = (0..n as u32).collect();
@@ -207,8 +226,8 @@ fn keys_sort_gather_put_points_in_z_order_as_the_cpu_does() {
 /// point distances and box bounds, open and periodic (|dx| = L/2 exactly, wrapping,
 /// overlapping and far boxes), f32 and f64, 2D and 3D.
 fn check_metric<T: Real, const D: usize>(dev: &Arc<dyn Device>, l: f64) {
-    use crate::geom::metric::{Metric, Open, Periodic};
     use super::device::Arg;
+    use crate::geom::metric::{Metric, Open, Periodic};
     let mut r = Lcg(31);
     let cases = 4000;
     let h = l / 2.0;
@@ -224,7 +243,8 @@ fn check_metric<T: Real, const D: usize>(dev: &Arc<dyn Device>, l: f64) {
         let p = Periodic::<T, D>::new(&[l; D]);
         let words = super::walk::metric_arg::<T, D>(periodic.then_some([l; D]));
         let out: DevBuf<T> = DevBuf::new(dev, 3 * cases).unwrap();
-        let kernel = prims::instance::<T, D>(["zt_metric_probe_f32_2", "zt_metric_probe_f32_3", "zt_metric_probe_f64_2", "zt_metric_probe_f64_3"]).unwrap();
+        let kernel =
+            prims::instance::<T, D>(["zt_metric_probe_f32_2", "zt_metric_probe_f32_3", "zt_metric_probe_f64_2", "zt_metric_probe_f64_3"]).unwrap();
         // SAFETY: zt_metric_probe_*(in[12 n], n, metric, out[3 n]).
         unsafe { dev.launch("conformance", kernel, (cases as u32).div_ceil(256), &[buf.arg(), Arg::U32(cases as u32), words, out.arg()]).unwrap() };
         let got = out.to_vec().unwrap();
@@ -235,13 +255,29 @@ fn check_metric<T: Real, const D: usize>(dev: &Arc<dyn Device>, l: f64) {
             let lo = |a: &[T; D], b: &[T; D]| -> [T; D] { std::array::from_fn(|d| if a[d] < b[d] { a[d] } else { b[d] }) };
             let hi = |a: &[T; D], b: &[T; D]| -> [T; D] { std::array::from_fn(|d| if a[d] > b[d] { a[d] } else { b[d] }) };
             let want = if periodic {
-                [p.dist2(&q, &s), p.box_min2(&lo(&q, &s), &hi(&q, &s), &lo(&b0, &b1), &hi(&b0, &b1)), p.box_max2(&lo(&q, &s), &hi(&q, &s), &lo(&b0, &b1), &hi(&b0, &b1))]
+                [
+                    p.dist2(&q, &s),
+                    p.box_min2(&lo(&q, &s), &hi(&q, &s), &lo(&b0, &b1), &hi(&b0, &b1)),
+                    p.box_max2(&lo(&q, &s), &hi(&q, &s), &lo(&b0, &b1), &hi(&b0, &b1)),
+                ]
             } else {
                 let o = Open;
-                [o.dist2(&q, &s), o.box_min2(&lo(&q, &s), &hi(&q, &s), &lo(&b0, &b1), &hi(&b0, &b1)), o.box_max2(&lo(&q, &s), &hi(&q, &s), &lo(&b0, &b1), &hi(&b0, &b1))]
+                [
+                    o.dist2(&q, &s),
+                    o.box_min2(&lo(&q, &s), &hi(&q, &s), &lo(&b0, &b1), &hi(&b0, &b1)),
+                    o.box_max2(&lo(&q, &s), &hi(&q, &s), &lo(&b0, &b1), &hi(&b0, &b1)),
+                ]
             };
             for j in 0..3 {
-                assert_eq!(got[3 * i + j].key_bits(), want[j].key_bits(), "{}: {} {D}D periodic {periodic}, case {i} output {j}: {:?} vs {:?}", dev.describe(), T::NAME, got[3 * i + j], want[j]);
+                assert_eq!(
+                    got[3 * i + j].key_bits(),
+                    want[j].key_bits(),
+                    "{}: {} {D}D periodic {periodic}, case {i} output {j}: {:?} vs {:?}",
+                    dev.describe(),
+                    T::NAME,
+                    got[3 * i + j],
+                    want[j]
+                );
             }
         }
     }

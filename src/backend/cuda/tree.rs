@@ -63,7 +63,15 @@ impl<T: Real, const D: usize> PlaneBufs<T, D> {
 /// The gaps among `idx` (all gaps `0 .. len` when None) that split a plane of `capacity`
 /// (by counts, or by level above `lim`), ascending.
 #[allow(clippy::too_many_arguments)]
-fn select_splits(dev: &Arc<dyn Device>, idx: Option<&DevBuf<u32>>, len: usize, caps: &DevBuf<u32>, levels: &DevBuf<u8>, capacity: u64, lim: u32) -> Result<DevBuf<u32>> {
+fn select_splits(
+    dev: &Arc<dyn Device>,
+    idx: Option<&DevBuf<u32>>,
+    len: usize,
+    caps: &DevBuf<u32>,
+    levels: &DevBuf<u8>,
+    capacity: u64,
+    lim: u32,
+) -> Result<DevBuf<u32>> {
     let flags: DevBuf<u32> = DevBuf::new(dev, len + 1)?;
     let head = [Arg::Ptr(idx.map_or(0, |b| b.ptr())), Arg::U32(len as u32), caps.arg(), levels.arg(), Arg::Words(vec![capacity]), Arg::U32(lim)];
     let mut args = head.to_vec();
@@ -128,7 +136,8 @@ pub(crate) fn build<T: Real, const D: usize>(
 
     let pos3 = |p: &[DevBuf<T>; D]| -> Vec<u64> { (0..3).map(|d| if d < D { p[d].ptr() } else { 0 }).collect() };
     let (spos, qpos) = (pos3(src_pos), pos3(qry_pos.unwrap_or(src_pos)));
-    let node_kernel = super::prims::instance::<T, D>(["zt_plane_nodes_f32_2", "zt_plane_nodes_f32_3", "zt_plane_nodes_f64_2", "zt_plane_nodes_f64_3"])?;
+    let node_kernel =
+        super::prims::instance::<T, D>(["zt_plane_nodes_f32_2", "zt_plane_nodes_f32_3", "zt_plane_nodes_f64_2", "zt_plane_nodes_f64_3"])?;
     let mut bufs: Vec<PlaneBufs<T, D>> = Vec::new();
     let mut planes: Vec<Plane> = Vec::new();
     let mut level_caps: Vec<Option<u8>> = Vec::new();
@@ -183,7 +192,16 @@ pub(crate) fn build<T: Real, const D: usize>(
             }
             None => vec![0, 0, 0, 0, 0, 0],
         };
-        let args = [new_splits.arg(), Arg::U32(new_splits.len() as u32), Arg::U32(n as u32), Arg::Ptr(prefix), Arg::Words(spos.clone()), Arg::Words(qpos.clone()), Arg::Words(below), nodes.out_arg()];
+        let args = [
+            new_splits.arg(),
+            Arg::U32(new_splits.len() as u32),
+            Arg::U32(n as u32),
+            Arg::Ptr(prefix),
+            Arg::Words(spos.clone()),
+            Arg::Words(qpos.clone()),
+            Arg::Words(below),
+            nodes.out_arg(),
+        ];
         // SAFETY: zt_plane_nodes_*(splits[nsplit], nsplit, n, src_prefix, positions, the plane
         // below (its own arrays), this plane's arrays of nsplit + 1 nodes).
         unsafe { dev.launch("tree", node_kernel, blocks(nodes.len(), BLOCK as usize)?, &args)? };
@@ -326,7 +344,14 @@ fn copy_segments(dev: &Arc<dyn Device>, segs: &[(DevPtr, DevPtr, usize)]) -> Res
 
 /// The regularisation cap of a plane whose count splits are `splits` (None when off):
 /// each node's cell size reduced on the device, the cap decided by the CPU's rule.
-fn regularisation_cap(dev: &Arc<dyn Device>, pyramid: &Arg, splits: &DevBuf<u32>, n: usize, capacity: u64, params: &TreeParams) -> Result<Option<u8>> {
+fn regularisation_cap(
+    dev: &Arc<dyn Device>,
+    pyramid: &Arg,
+    splits: &DevBuf<u32>,
+    n: usize,
+    capacity: u64,
+    params: &TreeParams,
+) -> Result<Option<u8>> {
     if params.max_volume_factor == 0.0 || n < 2 {
         return Ok(None);
     }
@@ -347,7 +372,12 @@ fn regularisation_cap(dev: &Arc<dyn Device>, pyramid: &Arg, splits: &DevBuf<u32>
         unsafe { dev.launch("tree", "zt_node_cells", blocks(nseg, WARPS)?, &args)? };
         let h = hist.to_vec()?;
         if h[bins] == 0 {
-            let groups = h[..bins].iter().enumerate().filter(|(_, m)| **m > 0).map(|(i, &m)| ((i / (cmax + 1)) as u8, (i % (cmax + 1)) as u32, m as u64)).collect();
+            let groups = h[..bins]
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| **m > 0)
+                .map(|(i, &m)| ((i / (cmax + 1)) as u8, (i % (cmax + 1)) as u32, m as u64))
+                .collect();
             return Ok(cap_from_groups(groups, n, params));
         }
     }

@@ -113,7 +113,8 @@ pub(crate) fn candidates<T: Real, const D: usize>(dev: &Arc<dyn Device>, t: &Tre
     // SAFETY: zt_cand_fill(.., coff[parent_len + 1], cand[total]).
     unsafe { dev.launch("walk", "zt_cand_fill", blocks(pp.len, WARPS)?, &args)? };
     let parent_of: DevBuf<u32> = DevBuf::new(dev, cp.len)?;
-    let args = [t.child_start.arg(), t.child_count.arg(), Arg::U32(pp.first as u32), Arg::U32(pp.len as u32), Arg::U32(cp.first as u32), parent_of.arg()];
+    let args =
+        [t.child_start.arg(), t.child_count.arg(), Arg::U32(pp.first as u32), Arg::U32(pp.len as u32), Arg::U32(cp.first as u32), parent_of.arg()];
     // SAFETY: zt_parent_of(..): the children of plane `parent` are the nodes of plane `parent - 1`.
     unsafe { dev.launch("walk", "zt_parent_of", blocks(pp.len, BLOCK as usize)?, &args)? };
     Ok(Cands { coff, cand, parent_of })
@@ -212,11 +213,29 @@ pub(crate) fn knn_leaf_pass<T: Real, const D: usize, M: Metric<T, D>>(
     let p = |o: &Option<DevOut<'_, T>>, wide: bool| o.as_ref().filter(|o| o.wide == wide).map_or(0, |o| o.ptr);
     let mean = if scalar.is_some() { sinks.scalar_mean.as_ref().map_or(0, |o| o.ptr) } else { 0 };
     let (dist, kth) = (&sinks.distances, &sinks.kth);
-    let out = vec![sinks.indices.as_ref().map_or(0, |o| o.ptr), p(dist, false), p(&sinks.d2, false), p(kth, false), p(&sinks.kth_d2, false), sinks.density.as_ref().map_or(0, |o| o.ptr), mean, p(dist, true), p(kth, true)];
+    let out = vec![
+        sinks.indices.as_ref().map_or(0, |o| o.ptr),
+        p(dist, false),
+        p(&sinks.d2, false),
+        p(kth, false),
+        p(&sinks.kth_d2, false),
+        sinks.density.as_ref().map_or(0, |o| o.ptr),
+        mean,
+        p(dist, true),
+        p(kth, true),
+    ];
     debug_assert!(![&sinks.d2, &sinks.kth_d2].iter().any(|o| o.as_ref().is_some_and(|o| o.wide)), "squared distances are never widened");
     let leaves = t.leaves();
     let kernel = instance::<T, D>(["zt_knn_leaf_f32_2", "zt_knn_leaf_f32_3", "zt_knn_leaf_f64_2", "zt_knn_leaf_f64_3"])?;
-    let args = [tree_arg(t), metric_arg::<T, D>(metric.box_len()), Arg::U32(leaves.len as u32), lists_arg(&kept), r2.arg(), Arg::Words(job), Arg::Words(out)];
+    let args = [
+        tree_arg(t),
+        metric_arg::<T, D>(metric.box_len()),
+        Arg::U32(leaves.len as u32),
+        lists_arg(&kept),
+        r2.arg(),
+        Arg::Words(job),
+        Arg::Words(out),
+    ];
     // SAFETY: zt_knn_leaf_*(tree, metric, num_leaves, kept lists, r2[num_leaves], job, outputs):
     // the sinks hold k values per query row (or one), checked by the API.
     let warps = dev.leaf_warps();

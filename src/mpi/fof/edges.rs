@@ -7,9 +7,9 @@
 
 use std::collections::HashMap;
 
+use super::super::CommStats;
 use super::super::comm::{Comm, Outbox, Reader, Wire};
 use super::super::decomp::Decomp;
-use super::super::CommStats;
 use super::ghosts::Local;
 use crate::api::Timings;
 use crate::error::Result;
@@ -34,7 +34,13 @@ pub(super) struct Fragments {
 /// when this rank holds nothing), numbered in z-order of their first particle.
 pub(super) fn fragments<T: Real, const D: usize>(linked: Option<(&[u32], &[u32])>, local: &Local<T, D>, decomp: &Decomp<D>) -> Fragments {
     let n_own = local.n_own;
-    let mut f = Fragments { n_frag: 0, frag_of_particle: vec![NONE; n_own], zo: Vec::with_capacity(n_own), frag_z: Vec::with_capacity(n_own), edges_out: vec![Vec::new(); decomp.ranks()] };
+    let mut f = Fragments {
+        n_frag: 0,
+        frag_of_particle: vec![NONE; n_own],
+        zo: Vec::with_capacity(n_own),
+        frag_z: Vec::with_capacity(n_own),
+        edges_out: vec![Vec::new(); decomp.ranks()],
+    };
     let Some((orig, roots)) = linked else { return f };
     let nu = orig.len();
     let mut frag_of_root = vec![NONE; nu];
@@ -96,7 +102,14 @@ impl Groups {
     }
 }
 
-pub(super) fn resolve<T: Real, const D: usize>(comm: &Comm, frags: &Fragments, local: &Local<T, D>, min_members: u64, cs: &mut CommStats, timings: &mut Timings) -> Result<Groups> {
+pub(super) fn resolve<T: Real, const D: usize>(
+    comm: &Comm,
+    frags: &Fragments,
+    local: &Local<T, D>,
+    min_members: u64,
+    cs: &mut CommStats,
+    timings: &mut Timings,
+) -> Result<Groups> {
     let (p, me, n_frag) = (comm.size(), comm.rank(), frags.n_frag);
     let frag_counts = comm.all_gather_u64(n_frag as u64);
     let frag_base: u64 = frag_counts[..me].iter().sum();
@@ -178,7 +191,8 @@ pub(super) fn resolve<T: Real, const D: usize>(comm: &Comm, frags: &Fragments, l
     // Only fragments on an edge change; the others are whole groups (home: themselves).
     let mut home: Vec<u64> = (0..n_frag as u64).map(|f| frag_base + f).collect();
     let mut edge_flag = vec![false; n_frag];
-    let on_edge: HashMap<u64, u32> = list.iter().enumerate().filter(|(_, f)| **f >= frag_base && **f < frag_base + n_frag as u64).map(|(i, &f)| (f, i as u32)).collect();
+    let on_edge: HashMap<u64, u32> =
+        list.iter().enumerate().filter(|(_, f)| **f >= frag_base && **f < frag_base + n_frag as u64).map(|(i, &f)| (f, i as u32)).collect();
     for (&f, &i) in &on_edge {
         let lf = (f - frag_base) as usize;
         let r = uf.find(i) as usize;

@@ -17,7 +17,6 @@ use crate::fof::catalogue::{Member, Row, reduce_group};
 use crate::fof::{Catalogue, CatalogueOrder, FofParams};
 use crate::geom::Real;
 
-
 /// Where the catalogue rows of a distributed FoF call end up.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CatalogueScope {
@@ -39,7 +38,15 @@ fn put_row<const D: usize>(r: &Row<D>, b: &mut Vec<u8>) {
 }
 
 fn get_row<const D: usize>(rd: &mut Reader<'_>) -> Row<D> {
-    Row { tag: rd.get(), count: rd.get(), mass: rd.get(), centre: std::array::from_fn(|_| rd.get()), radius: rd.get(), vel: std::array::from_fn(|_| rd.get()), disp: rd.get() }
+    Row {
+        tag: rd.get(),
+        count: rd.get(),
+        mass: rd.get(),
+        centre: std::array::from_fn(|_| rd.get()),
+        radius: rd.get(),
+        vel: std::array::from_fn(|_| rd.get()),
+        disp: rd.get(),
+    }
 }
 
 /// A member on its way to its group's home: global index and what the row reads.
@@ -83,7 +90,14 @@ fn build_catalogue<const D: usize>(mut rows: Vec<(Row<D>, Vec<i64>)>, order: Cat
 }
 
 /// The whole catalogue on rank 0, rows in global z-order (or GADGET order).
-pub(crate) fn gather_root<const D: usize>(comm: &Comm, cat: Catalogue<D>, order: CatalogueOrder, vel: bool, members: bool, cs: &mut CommStats) -> Result<Catalogue<D>> {
+pub(crate) fn gather_root<const D: usize>(
+    comm: &Comm,
+    cat: Catalogue<D>,
+    order: CatalogueOrder,
+    vel: bool,
+    members: bool,
+    cs: &mut CommStats,
+) -> Result<Catalogue<D>> {
     let mut sends = vec![Vec::new(); comm.size()];
     let b = &mut sends[0];
     for g in 0..cat.len() {

@@ -118,7 +118,8 @@ pub(crate) fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     })?;
     timings.stages.append(&mut lt.stages);
     let mut local_stats = FofStats { particles: local.n_own, linking_length: l, ..Default::default() };
-    let frags = timings.time("dist fragments", || edges::fragments(linked.as_ref().map(|(zs, roots, _)| (&zs.src_orig[..], &roots[..])), &local, &decomp));
+    let frags =
+        timings.time("dist fragments", || edges::fragments(linked.as_ref().map(|(zs, roots, _)| (&zs.src_orig[..], &roots[..])), &local, &decomp));
     if let Some((zs, _, walk)) = linked {
         local_stats.nodes_per_plane = zs.tree.planes.iter().map(|p| p.len).collect();
         local_stats.walk = walk;
@@ -127,7 +128,18 @@ pub(crate) fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     let groups = edges::resolve(comm, &frags, &local, params.min_members as u64, &mut cs, &mut timings)?;
 
     // The catalogue: partial rows merged on the home ranks, optionally gathered on rank 0.
-    let mut cat = home::catalogue(on, &local, &frags, &groups, (fields.velocities.is_some(), fields.masses.is_some()), fields.particle_mass, domain.box_lengths(), params, &mut cs, &mut timings)?;
+    let mut cat = home::catalogue(
+        on,
+        &local,
+        &frags,
+        &groups,
+        (fields.velocities.is_some(), fields.masses.is_some()),
+        fields.particle_mass,
+        domain.box_lengths(),
+        params,
+        &mut cs,
+        &mut timings,
+    )?;
     let (n_rows, in_groups) = (cat.len() as u64, cat.count.iter().sum::<u64>());
     if scope == CatalogueScope::Root {
         cat = timings.time("dist gather", || home::gather_root(comm, cat, params.order, fields.velocities.is_some(), params.members, &mut cs))?;
@@ -136,7 +148,8 @@ pub(crate) fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
 
     // Labels back to the ranks (and input rows) the particles came from.
     let label_of = |u: usize| groups.label[frags.frag_of_particle[u] as usize];
-    let recv = timings.time("dist results", || send_back(on, "results", &route.from_count, |u, b| super::comm::Wire::put(label_of(u), b), &mut cs))?;
+    let recv =
+        timings.time("dist results", || send_back(on, "results", &route.from_count, |u, b| super::comm::Wire::put(label_of(u), b), &mut cs))?;
     timings.time("dist labels", || {
         for_each_input(me, &route.owners, &route.from_count, &recv, |i, from| {
             labels[i] = match from {

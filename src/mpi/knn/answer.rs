@@ -14,7 +14,15 @@ use crate::pipeline::Prepared;
 /// For each query of `qs` (with squared radii `r2`), this rank's sources within the
 /// radius, at most `k` (`first[q]` ranked first among equal distances): rows of `k`
 /// local source indices (-1 pads) and squared distances.
-pub(super) fn ball<T: Real, const D: usize>(pool: &rayon::ThreadPool, domain: &Domain<D>, zs: &Prepared<Cpu, T, D>, qs: &[[T; D]], r2: &[T], first: Option<&[u32]>, k: usize) -> (Vec<i64>, Vec<T>) {
+pub(super) fn ball<T: Real, const D: usize>(
+    pool: &rayon::ThreadPool,
+    domain: &Domain<D>,
+    zs: &Prepared<Cpu, T, D>,
+    qs: &[[T; D]],
+    r2: &[T],
+    first: Option<&[u32]>,
+    k: usize,
+) -> (Vec<i64>, Vec<T>) {
     let r = pool.install(|| match domain {
         Domain::Open => Cpu.knn_ball_query(&Open, zs, qs, r2, first, k),
         Domain::Periodic(l) => Cpu.knn_ball_query(&Periodic::<T, D>::new(l), zs, qs, r2, first, k),

@@ -13,9 +13,9 @@ mod ship;
 use rayon::prelude::*;
 
 use super::agree::{agree_params, domain_words};
+use super::comm::SliceWriter;
 use super::decomp::Decomp;
 use super::route::{Arrival, Arrivals, Returned, agree_points, for_each_input, route, send_back};
-use super::comm::SliceWriter;
 use super::{CommStats, DistStats, On};
 use crate::api::Timings;
 use crate::backend::cpu::{Cpu, DisjointSlice};
@@ -99,7 +99,10 @@ where
     };
     let checks = (|| -> Result<()> {
         if out.order != OutputOrder::Input || out.permutation.is_some() {
-            return Err(Error::InvalidParameter { name: "order", why: "z-order rows are per rank: distributed calls return rows in input order".into() });
+            return Err(Error::InvalidParameter {
+                name: "order",
+                why: "z-order rows are per rank: distributed calls return rows in input order".into(),
+            });
         }
         pool.install(|| check_call(ns, nq, params, fields, out))
     })();
@@ -113,7 +116,17 @@ where
         let dist = DistStats { timings: local.timings.clone(), owned: ns, ..Default::default() };
         return Ok(DistKnnStats { padded_queries: local.padded_queries, local, dist });
     }
-    let words = [k as u64, want.lists as u64, want.kth as u64, want.density as u64, want.scalar_mean as u64, want.mass as u64, want.scalar as u64, queries.is_some() as u64, std::mem::size_of::<T>() as u64];
+    let words = [
+        k as u64,
+        want.lists as u64,
+        want.kth as u64,
+        want.density as u64,
+        want.scalar_mean as u64,
+        want.mass as u64,
+        want.scalar as u64,
+        queries.is_some() as u64,
+        std::mem::size_of::<T>() as u64,
+    ];
     agree_params(comm, "kNN", checks.map(|_| words.iter().copied().chain(domain_words(domain)).collect()))?;
     // The hints travel with their points when any rank has them (a rank without sends
     // NaN, "no guess"): they change no result, so the ranks need not agree on them.

@@ -4,9 +4,9 @@
 
 use rayon::prelude::*;
 
+use super::super::CommStats;
 use super::super::comm::{Comm, Outbox, Reader, put_real};
 use super::super::decomp::Decomp;
-use super::super::CommStats;
 use crate::error::Result;
 use crate::geom::Real;
 use crate::input::Domain;
@@ -31,7 +31,14 @@ pub(super) struct RemoteQueries<T, const D: usize> {
 
 /// The ranks each own query's ball (radius: its k-th distance in this rank's sources)
 /// reaches. The ball is widened by more than the rounding of distances in `T`.
-pub(super) fn targets<T: Real, const D: usize>(pool: &rayon::ThreadPool, decomp: &Decomp<D>, domain: &Domain<D>, qpos: &[[T; D]], kth_d2: &[T], me: usize) -> Shipped {
+pub(super) fn targets<T: Real, const D: usize>(
+    pool: &rayon::ThreadPool,
+    decomp: &Decomp<D>,
+    domain: &Domain<D>,
+    qpos: &[[T; D]],
+    kth_d2: &[T],
+    me: usize,
+) -> Shipped {
     let eps = if std::mem::size_of::<T>() == 4 { f32::EPSILON as f64 } else { f64::EPSILON };
     let span = domain.box_lengths().map_or(0.0, |l| l.iter().fold(0.0f64, |a, &b| a.max(b)));
     let targets: Vec<Vec<u32>> = pool.install(|| {
@@ -53,7 +60,13 @@ pub(super) fn targets<T: Real, const D: usize>(pool: &rayon::ThreadPool, decomp:
 
 /// Sends every boundary query (position, squared radius) to its targets and returns the
 /// queries shipped here.
-pub(super) fn ship<T: Real, const D: usize>(comm: &Comm, qpos: &[[T; D]], kth_d2: &[T], s: &Shipped, cs: &mut CommStats) -> Result<RemoteQueries<T, D>> {
+pub(super) fn ship<T: Real, const D: usize>(
+    comm: &Comm,
+    qpos: &[[T; D]],
+    kth_d2: &[T],
+    s: &Shipped,
+    cs: &mut CommStats,
+) -> Result<RemoteQueries<T, D>> {
     let mut sends = vec![Vec::new(); comm.size()];
     for &q in &s.boundary {
         for &t in &s.targets[q as usize] {
