@@ -21,7 +21,7 @@ export OMPI_MCA_rmaps_base_oversubscribe = 1
 # shared-memory messages; plain copies through shared memory work everywhere.
 export OMPI_MCA_btl_vader_single_copy_mechanism ?= none
 
-.PHONY: all bootstrap build header header-check package test check lint miri test-rust test-device test-mpi test-c test-fortran test-consumers test-fuzz fuzz fuzz-build bench-build \
+.PHONY: all bootstrap build header header-check package test check lint doc-examples miri test-rust test-device test-mpi test-c test-fortran test-consumers test-fuzz fuzz fuzz-build bench-build \
         examples demo bench bench-knn bench-fof bench-peers bench-gpu bench-runner gpu-kit clean
 
 all: build
@@ -56,7 +56,7 @@ package: bootstrap
 # Fortran tests against the installed package (valgrind included), the examples and a
 # distributed run of the in-situ demo; benchmarks must compile; the build without MPI
 # must compile.
-test: bootstrap lint header-check bench-build examples test-c test-fortran test-consumers test-fuzz test-mpi test-rust
+test: bootstrap lint header-check bench-build examples doc-examples test-c test-fortran test-consumers test-fuzz test-mpi test-rust
 
 # The edit loop (under 2 minutes after a build): unit tests, the CPU oracles and API tests,
 # and the distributed tests on 2 ranks.
@@ -71,11 +71,14 @@ check:
 miri:
 	MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-permissive-provenance -Zmiri-ignore-leaks" $(CARGO) +nightly miri test --no-default-features --lib
 
-# Clippy over every target, warnings as errors (about 30 s from scratch): with the test
-# features, and the library alone without MPI.
+# Formatting (rustfmt.toml), clippy over every target with warnings as errors (with the
+# test features, and the library alone without MPI), and the API docs without warnings
+# (every public item documented).
 lint: bootstrap
+	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets $(TEST_FEATURES) -- -D warnings
 	$(CARGO) clippy --lib --no-default-features -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --lib -q
 
 # The benchmarks must compile: built in the test profile with the test features (sharing
 # the library and dependencies the tests build, rather than a second optimised LTO build).
@@ -132,6 +135,11 @@ test-fuzz: fuzz-build
 	$(FUZZ_ENV) $(BUILD)/fuzz 60 $(FUZZ_SEED)
 fuzz: fuzz-build
 	$(FUZZ_ENV) $(BUILD)/fuzz $(FUZZ_SECONDS) $(FUZZ_SEED)
+
+# Every code block in README.md and docs/ that is a complete C or Fortran program,
+# compiled against the installed package and run (Rust blocks: doc tests in test-rust).
+doc-examples: package
+	python3 scripts/check_doc_examples.py $(PREFIX) $(BUILD)/doc-examples
 
 examples: package
 	cmake -S examples-c -B $(BUILD)/examples-c -DCMAKE_PREFIX_PATH=$(PREFIX) >/dev/null

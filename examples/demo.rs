@@ -1,5 +1,5 @@
-//! The demo behind `make demo` (until the C in-situ driver lands): a clustered particle
-//! set like a cosmological snapshot, kNN density and k-th neighbour radius for every
+//! A Rust demo (`cargo run --release --example demo`; `make demo` runs the C in-situ
+//! driver): a clustered particle set like a cosmological snapshot, kNN density and k-th neighbour radius for every
 //! particle, with timings per stage.
 
 use std::time::Instant;

@@ -14,46 +14,61 @@
 // Element type of an array (`ztree_array::dtype`).
 #define ZTREE_DTYPE_NONE 0
 
+// 32-bit float.
 #define ZTREE_DTYPE_F32 1
 
+// 64-bit float.
 #define ZTREE_DTYPE_F64 2
 
+// 32-bit signed integer.
 #define ZTREE_DTYPE_I32 3
 
+// 64-bit signed integer.
 #define ZTREE_DTYPE_I64 4
 
+// 32-bit unsigned integer.
 #define ZTREE_DTYPE_U32 5
 
+// 64-bit unsigned integer (ids at most INT64_MAX).
 #define ZTREE_DTYPE_U64 6
 
 // Memory space of particle arrays (`ztree_particles::memory`).
 #define ZTREE_MEMORY_HOST 0
 
+// CUDA device memory (the arrays of one device).
 #define ZTREE_MEMORY_CUDA_DEVICE 1
 
 // kNN outputs wanted (`ztree_knn_params::outputs`, a bit mask).
 #define ZTREE_KNN_INDICES 1
 
+// The neighbours' distances (`ztree_knn_output::distances`).
 #define ZTREE_KNN_DISTANCES 2
 
+// The distance to the k-th neighbour (`ztree_knn_output::kth_distance`).
 #define ZTREE_KNN_KTH_DISTANCE 4
 
+// k (or the neighbours' mass) over the k-ball's volume (`ztree_knn_output::density`).
 #define ZTREE_KNN_DENSITY 8
 
+// The mean of `ztree_knn_params::scalar` over the neighbours.
 #define ZTREE_KNN_SCALAR_MEAN 16
 
+// Which query each row is (`ztree_knn_output::permutation`, with `ZTREE_ORDER_ZORDER`).
 #define ZTREE_KNN_PERMUTATION 32
 
 // Row order of per-query outputs (`ztree_knn_params::order`).
 #define ZTREE_ORDER_INPUT 0
 
+// Rows in z-order (faster to write; `ZTREE_KNN_PERMUTATION` says which query each is).
 #define ZTREE_ORDER_ZORDER 1
 
 // Row order of the halo catalogue (`ztree_fof_params::order`).
 #define ZTREE_CATALOGUE_ZORDER 0
 
+// GADGET's order: member count descending, ties by tag.
 #define ZTREE_CATALOGUE_GADGET 1
 
+// Most stages `ztree_stats` reports.
 #define ZTREE_MAX_STAGES 32
 
 // Version of the ztree library this header belongs to.
@@ -65,6 +80,7 @@
 
 // Status of every call. `ztree_last_error` explains any status other than `ZTREE_OK`.
 typedef enum ztree_status {
+  // Success.
   ZTREE_OK = 0,
   // A required pointer was NULL.
   ZTREE_ERR_NULL_POINTER = 1,
@@ -107,17 +123,22 @@ typedef struct ztree_context ztree_context;
 typedef struct ztree_config {
   // 2 or 3.
   int32_t dims;
-  // 0: open domain (bounding box); 1: periodic box [0, box_size[d]).
+  // 0: open domain (bounding box); 1: periodic box `[0, box_size[d])`.
   int32_t periodic;
+  // Periodic box lengths (finite, > 0; the third unused in 2D). Ignored when open.
   double box_size[3];
-  // Worker threads; 0 = one per core.
+  // Worker threads; 0 = `OMP_NUM_THREADS` when set, else the cores this process may run
+  // on (its affinity mask and cgroup quota).
   int32_t threads;
   // Tree shape: leaf size 0 (automatic: 96 for kNN with k >= 2, 48 for k = 1, 64 for
   // FoF, on the CPU and the GPU; results never depend on it), coarsening 8, top target
   // 2048, super group 32.
   int32_t leaf_size;
+  // Capacity ratio of consecutive planes.
   int32_t coarsening;
+  // Stop coarsening at about this many top nodes.
   int32_t top_target;
+  // Top nodes grouped per super node of the walk's start.
   int32_t super_group;
   // Regularisation: split nodes larger than this many times the volume of typical
   // dense nodes (20); 0 turns it off.
@@ -133,20 +154,28 @@ typedef struct ztree_config {
 
 // Statistics of the last call on a context.
 typedef struct ztree_stats {
+  // Stages reported in `stage_name` and `stage_seconds`.
   int32_t n_stages;
   // NUL-terminated stage names ("sort", "tree", "walk", ...).
   char stage_name[ZTREE_MAX_STAGES][16];
+  // Wall-clock seconds of each stage.
   double stage_seconds[ZTREE_MAX_STAGES];
+  // Wall-clock seconds of the whole call.
   double total_seconds;
   // Bytes of ztree's own buffers for the call (excluding outputs).
   int64_t scratch_bytes;
+  // Particles (sources) of the call on this rank.
   int64_t particles;
+  // Queries of the call on this rank (kNN).
   int64_t queries;
+  // Catalogue rows returned on this rank (FoF).
   int64_t halos;
   // MPI contexts: bytes and point-to-point messages this rank sent in the call
   // (0 for serial contexts), and the particles it owned after the decomposition.
   int64_t bytes_sent;
+  // See `bytes_sent`.
   int64_t messages;
+  // See `bytes_sent`.
   int64_t owned;
 } ztree_stats;
 
@@ -155,6 +184,7 @@ typedef struct ztree_stats {
 // (the element size). Struct-of-arrays (`x[i]`) and array-of-structs
 // (`P[i].Pos[0]`, stride `sizeof(P[0])`) both work.
 typedef struct ztree_array {
+  // The first element (NULL: the array is absent).
   const void *data;
   // One of `ZTREE_DTYPE_*`.
   int32_t dtype;
@@ -164,6 +194,7 @@ typedef struct ztree_array {
 
 // Particles as a caller holds them. Optional arrays have `data = NULL`.
 typedef struct ztree_particles {
+  // Number of particles (>= 0).
   int64_t count;
   // `ZTREE_MEMORY_HOST`, or `ZTREE_MEMORY_CUDA_DEVICE` for device arrays (the CUDA
   // back end; per-particle outputs then in device memory; `ZTREE_ERR_NO_DEVICE` where
@@ -182,7 +213,9 @@ typedef struct ztree_particles {
 // Parameters of `ztree_fof`. Give exactly one of `linking_length` (absolute) and `b`
 // (relative: b * (V/N)^(1/dims), periodic boxes only); the other must be 0.
 typedef struct ztree_fof_params {
+  // Absolute linking length (> 0), or 0 to use `b`.
   double linking_length;
+  // Linking length relative to the mean spacing (> 0), or 0 to use `linking_length`.
   double b;
   // Smallest group that gets a tag and a catalogue row (>= 1; GADGET 32, HACC 20).
   int32_t min_members;
@@ -202,7 +235,9 @@ typedef struct ztree_fof_params {
 typedef struct ztree_halo {
   // Minimum particle id of the group (or smallest input index without ids).
   int64_t tag;
+  // Member count.
   int64_t count;
+  // Total mass.
   double mass;
   // Centre of mass (inside the periodic box).
   double pos[3];
@@ -222,11 +257,14 @@ typedef struct ztree_halo {
 typedef struct ztree_fof_output {
   // Per particle (input order): its halo's tag, or -1.
   int64_t *labels;
+  // Out: number of catalogue rows returned on this rank.
   int64_t n_halos;
+  // Out: `n_halos` rows (context-owned).
   const struct ztree_halo *halos;
   // With `members`: halo h's members (input indices, ascending) are
   // `member_indices[member_offsets[h] .. member_offsets[h + 1]]`.
   const int64_t *member_offsets;
+  // See `member_offsets`.
   const int64_t *member_indices;
   // The absolute linking length used.
   double linking_length;

@@ -22,6 +22,8 @@
 //! - `pipeline`: the stage order, written once; `backend`: the stages (CPU);
 //! - `mpi`: the distribution layer; `ffi`: the C ABI.
 
+#![warn(missing_docs)]
+
 // Unit tests share the integration tests' helpers, which name the crate `ztree`.
 #[cfg(test)]
 extern crate self as ztree;
@@ -37,6 +39,23 @@ mod knn;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod pipeline;
+// The Rust code blocks of the documentation, compiled and run as doc tests
+// (scripts/check_doc_examples.py checks that every page with one is named here).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/rust-api.md")]
+struct RustApiGuideExamples;
+#[cfg(test)]
+mod test_knobs;
+/// The integration tests' helpers (point sets, oracles, the skip-or-fail rule of tests
+/// with prerequisites), shared with the unit tests.
+#[cfg(test)]
+#[path = "../tests/common/mod.rs"]
+pub(crate) mod test_common;
+#[cfg(test)]
+pub(crate) use test_common::require as test_require;
 
 #[cfg(feature = "mpi")]
 pub use api::Dist;
@@ -51,6 +70,7 @@ pub use knn::{KnnLists, KnnOutput, KnnParams, KnnStats, OutputOrder, SourceField
 /// memory, for tests that cannot reach the crate's internals (the MPI tests).
 #[cfg(all(feature = "cuda-emu", feature = "cuda"))]
 #[doc(hidden)]
+#[allow(missing_docs)] // test hooks: the C API's own items, documented in the header
 pub mod __emulator {
     pub use crate::ffi::fof::ztree_fof;
     pub use crate::ffi::knn::ztree_knn;

@@ -225,8 +225,8 @@ def cpu_model():
     return "unknown CPU"
 
 
-def checksum_warnings(case, first):
-    """Compares every peer's checksum with ztree's (`first`: the first record of each peer)."""
+def checksum_mismatches(case, first):
+    """Compares every peer's checksum with ztree's (`first`: one record of each peer, of one round)."""
     z = first.get("ztree") or first.get("ztree-1t")
     out = []
     for peer, res in first.items():
@@ -236,10 +236,10 @@ def checksum_warnings(case, first):
             a, b = z["mean_kth"], res["mean_kth"]
             rel = abs(a - b) / abs(a) if a else abs(b)
             if rel > KNN_RTOL:
-                out.append(f"WARNING {case.title}: mean k-th distance {LABEL[peer]} {b!r} vs ztree {a!r} (rel {rel:.1e})")
+                out.append(f"MISMATCH {case.title}: mean k-th distance {LABEL[peer]} {b!r} vs ztree {a!r} (rel {rel:.1e})")
         else:
             if (res["groups20"], res["largest"]) != (z["groups20"], z["largest"]):
-                out.append(f"WARNING {case.title}: groups >= 20 / largest {LABEL[peer]} {res['groups20']} / {res['largest']}"
+                out.append(f"MISMATCH {case.title}: groups >= 20 / largest {LABEL[peer]} {res['groups20']} / {res['largest']}"
                            f" vs ztree {z['groups20']} / {z['largest']}")
     return out
 
@@ -299,7 +299,7 @@ def main():
     if "target-cpu" in os.environ.get("RUSTFLAGS", ""):
         print("# NOTE: RUSTFLAGS sets target-cpu: if the package was built with it, ztree is not as shipped", flush=True)
 
-    results, warnings = [], []
+    results, mismatches = [], []
     for case in todo:
         peers = [p for p in case.peers if p in have]
         recs = {p: [] for p in peers}
@@ -319,10 +319,13 @@ def main():
                     # The runner's own "peer" field ("ztree" for ztree-1t too) gives way to the column's.
                     f.write(json.dumps({**res, "case": case.title, "peer": p, "round": r, "commit": commit,
                                         "started": started, "load": os.getloadavg()[0]}) + "\n")
-        w = checksum_warnings(case, {p: v[0] for p, v in recs.items()})
-        for line in w:
-            print(line, flush=True)
-        warnings += w
+        # Every round's records, not only the first: a peer (or ztree) must give the same
+        # answer in every process.
+        for r in range(rounds):
+            w = checksum_mismatches(case, {p: v[r] for p, v in recs.items()})
+            for line in w:
+                print(line, flush=True)
+            mismatches += w
         med = {p: statistics.median(x["secs"] for x in v) for p, v in recs.items()}
         later = {p: statistics.median(x["later_secs"] for x in v) for p, v in recs.items() if all("later_secs" in x for x in v)}
         results.append(Result(case, med, {p: median_record(v) for p, v in recs.items()}, later, recs,
@@ -417,11 +420,12 @@ def main():
     print()
     for n in notes:
         print(f"# {n}")
-    if warnings:
-        print(f"# {len(warnings)} checksum WARNING(s): see above")
-    else:
-        print("# checksums agree across peers (kNN mean k-th distance to 1e-12 relative; FoF groups >= 20 and largest)")
     print(f"# raw records appended to {a.log}")
+    if mismatches:
+        # A benchmark whose answers disagree measures nothing: it fails.
+        print(f"# {len(mismatches)} checksum MISMATCH(es): see above", flush=True)
+        sys.exit(1)
+    print("# checksums agree across peers in every round (kNN mean k-th distance to 1e-12 relative; FoF groups >= 20 and largest)")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 
-/// Configuration of a [`Context`].
+/// Configuration of a [`Context`](crate::Context).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Config {
     /// Worker threads; 0 = `OMP_NUM_THREADS` when set, else the cores this process is
@@ -49,6 +49,7 @@ impl TreeParams {
         if self.leaf_size == 0 { TreeParams { leaf_size: auto, ..*self } } else { *self }
     }
 
+    /// Checks every parameter (what `Context::new` checks): an error names the first bad one.
     pub fn validate(&self) -> Result<()> {
         let bad = |name, why: &str| Err(Error::InvalidParameter { name, why: why.to_string() });
         if self.leaf_size > 1 << 20 {

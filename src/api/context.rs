@@ -11,6 +11,7 @@ pub struct Context {
 }
 
 impl Context {
+    /// A context with `config`'s thread count and tree parameters (checked here).
     pub fn new(config: Config) -> Result<Self> {
         config.tree.validate()?;
         let pool = rayon::ThreadPoolBuilder::new()
@@ -21,6 +22,7 @@ impl Context {
         Ok(Self { pool, config })
     }
 
+    /// The configuration the context was made with.
     pub fn config(&self) -> &Config {
         &self.config
     }
@@ -47,6 +49,7 @@ fn omp_threads(v: Option<&str>) -> Option<usize> {
 /// Wall-clock time per stage of one call, in call order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Timings {
+    /// (stage name, seconds), in call order; a name may repeat (its times add up).
     pub stages: Vec<(&'static str, f64)>,
 }
 
@@ -57,9 +60,11 @@ impl Timings {
         self.stages.push((name, t.elapsed().as_secs_f64()));
         r
     }
+    /// Seconds over all stages.
     pub fn total(&self) -> f64 {
         self.stages.iter().map(|s| s.1).sum()
     }
+    /// Seconds of every stage named `name`.
     pub fn get(&self, name: &str) -> f64 {
         self.stages.iter().filter(|s| s.0 == name).map(|s| s.1).sum()
     }

@@ -37,6 +37,7 @@ impl Dist {
         self.comm.size()
     }
 
+    /// The context every call of this handle runs on.
     pub fn context(&self) -> &Context {
         &self.ctx
     }

@@ -6,37 +6,52 @@ use std::ffi::{c_char, c_void};
 
 /// Element type of an array (`ztree_array::dtype`).
 pub const ZTREE_DTYPE_NONE: i32 = 0;
+/// 32-bit float.
 pub const ZTREE_DTYPE_F32: i32 = 1;
+/// 64-bit float.
 pub const ZTREE_DTYPE_F64: i32 = 2;
+/// 32-bit signed integer.
 pub const ZTREE_DTYPE_I32: i32 = 3;
+/// 64-bit signed integer.
 pub const ZTREE_DTYPE_I64: i32 = 4;
+/// 32-bit unsigned integer.
 pub const ZTREE_DTYPE_U32: i32 = 5;
+/// 64-bit unsigned integer (ids at most INT64_MAX).
 pub const ZTREE_DTYPE_U64: i32 = 6;
 
 /// Memory space of particle arrays (`ztree_particles::memory`).
 pub const ZTREE_MEMORY_HOST: i32 = 0;
+/// CUDA device memory (the arrays of one device).
 pub const ZTREE_MEMORY_CUDA_DEVICE: i32 = 1;
 
 /// kNN outputs wanted (`ztree_knn_params::outputs`, a bit mask).
 pub const ZTREE_KNN_INDICES: u32 = 1;
+/// The neighbours' distances (`ztree_knn_output::distances`).
 pub const ZTREE_KNN_DISTANCES: u32 = 2;
+/// The distance to the k-th neighbour (`ztree_knn_output::kth_distance`).
 pub const ZTREE_KNN_KTH_DISTANCE: u32 = 4;
+/// k (or the neighbours' mass) over the k-ball's volume (`ztree_knn_output::density`).
 pub const ZTREE_KNN_DENSITY: u32 = 8;
+/// The mean of `ztree_knn_params::scalar` over the neighbours.
 pub const ZTREE_KNN_SCALAR_MEAN: u32 = 16;
+/// Which query each row is (`ztree_knn_output::permutation`, with `ZTREE_ORDER_ZORDER`).
 pub const ZTREE_KNN_PERMUTATION: u32 = 32;
 
 /// Row order of per-query outputs (`ztree_knn_params::order`).
 pub const ZTREE_ORDER_INPUT: i32 = 0;
+/// Rows in z-order (faster to write; `ZTREE_KNN_PERMUTATION` says which query each is).
 pub const ZTREE_ORDER_ZORDER: i32 = 1;
 
 /// Row order of the halo catalogue (`ztree_fof_params::order`).
 pub const ZTREE_CATALOGUE_ZORDER: i32 = 0;
+/// GADGET's order: member count descending, ties by tag.
 pub const ZTREE_CATALOGUE_GADGET: i32 = 1;
 
 /// Status of every call. `ztree_last_error` explains any status other than `ZTREE_OK`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ztree_status {
+    /// Success.
     ZTREE_OK = 0,
     /// A required pointer was NULL.
     ZTREE_ERR_NULL_POINTER = 1,
@@ -80,6 +95,7 @@ pub enum ztree_status {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ztree_array {
+    /// The first element (NULL: the array is absent).
     pub data: *const c_void,
     /// One of `ZTREE_DTYPE_*`.
     pub dtype: i32,
@@ -91,6 +107,7 @@ pub struct ztree_array {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ztree_particles {
+    /// Number of particles (>= 0).
     pub count: i64,
     /// `ZTREE_MEMORY_HOST`, or `ZTREE_MEMORY_CUDA_DEVICE` for device arrays (the CUDA
     /// back end; per-particle outputs then in device memory; `ZTREE_ERR_NO_DEVICE` where
@@ -112,17 +129,22 @@ pub struct ztree_particles {
 pub struct ztree_config {
     /// 2 or 3.
     pub dims: i32,
-    /// 0: open domain (bounding box); 1: periodic box [0, box_size[d]).
+    /// 0: open domain (bounding box); 1: periodic box `[0, box_size[d])`.
     pub periodic: i32,
+    /// Periodic box lengths (finite, > 0; the third unused in 2D). Ignored when open.
     pub box_size: [f64; 3],
-    /// Worker threads; 0 = one per core.
+    /// Worker threads; 0 = `OMP_NUM_THREADS` when set, else the cores this process may run
+    /// on (its affinity mask and cgroup quota).
     pub threads: i32,
     /// Tree shape: leaf size 0 (automatic: 96 for kNN with k >= 2, 48 for k = 1, 64 for
     /// FoF, on the CPU and the GPU; results never depend on it), coarsening 8, top target
     /// 2048, super group 32.
     pub leaf_size: i32,
+    /// Capacity ratio of consecutive planes.
     pub coarsening: i32,
+    /// Stop coarsening at about this many top nodes.
     pub top_target: i32,
+    /// Top nodes grouped per super node of the walk's start.
     pub super_group: i32,
     /// Regularisation: split nodes larger than this many times the volume of typical
     /// dense nodes (20); 0 turns it off.
@@ -197,7 +219,9 @@ pub struct ztree_knn_output {
 pub struct ztree_halo {
     /// Minimum particle id of the group (or smallest input index without ids).
     pub tag: i64,
+    /// Member count.
     pub count: i64,
+    /// Total mass.
     pub mass: f64,
     /// Centre of mass (inside the periodic box).
     pub pos: [f64; 3],
@@ -214,7 +238,9 @@ pub struct ztree_halo {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ztree_fof_params {
+    /// Absolute linking length (> 0), or 0 to use `b`.
     pub linking_length: f64,
+    /// Linking length relative to the mean spacing (> 0), or 0 to use `linking_length`.
     pub b: f64,
     /// Smallest group that gets a tag and a catalogue row (>= 1; GADGET 32, HACC 20).
     pub min_members: i32,
@@ -240,11 +266,14 @@ pub struct ztree_fof_params {
 pub struct ztree_fof_output {
     /// Per particle (input order): its halo's tag, or -1.
     pub labels: *mut i64,
+    /// Out: number of catalogue rows returned on this rank.
     pub n_halos: i64,
+    /// Out: `n_halos` rows (context-owned).
     pub halos: *const ztree_halo,
     /// With `members`: halo h's members (input indices, ascending) are
     /// `member_indices[member_offsets[h] .. member_offsets[h + 1]]`.
     pub member_offsets: *const i64,
+    /// See `member_offsets`.
     pub member_indices: *const i64,
     /// The absolute linking length used.
     pub linking_length: f64,
@@ -252,25 +281,34 @@ pub struct ztree_fof_output {
     pub n_groups_total: i64,
 }
 
+/// Most stages `ztree_stats` reports.
 pub const ZTREE_MAX_STAGES: usize = 32;
 
 /// Statistics of the last call on a context.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ztree_stats {
+    /// Stages reported in `stage_name` and `stage_seconds`.
     pub n_stages: i32,
     /// NUL-terminated stage names ("sort", "tree", "walk", ...).
     pub stage_name: [[c_char; 16]; ZTREE_MAX_STAGES],
+    /// Wall-clock seconds of each stage.
     pub stage_seconds: [f64; ZTREE_MAX_STAGES],
+    /// Wall-clock seconds of the whole call.
     pub total_seconds: f64,
     /// Bytes of ztree's own buffers for the call (excluding outputs).
     pub scratch_bytes: i64,
+    /// Particles (sources) of the call on this rank.
     pub particles: i64,
+    /// Queries of the call on this rank (kNN).
     pub queries: i64,
+    /// Catalogue rows returned on this rank (FoF).
     pub halos: i64,
     /// MPI contexts: bytes and point-to-point messages this rank sent in the call
     /// (0 for serial contexts), and the particles it owned after the decomposition.
     pub bytes_sent: i64,
+    /// See `bytes_sent`.
     pub messages: i64,
+    /// See `bytes_sent`.
     pub owned: i64,
 }

@@ -40,6 +40,7 @@ pub enum CatalogueOrder {
 /// The groups with at least `min_members` members, one row per group (struct of arrays).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Catalogue<const D: usize> {
+    /// The order of the rows.
     pub order: CatalogueOrder,
     /// Halo tag: minimum particle id, or smallest input index without ids.
     pub tag: Vec<i64>,
@@ -59,10 +60,12 @@ pub struct Catalogue<const D: usize> {
     /// `member_indices[member_offsets[g]..member_offsets[g + 1]]` (input indices,
     /// ascending). Both empty otherwise.
     pub member_offsets: Vec<u64>,
+    /// The members of every group, group after group (see `member_offsets`).
     pub member_indices: Vec<i64>,
 }
 
 impl<const D: usize> Catalogue<D> {
+    /// A catalogue without rows (`velocities`: whether the call had velocities).
     pub fn empty(order: CatalogueOrder, velocities: bool) -> Self {
         let _ = velocities;
         Self {
@@ -84,6 +87,7 @@ impl<const D: usize> Catalogue<D> {
         self.tag.len()
     }
 
+    /// Whether there is no group.
     pub fn is_empty(&self) -> bool {
         self.tag.is_empty()
     }

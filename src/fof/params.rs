@@ -92,6 +92,7 @@ impl<const D: usize> Default for FofFields<'_, D> {
 /// Parameters of a FoF call.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FofParams {
+    /// The linking length, absolute or relative to the mean spacing.
     pub linking_length: LinkingLength,
     /// Groups with fewer members get no tag (label -1) and no catalogue entry; at least 1.
     pub min_members: usize,
@@ -122,6 +123,7 @@ impl Default for FofParams {
 /// What a FoF call did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FofStats {
+    /// Particles linked (this call's points).
     pub particles: usize,
     /// The absolute linking length used.
     pub linking_length: f64,
@@ -131,9 +133,11 @@ pub struct FofStats {
     pub groups: usize,
     /// Particles in those groups.
     pub particles_in_groups: usize,
+    /// Seconds per stage.
     pub timings: Timings,
     /// Nodes per plane, leaves first, super nodes last.
     pub nodes_per_plane: Vec<usize>,
+    /// Interaction-list sizes of the walk.
     pub walk: WalkStats,
     /// Largest bytes of ztree's own buffers held at once (z-ordered points, tree,
     /// union–find, catalogue scratch), excluding the outputs.
@@ -146,6 +150,8 @@ pub struct Fof<const D: usize> {
     /// Per particle, in input order: its group's tag, or -1 when it is in no group with
     /// at least `min_members` members.
     pub labels: Vec<i64>,
+    /// The groups with at least `min_members` members.
     pub catalogue: Catalogue<D>,
+    /// What the call did.
     pub stats: FofStats,
 }

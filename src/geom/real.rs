@@ -22,25 +22,35 @@ pub trait Real:
     + Neg<Output = Self>
     + 'static
 {
+    /// Zero.
     const ZERO: Self;
+    /// Positive infinity (the distance of a padded neighbour row).
     const INFINITY: Self;
+    /// Negative infinity.
     const NEG_INFINITY: Self;
+    /// "f32" or "f64", for messages.
     const NAME: &'static str;
     /// Whether `Self` is f64 (outputs in f64 can then be written in place).
     const IS_F64: bool;
     /// Largest coordinate magnitude (and periodic box length) accepted: squared distances
     /// of points this far apart, summed over three dimensions, stay finite in `Self`.
     const MAX_COORD: f64;
+    /// Exact widening (f32) or identity (f64).
     fn to_f64(self) -> f64;
     /// Rounds to nearest.
     fn from_f64(v: f64) -> Self;
+    /// Neither NaN nor infinite.
     fn is_finite(self) -> bool;
+    /// Absolute value.
     fn abs(self) -> Self;
+    /// Correctly rounded square root.
     fn sqrt(self) -> Self;
+    /// `self / 2`.
     fn half(self) -> Self;
     /// `fmax` / `fmin` as one scalar instruction (maxsd / minsd on x86-64): never a
     /// branch. For scalar code only: the vectoriser cannot widen them.
     fn max1(self, o: Self) -> Self;
+    /// `fmin` as one scalar instruction (see `max1`).
     fn min1(self, o: Self) -> Self;
     /// Bits whose unsigned order is the order of non-negative values (for sort keys).
     fn key_bits(self) -> u64;

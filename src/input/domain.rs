@@ -27,10 +27,12 @@ pub enum Domain<const D: usize> {
 }
 
 impl<const D: usize> Domain<D> {
+    /// A periodic cube of side `l`.
     pub fn periodic_cube(l: f64) -> Self {
         Domain::Periodic([l; D])
     }
 
+    /// Checks the box lengths (finite, positive, not too elongated).
     pub fn validate(&self) -> Result<()> {
         if let Domain::Periodic(l) = self {
             for (dim, &len) in l.iter().enumerate() {
@@ -43,6 +45,7 @@ impl<const D: usize> Domain<D> {
         Ok(())
     }
 
+    /// The periodic box lengths, `None` when open.
     pub fn box_lengths(&self) -> Option<[f64; D]> {
         match self {
             Domain::Open => None,

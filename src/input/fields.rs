@@ -10,8 +10,11 @@ use crate::geom::Real;
 
 /// A per-source scalar field, read at ingest (f32 or f64 slices, or your own accessor).
 pub trait ScalarField: Sync {
+    /// Number of values.
     fn len(&self) -> usize;
+    /// Value `i`, as f64.
     fn get(&self, i: usize) -> f64;
+    /// Whether there is no value.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -52,8 +55,11 @@ impl ScalarField for [f32] {
 /// Particle ids for halo tags (the minimum id of a group). Implemented for slices and
 /// vectors of i32, i64, u32 and u64; u64 ids must be at most `i64::MAX`.
 pub trait ParticleIds: Sync {
+    /// Number of ids.
     fn len(&self) -> usize;
+    /// Id `i`, as i64.
     fn id(&self, i: usize) -> i64;
+    /// Whether there is no id.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -95,8 +101,11 @@ impl_ids!(u64, |v| v.par_iter().position_first(|&x| x > i64::MAX as u64));
 /// A per-particle vector of `D` components (velocities), read as f64 whatever its storage
 /// precision. Implemented for the same containers as `PointSource`, in f32 and f64.
 pub trait VectorField<const D: usize>: Sync {
+    /// Number of vectors.
     fn len(&self) -> usize;
+    /// Vector `i`, as f64.
     fn get(&self, i: usize) -> [f64; D];
+    /// Whether there is no vector.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -6,8 +6,11 @@ use crate::geom::Real;
 /// Read-only access to `len()` points of dimension `D`. ztree reads each point once at
 /// ingest (validation, keys, gather into z-order); implementations must be cheap per call.
 pub trait PointSource<T: Real, const D: usize>: Sync {
+    /// Number of points.
     fn len(&self) -> usize;
+    /// Point `i`.
     fn point(&self, i: usize) -> [T; D];
+    /// Whether there is no point.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -76,6 +79,7 @@ impl<T: Real, const D: usize> PointSource<T, D> for Vec<[T; D]> {
 /// Struct-of-arrays: one slice per dimension (HACC style).
 #[derive(Clone, Copy, Debug)]
 pub struct SoaPoints<'a, T, const D: usize> {
+    /// One slice of coordinates per dimension, all of the same length.
     pub coords: [&'a [T]; D],
 }
 

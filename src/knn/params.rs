@@ -38,6 +38,7 @@ pub struct KnnOutput<'a, T> {
     pub density: Option<&'a mut [f64]>,
     /// Mean of `SourceFields::scalar` over the neighbours.
     pub scalar_mean: Option<&'a mut [f64]>,
+    /// Rows in the queries' input order (default) or in z-order.
     pub order: OutputOrder,
     /// With `OutputOrder::ZOrder`: the input index of the query in each row.
     pub permutation: Option<&'a mut [i64]>,
@@ -84,13 +85,17 @@ impl KnnParams<'_> {
 /// What a kNN call did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct KnnStats {
+    /// Source points.
     pub sources: usize,
+    /// Query points (the sources in a self-query).
     pub queries: usize,
     /// Queries with fewer than k neighbours (all of them when there are fewer than k sources).
     pub padded_queries: usize,
+    /// Seconds per stage.
     pub timings: Timings,
     /// Nodes per plane, leaves first, super nodes last.
     pub nodes_per_plane: Vec<usize>,
+    /// Interaction-list sizes of the walk.
     pub walk: WalkStats,
     /// Bytes of ztree's own buffers for this call (z-ordered points, tree, fields).
     pub scratch_bytes: usize,
@@ -99,9 +104,14 @@ pub struct KnnStats {
 /// Owned result of [`crate::Context::knn_lists`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct KnnLists<T> {
+    /// Neighbours per query (the row length).
     pub k: usize,
+    /// Row `q` is `indices[q * k .. (q + 1) * k]`: source input indices, nearest first,
+    /// -1 where there are fewer than k sources.
     pub indices: Vec<i64>,
+    /// The distances of the same entries (+inf in padding).
     pub distances: Vec<T>,
+    /// What the call did.
     pub stats: KnnStats,
 }
 

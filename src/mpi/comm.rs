@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 /// Communication of one stage of a distributed call, on this rank.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CommStage {
+    /// The stage's name.
     pub name: &'static str,
     /// Payload bytes this rank sent to other ranks (not counting what it kept).
     pub bytes_sent: u64,
@@ -22,6 +23,7 @@ pub struct CommStage {
 /// Communication of a whole call, stage by stage (this rank's share).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CommStats {
+    /// Per stage, in call order.
     pub stages: Vec<CommStage>,
 }
 
@@ -34,9 +36,11 @@ impl CommStats {
             self.stages.push(CommStage { name, bytes_sent: bytes, messages });
         }
     }
+    /// Bytes over all stages.
     pub fn bytes_sent(&self) -> u64 {
         self.stages.iter().map(|s| s.bytes_sent).sum()
     }
+    /// Messages over all stages.
     pub fn messages(&self) -> u64 {
         self.stages.iter().map(|s| s.messages).sum()
     }

@@ -1,8 +1,7 @@
 //! Plane hierarchy invariants on random and adversarial inputs (docs/DESIGN.md §2), for
 //! the trees every back end must build. (A unit test: it reads the tree's internals.)
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::test_common as common;
 
 use common::*;
 

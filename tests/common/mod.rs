@@ -3,21 +3,11 @@
 
 use ztree::Real;
 
+pub mod require;
 pub mod scatter;
 
-/// Whether a test's prerequisite (shared data, a tool) is present. When it is missing the
-/// test is skipped with a message, except in CI (`CI=true`), where a skip would hide a
-/// missing install step: there it fails.
-pub fn require(what: &str, present: bool) -> bool {
-    if present {
-        return true;
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
-        panic!("missing in CI: {what}");
-    }
-    eprintln!("SKIPPED: {what} not found");
-    false
-}
+#[allow(unused_imports)] // each test crate that includes this module uses some of them
+pub use require::{require, require_hardware};
 
 pub struct Rng(u64);
 

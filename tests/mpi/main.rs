@@ -25,3 +25,22 @@ pub fn sum_all(v: usize) -> usize {
     world.all_reduce_into(&(v as u64), &mut out, mpi::collective::SystemOperation::sum());
     out as usize
 }
+
+/// Every rank's `v`, concatenated in rank order (a collective: every rank calls it).
+pub fn gather_all(v: &[i64]) -> Vec<i64> {
+    let world = mpi::topology::SimpleCommunicator::world();
+    let mut counts = vec![0i32; world.size() as usize];
+    world.all_gather_into(&(v.len() as i32), &mut counts[..]);
+    let displs: Vec<i32> = counts
+        .iter()
+        .scan(0, |acc, &c| {
+            let d = *acc;
+            *acc += c;
+            Some(d)
+        })
+        .collect();
+    let mut out = vec![0i64; counts.iter().sum::<i32>() as usize];
+    let mut part = mpi::datatype::PartitionMut::new(&mut out[..], counts, displs);
+    world.all_gather_varcount_into(v, &mut part);
+    out
+}

@@ -2,7 +2,7 @@
 //! same groups at each (uniform, clustered, duplicates, a lattice at exactly the linking
 //! length; open and periodic; f32 and f64; small, default and large leaves).
 
-use super::knn_tests::{FORCING, Rng, points};
+use super::knn_tests::{Rng, points};
 use super::simd::{self, Simd};
 use crate::geom::Real;
 use crate::geom::metric::{Metric, Open, Periodic};
@@ -56,7 +56,7 @@ fn lattice<T: Real>(l: f64, seed: u64) -> Vec<[T; 3]> {
 }
 
 fn check<T: Real>() {
-    let _one = FORCING.lock().unwrap_or_else(|e| e.into_inner());
+    let _knobs = crate::test_knobs::hold();
     // 200: leaves over 64 points, long ones found by the sweep.
     for leaf_size in [0, 8, 48, 200] {
         let ctx = Context::new(Config { threads: 2, tree: TreeParams { leaf_size, ..TreeParams::default() } }).unwrap();

@@ -446,6 +446,7 @@ mod tests {
         bad[13_000][0] = f64::NAN;
         let mut last = pts.clone();
         last[n - 1][1] = -1e-300;
+        let _knobs = crate::test_knobs::hold();
         for l in Simd::available() {
             simd::force(Some(l));
             let mut want = vec![0u64; n + 3];
@@ -486,6 +487,7 @@ mod tests {
         let mut out = pts.clone();
         out[20_000][2] = 1.0;
         out[30_000][0] = f64::INFINITY;
+        let _knobs = crate::test_knobs::hold();
         for l in Simd::available() {
             simd::force(Some(l));
             for dom in [per, Domain::Open] {

@@ -91,21 +91,33 @@ const HINT_MISS: f64 = 1.1;
 const HINT_HIT: f64 = 0.995;
 const HINT_RANGE: (f64, f64) = (1.0001, 4.0);
 
-/// Tests: a fixed guess factor (f64 bits; `u64::MAX`: none, adaptive), and how many
-/// queries the guess held (0) and missed (1) since the last `take_guess_counts`.
+/// Tests: a fixed guess factor (f64 bits; `u64::MAX`: none, adaptive).
 #[cfg(test)]
 pub(super) static FORCED_GUESS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
-#[cfg(test)]
-static GUESS_COUNTS: [std::sync::atomic::AtomicU64; 2] = [const { std::sync::atomic::AtomicU64::new(0) }; 2];
 /// Tests: how many kept leaves `keep_leaves` stores first (0: `KEPT_FIRST`; a multiple of
-/// `B`, at every k), and how many times the rest was stored since the last read.
+/// `B`, at every k).
 #[cfg(test)]
 pub(super) static FORCED_KEPT_FIRST: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+// Tests: how many queries the guess held (0) and missed (1), and how many times the rest
+// of the kept leaves was stored, per worker thread, so that a test reads the counts of
+// its own context's pool alone (`take_counts`), not those of tests running beside it.
 #[cfg(test)]
-pub(super) static KEPT_RESTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+thread_local! {
+    pub(super) static GUESS_COUNTS: std::cell::Cell<[u64; 2]> = const { std::cell::Cell::new([0; 2]) };
+    pub(super) static KEPT_RESTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 #[cfg(test)]
-pub(super) fn take_guess_counts() -> [u64; 2] {
-    std::array::from_fn(|i| GUESS_COUNTS[i].swap(0, std::sync::atomic::Ordering::Relaxed))
+pub(super) fn reset_test_knobs() {
+    FORCED_GUESS.store(u64::MAX, std::sync::atomic::Ordering::Relaxed);
+    FORCED_KEPT_FIRST.store(0, std::sync::atomic::Ordering::Relaxed);
+}
+/// Tests: the guess counts (held, missed) and kept-rest count of `pool`'s threads since the
+/// last call, reset.
+#[cfg(test)]
+pub(super) fn take_counts(pool: &rayon::ThreadPool) -> ([u64; 2], u64) {
+    pool.broadcast(|_| (GUESS_COUNTS.take(), KEPT_RESTS.take()))
+        .into_iter()
+        .fold(([0; 2], 0), |(g, r), (tg, tr)| ([g[0] + tg[0], g[1] + tg[1]], r + tr))
 }
 
 /// Per-task scratch of the walk.
@@ -556,7 +568,11 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
                     s.best.zs().len() == self.kk
                 };
                 #[cfg(test)]
-                GUESS_COUNTS[usize::from(!held)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                GUESS_COUNTS.with(|c| {
+                    let mut v = c.get();
+                    v[usize::from(!held)] += 1;
+                    c.set(v);
+                });
                 let (factor, hit, miss, range) = match hint {
                     Some(_) => (&mut s.hint_factor, HINT_HIT, HINT_MISS, HINT_RANGE),
                     None => (&mut s.guess, GUESS_HIT, GUESS_MISS, GUESS_RANGE),

@@ -1,14 +1,12 @@
 //! The kNN leaf kernel at every vector level this CPU has, against brute force: the same
 //! neighbours, distances and tie order (self first, then smaller input index) at each.
-//! (The point sets and the level lock serve `fof_tests` too.)
+//! (The point sets serve `fof_tests` too; tests that force a level hold
+//! `crate::test_knobs`.)
 
 use super::simd::{self, Simd};
 use crate::geom::Real;
 use crate::geom::metric::{Metric, Open, Periodic};
 use crate::{Config, Context, Domain, KnnOutput, KnnParams, SourceFields, TreeParams};
-
-/// Tests that force a level run one at a time (the level is process-wide).
-pub(super) static FORCING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 pub(super) struct Rng(pub(super) u64);
 impl Rng {
@@ -112,11 +110,10 @@ fn every_level<T: Real>(ctx: &Context, pts: &[[T; 3]], periodic: bool, k: usize,
 /// query: the second pass does the work), below 1 (misses often), about right, and far
 /// too large (never below the bound: one pass). Both passes must have run.
 fn guesses<T: Real>() {
-    use super::knn_leaf::{FORCED_GUESS, take_guess_counts};
+    use super::knn_leaf::{FORCED_GUESS, take_counts};
     use std::sync::atomic::Ordering;
-    let _one = FORCING.lock().unwrap_or_else(|e| e.into_inner());
+    let _knobs = crate::test_knobs::hold();
     let ctx = Context::new(Config { threads: 2, tree: TreeParams { leaf_size: 8, ..TreeParams::default() } }).unwrap();
-    take_guess_counts();
     let mut counts = [0u64; 2];
     for factor in [0.0, 0.6, 1.0, 1.3, 1e30] {
         FORCED_GUESS.store(f64::to_bits(factor), Ordering::Relaxed);
@@ -129,13 +126,12 @@ fn guesses<T: Real>() {
                 }
             }
         }
-        let [held, missed] = take_guess_counts();
+        let ([held, missed], _) = take_counts(&ctx.pool);
         if factor == 0.0 {
             assert!(missed > 10 * held, "factor 0: {held} held, {missed} missed");
         }
         counts = [counts[0] + held, counts[1] + missed];
     }
-    FORCED_GUESS.store(u64::MAX, Ordering::Relaxed);
     assert!(counts[0] > 0 && counts[1] > 0, "both passes: {counts:?}");
 }
 
@@ -143,11 +139,10 @@ fn guesses<T: Real>() {
 /// past the stored ones must store and visit the rest, in both top-k kinds, both passes
 /// of the guess and both metrics.
 fn kept_in_parts<T: Real>() {
-    use super::knn_leaf::{FORCED_KEPT_FIRST, KEPT_RESTS};
+    use super::knn_leaf::{FORCED_KEPT_FIRST, take_counts};
     use std::sync::atomic::Ordering;
-    let _one = FORCING.lock().unwrap_or_else(|e| e.into_inner());
+    let _knobs = crate::test_knobs::hold();
     let ctx = Context::new(Config { threads: 2, tree: TreeParams { leaf_size: 8, ..TreeParams::default() } }).unwrap();
-    KEPT_RESTS.swap(0, Ordering::Relaxed);
     for first in [8, 16] {
         FORCED_KEPT_FIRST.store(first, Ordering::Relaxed);
         for shape in ["uniform", "clustered", "duplicates"] {
@@ -160,8 +155,7 @@ fn kept_in_parts<T: Real>() {
             }
         }
     }
-    FORCED_KEPT_FIRST.store(0, Ordering::Relaxed);
-    assert!(KEPT_RESTS.swap(0, Ordering::Relaxed) > 100, "the rest was never stored");
+    assert!(take_counts(&ctx.pool).1 > 100, "the rest was never stored");
 }
 
 #[test]
@@ -185,7 +179,7 @@ fn guessed_radius_equals_brute_force_f32() {
 }
 
 fn check<T: Real>() {
-    let _one = FORCING.lock().unwrap_or_else(|e| e.into_inner());
+    let _knobs = crate::test_knobs::hold();
     let ctx = Context::new(Config { threads: 2, tree: TreeParams { leaf_size: 8, ..TreeParams::default() } }).unwrap();
     for shape in ["uniform", "clustered", "duplicates"] {
         let pts = points::<T>(shape, 1200, 7);
@@ -246,9 +240,8 @@ fn large_leaves_equal_brute_force_f32() {
 /// kinds held and missed — the neighbours equal brute force bit for bit at every vector
 /// level, small k included (where only a hint turns the guess on).
 fn hinted<T: Real>() {
-    use super::knn_leaf::take_guess_counts;
-    let _one = FORCING.lock().unwrap_or_else(|e| e.into_inner());
-    take_guess_counts();
+    use super::knn_leaf::take_counts;
+    let _knobs = crate::test_knobs::hold();
     let mut counts = [0u64; 2];
     for leaf_size in [8usize, 0] {
         let ctx = Context::new(Config { threads: 2, tree: TreeParams { leaf_size, ..TreeParams::default() } }).unwrap();
@@ -294,7 +287,7 @@ fn hinted<T: Real>() {
                 }
             }
         }
-        let [held, missed] = take_guess_counts();
+        let ([held, missed], _) = take_counts(&ctx.pool);
         counts = [counts[0] + held, counts[1] + missed];
     }
     assert!(counts[0] > 0 && counts[1] > 0, "both passes: {counts:?}");

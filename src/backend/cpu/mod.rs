@@ -38,6 +38,13 @@ pub(crate) use par::DisjointSlice;
 #[cfg(all(test, any(feature = "cuda", feature = "cuda-emu")))]
 pub(crate) use sort::radix_sort;
 
+/// Tests: every process-wide knob of the CPU back end at its default (`crate::test_knobs`).
+#[cfg(test)]
+pub(crate) fn reset_test_knobs() {
+    simd::force(None);
+    knn_leaf::reset_test_knobs();
+}
+
 /// The CPU back end.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Cpu;

@@ -206,8 +206,7 @@ mod tests {
     /// some infinite distances, runs of up to 64 offers with random masks, and offers
     /// beyond the current k-th distance (which must change nothing).
     fn against_sort<T: Real>() {
-        if !std::arch::is_x86_feature_detected!("avx512f") {
-            eprintln!("no AVX-512F on this CPU: TopK16 is not used here");
+        if !crate::test_require::require_hardware("AVX-512F CPU (TopK16 runs only there)", "avx512", std::arch::is_x86_feature_detected!("avx512f")) {
             return;
         }
         let mut x = 0x2545_F491_4F6C_DD1Du64;

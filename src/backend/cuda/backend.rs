@@ -4,9 +4,9 @@
 //! stable radix sort with permutation, the gap levels, the gathers of positions and fields
 //! into z-order, the refinement of runs of identical keys (`refine`), the split into
 //! sources and queries, plane construction (`tree`), the kNN walk (`walk`), the FoF
-//! linking (`fof`) and the catalogue (`catalogue`). Still *staged* — inputs copied to the
-//! host, the CPU back end's stage, outputs copied back: `knn_ball_query` (the distributed
-//! kNN's shipped queries) and the FoF field checks.
+//! linking (`fof`), the catalogue (`catalogue`) and the FoF field checks. Still *staged* —
+//! inputs copied to the host, the CPU back end's stage, outputs copied back:
+//! `knn_ball_query` (the distributed kNN's shipped queries).
 
 use std::marker::PhantomData;
 use std::sync::Arc;

@@ -30,3 +30,9 @@ pub(crate) mod sources;
 mod tests;
 pub(crate) mod tree;
 pub(crate) mod walk;
+
+/// Tests: the device node test's sizes at their defaults (`crate::test_knobs`).
+#[cfg(test)]
+pub(crate) fn reset_test_knobs() {
+    walk::reset_test_knobs();
+}

@@ -2,7 +2,7 @@
 //! spill stores for any kernel; the resource table is kernels/ptxas.txt (regenerate it with
 //! ZTREE_UPDATE_PTXAS_TABLE=1). Needs NVRTC (found by `nvrtc.rs`; the table is NVRTC
 //! 12.9's) and ptxas in ZTREE_PTXAS (the Makefile points both at the pip wheels bootstrap
-//! installs); outside CI the test is skipped without them, in CI it fails.
+//! installs); without them the test is skipped, or fails in CI (`crate::test_require`).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -15,11 +15,9 @@ const ARCHES: &[&str] = &["80", "90"];
 fn tools() -> Option<PathBuf> {
     let ptxas = std::env::var_os("ZTREE_PTXAS").map(PathBuf::from);
     let nvrtc = super::nvrtc::version().is_ok();
-    match (nvrtc, ptxas) {
-        (true, Some(p)) if p.exists() => Some(p),
-        _ if std::env::var_os("CI").is_some() => panic!("NVRTC (libnvrtc.so.12 or .13) or ptxas (ZTREE_PTXAS) missing: run through `make test`"),
-        _ => None,
-    }
+    let ptxas = ptxas.filter(|p| p.exists());
+    let present = nvrtc && ptxas.is_some();
+    crate::test_require::require("NVRTC (libnvrtc.so.12 or .13) and ptxas (ZTREE_PTXAS; make test provides both)", present).then(|| ptxas.unwrap())
 }
 
 /// One kernel's resources from `ptxas -v`.
@@ -59,10 +57,7 @@ fn parse(log: &str) -> Vec<Usage> {
 
 #[test]
 fn every_kernel_compiles_for_sm80_and_sm90_without_spills() {
-    let Some(ptxas) = tools() else {
-        eprintln!("skipped: NVRTC or ptxas not found (make test provides both)");
-        return;
-    };
+    let Some(ptxas) = tools() else { return };
     let dir = std::env::temp_dir().join(format!("ztree-ptxas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut table =
@@ -112,7 +107,6 @@ fn every_kernel_compiles_for_sm80_and_sm90_without_spills() {
 #[test]
 fn every_kernel_compiles_to_cubin_for_sm90() {
     if tools().is_none() {
-        eprintln!("skipped: NVRTC not found (make test provides it)");
         return;
     }
     for (module, _) in sources::MODULES {

@@ -20,7 +20,9 @@ pub(super) fn devices() -> Vec<Arc<dyn Device>> {
     #[cfg(feature = "cuda")]
     match super::driver::CudaDevice::open(0, std::ptr::null_mut()) {
         Ok(d) => v.push(Arc::new(d)),
-        Err(e) => eprintln!("no real device for the device tests: {e}"),
+        Err(e) => {
+            crate::test_require::require_hardware(&format!("CUDA GPU for the device tests ({e})"), "gpu", false);
+        }
     }
     // In CI the emulator must be there (make test builds it): an empty list is a failure.
     assert!(!v.is_empty(), "no device to test on: build with --features cuda-emu");

@@ -27,6 +27,13 @@ pub(crate) static PAIRWISE_MAX: AtomicU32 = AtomicU32::new(128);
 /// unsorted: the same result, pruned less.
 pub(crate) static SORTED_MAX: AtomicU32 = AtomicU32::new(256);
 
+/// Tests: `PAIRWISE_MAX` and `SORTED_MAX` as shipped.
+#[cfg(test)]
+pub(super) fn reset_test_knobs() {
+    PAIRWISE_MAX.store(128, Relaxed);
+    SORTED_MAX.store(256, Relaxed);
+}
+
 /// A metric as the kernels take it (`ZtMetric<T, D>` by value: `len[3]`, `half[3]` in T,
 /// then a u32 flag), from the box lengths (None: open).
 pub(crate) fn metric_arg<T: Real, const D: usize>(box_len: Option<[f64; D]>) -> Arg {

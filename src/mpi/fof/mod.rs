@@ -3,9 +3,9 @@
 //! is found on the owner of one of its ends. A local group containing a ghost becomes an
 //! *edge* to the ghost's owner, which names the ghost's own local group; the edges (few:
 //! only groups crossing rank boundaries) are gathered on every rank and resolved by one
-//! union–find (`edges`). The catalogue row of a group spread over ranks is merged on its
-//! *home* rank (the rank holding its first particle in z-order) from per-rank partial
-//! rows (`home`), so each halo appears exactly once.
+//! union–find (`edges`). The members of a group spread over ranks are sent to its *home*
+//! rank (the rank holding its first particle in z-order), which reduces its row from all
+//! of them (`home`), so each halo appears exactly once and its row is the single-rank one.
 
 mod edges;
 mod ghosts;
@@ -29,11 +29,13 @@ pub use home::CatalogueScope;
 pub struct DistFofStats {
     /// The local linking over owned particles and ghosts.
     pub local: FofStats,
+    /// The distribution layer's stages and communication.
     pub dist: DistStats,
     /// Connected components over all ranks, singletons included.
     pub groups_total: usize,
     /// Catalogue rows over all ranks.
     pub groups: usize,
+    /// Particles in catalogue groups, over all ranks.
     pub particles_in_groups: usize,
     /// Cross-rank edges resolved by the global union–find.
     pub edges: usize,
@@ -127,7 +129,7 @@ pub(crate) fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     }
     let groups = edges::resolve(comm, &frags, &local, params.min_members as u64, &mut cs, &mut timings)?;
 
-    // The catalogue: partial rows merged on the home ranks, optionally gathered on rank 0.
+    // The catalogue: rows reduced on the home ranks, optionally gathered on rank 0.
     let mut cat = home::catalogue(
         on,
         &local,

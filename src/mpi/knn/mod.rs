@@ -31,6 +31,7 @@ use crate::pipeline::knn::KnnFields;
 pub struct DistKnnStats {
     /// The local pass over this rank's own sources and queries.
     pub local: KnnStats,
+    /// The distribution layer's stages and communication.
     pub dist: DistStats,
     /// Of this rank's queries, those with fewer than k neighbours in the whole set.
     pub padded_queries: usize,
