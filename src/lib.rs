@@ -47,13 +47,13 @@ struct ReadmeExamples;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/rust-api.md")]
 struct RustApiGuideExamples;
-#[cfg(test)]
-mod test_knobs;
 /// The integration tests' helpers (point sets, oracles, the skip-or-fail rule of tests
 /// with prerequisites), shared with the unit tests.
 #[cfg(test)]
 #[path = "../tests/common/mod.rs"]
 pub(crate) mod test_common;
+#[cfg(test)]
+mod test_knobs;
 #[cfg(test)]
 pub(crate) use test_common::require as test_require;
 
