@@ -4,8 +4,9 @@
 //!
 //! `device` (the trait, `DevBuf`), `driver` (a GPU through the driver API and NVRTC),
 //! `emu` (the emulator), `sources` (the embedded kernel sources), `prims` (keys, scan, sort,
-//! gathers), `walk` (candidates and the kNN passes), `fof` (the FoF linking), `refine` (runs of identical keys), `tree` (plane construction), `catalogue` (the FoF catalogue), `backend`
-//! (`impl Backend for Cuda`).
+//! gathers), `walk` (candidates and the kNN passes), `fof` (the FoF linking), `refine`
+//! (runs of identical keys), `tree` (plane construction), `catalogue` (the FoF catalogue),
+//! `backend` (`impl Backend for Cuda`).
 
 #![cfg_attr(any(test, not(feature = "cuda")), allow(dead_code))]
 
