@@ -4,6 +4,7 @@
 // each group's row reduced by one thread in that order with the CPU's operations in the
 // CPU's order, and every particle's label.
 #include "zt_block.cuh"
+#include "zt_field.cuh"
 #include "zt_geom.cuh"
 
 #define ZT_NONE 0xffffffffu
@@ -55,30 +56,6 @@ extern "C" __global__ void __launch_bounds__(ZT_BLOCK)
     zs[at[z]] = z;
 }
 ZT_EXPORT(zt_cat_member_keys)
-
-// A caller's per-particle field (ty: 0 absent, 1 f32, 2 f64, 3 i32, 4 i64, 5 u32, 6 u64),
-// element i by input index.
-struct ZtField {
-    ZtStrided a;
-    u32 ty;
-};
-
-template <class V>
-ZT_HD V zt_raw(ZtStrided a, u32 i) {
-    i64 stride = a.stride ? a.stride : (i64)sizeof(V);
-    return *(const V*)(a.data + (u64)((i64)i * stride));
-}
-
-ZT_HD double zt_real(ZtField f, u32 i) { return f.ty == 1 ? (double)zt_raw<float>(f.a, i) : zt_raw<double>(f.a, i); }
-
-ZT_HD i64 zt_int(ZtField f, u32 i) {
-    switch (f.ty) {
-        case 3: return (i64)zt_raw<i32>(f.a, i);
-        case 4: return zt_raw<i64>(f.a, i);
-        case 5: return (i64)zt_raw<u32>(f.a, i);
-        default: return (i64)zt_raw<u64>(f.a, i);
-    }
-}
 
 // What the reduction reads: positions (z-order), the caller's fields (input order), the
 // box (periodic when len[0] > 0), and where the rows go (centre and vel: D per group).

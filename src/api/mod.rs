@@ -4,7 +4,7 @@
 pub(crate) mod config;
 mod context;
 #[cfg(feature = "mpi")]
-mod dist;
+pub(crate) mod dist;
 mod fof;
 mod knn;
 

@@ -12,6 +12,10 @@
 
 pub(crate) mod cpu;
 pub(crate) mod cuda;
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) mod dist;
+
+pub(crate) use dist::DistOps;
 
 use crate::api::TreeParams;
 pub(crate) use crate::api::config::LeafJob;
@@ -189,23 +193,6 @@ pub(crate) trait Backend: Sync + Sized {
         lists: &Lists<Self>,
         sinks: &KnnSinks<'_, Self, T>,
     ) -> Result<u64>;
-    /// For each of `queries` (with squared search radii `r2`), its sources within the
-    /// radius, at most `k`, by (distance², source index) — with `first[q]`, when given,
-    /// ranked first among equal distances (a point is its own first neighbour): rows of
-    /// `k` source input indices (-1 pads) and squared distances (+inf pads). Answers
-    /// queries against a tree that is already built (MPI: shipped and boundary queries).
-    #[allow(clippy::type_complexity)]
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-    fn knn_ball_query<T: Real, const D: usize, M: Metric<T, D>>(
-        &self,
-        metric: &M,
-        zs: &Prepared<Self, T, D>,
-        queries: &[[T; D]],
-        r2: &[T],
-        first: Option<&[u32]>,
-        k: usize,
-    ) -> Result<(Vec<i64>, Vec<T>)>;
-
     // ---- FoF ----
 
     /// A union–find over `n` points (each its own group) and per-node flags.

@@ -223,7 +223,7 @@ pub(crate) fn typed<T: Real, const D: usize>(
         Some(comm) => {
             let on = crate::mpi::On { ctx: &ctx.core, comm };
             let scope = if prm.gather != 0 { crate::mpi::CatalogueScope::Root } else { crate::mpi::CatalogueScope::Distributed };
-            let (cat, st) = crate::mpi::fof::run(on, &dom, &c.pos, &fields, &c.params, scope, labels)?;
+            let (cat, st) = crate::api::dist::fof_host(on, &dom, &c.pos, &fields, &c.params, scope, labels)?;
             let mut local = st.local.clone();
             local.timings = st.dist.timings.clone();
             local.groups_total = st.groups_total;

@@ -297,7 +297,7 @@ pub(crate) fn typed<T: Real, const D: usize>(
         #[cfg(feature = "mpi")]
         (Some(comm), _) => {
             let on = crate::mpi::On { ctx: &ctx.core, comm };
-            let st = crate::mpi::knn::run(on, &dom, &c.sp, c.qp.as_ref(), &fields, &kp, &mut kout)?;
+            let st = crate::api::dist::knn_host(on, &dom, &c.sp, c.qp.as_ref(), &fields, &kp, &mut kout)?;
             let mut local = st.local.clone();
             local.timings = st.dist.timings.clone();
             local.padded_queries = st.padded_queries;

@@ -2,6 +2,8 @@
 //! image, distances, box bounds) and Morton keys. The CUDA kernels mirror these
 //! definitions; keep the two in step.
 
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) mod decomp;
 pub(crate) mod metric;
 pub(crate) mod morton;
 pub(crate) mod real;

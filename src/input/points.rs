@@ -76,6 +76,18 @@ impl<T: Real, const D: usize> PointSource<T, D> for Vec<[T; D]> {
     }
 }
 
+/// Owned struct-of-arrays: one vector per dimension (the columns a distributed call
+/// moves between ranks).
+impl<T: Real, const D: usize> PointSource<T, D> for [Vec<T>; D] {
+    fn len(&self) -> usize {
+        self[0].len()
+    }
+    #[inline(always)]
+    fn point(&self, i: usize) -> [T; D] {
+        std::array::from_fn(|d| self[d][i])
+    }
+}
+
 /// Struct-of-arrays: one slice per dimension (HACC style).
 #[derive(Clone, Copy, Debug)]
 pub struct SoaPoints<'a, T, const D: usize> {

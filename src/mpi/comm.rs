@@ -54,7 +54,6 @@ impl CommStats {
 pub(crate) trait Wire: Copy {
     const SIZE: usize;
     fn put(self, out: &mut Vec<u8>);
-    fn write(self, out: &mut [u8]);
     fn get(b: &[u8]) -> Self;
 }
 
@@ -65,10 +64,6 @@ macro_rules! wire_num {
             #[inline(always)]
             fn put(self, out: &mut Vec<u8>) {
                 out.extend_from_slice(&self.to_le_bytes());
-            }
-            #[inline(always)]
-            fn write(self, out: &mut [u8]) {
-                out.copy_from_slice(&self.to_le_bytes());
             }
             #[inline(always)]
             fn get(b: &[u8]) -> Self {
@@ -229,28 +224,54 @@ impl Comm {
         Ok(Received { buf, offsets: offsets.iter().map(|&o| o as usize).collect() })
     }
 
+    /// `v[r]` to rank r; returns what every rank sent here, in rank order.
+    pub(crate) fn all_to_all_u64(&self, v: &[u64]) -> Vec<u64> {
+        let mut out = vec![0u64; self.size];
+        self.comm.all_to_all_into(v, &mut out[..]);
+        out
+    }
+
     /// All-to-all of byte messages (message `r` of `out` goes to rank `r`; the own message
-    /// is copied locally). One round straight between the caller's buffers when every
-    /// count fits MPI's `int`; otherwise in rounds of bounded size.
+    /// is copied locally).
     pub(crate) fn exchange(&self, name: &'static str, out: &Outbox, stats: &mut CommStats) -> Result<Received> {
         let p = self.size;
         debug_assert_eq!(out.offsets.len(), p + 1);
         let send_lens: Vec<u64> = (0..p).map(|r| out.len_to(r) as u64).collect();
-        let mut recv_lens = vec![0u64; p];
-        self.comm.all_to_all_into(&send_lens[..], &mut recv_lens[..]);
+        let recv_lens = self.all_to_all_u64(&send_lens);
         let roff = prefix(&recv_lens);
         // Zeroed (calloc'd, so untouched pages cost nothing): MPI writes into initialised
-        // bytes only. At least one byte, so the pointer is never the dangling empty-Vec one
-        // (OpenMPI's MPI_IN_PLACE is (void *) 1).
-        let mut buf = vec![0u8; (roff[p] as usize).max(1)];
-        buf.truncate(roff[p] as usize);
+        // bytes only.
+        let mut buf = vec![0u8; roff[p] as usize];
+        self.all_to_all_bytes(name, &out.buf, &send_lens, &mut buf, &recv_lens, stats);
+        Ok(Received { buf, offsets: roff.iter().map(|&o| o as usize).collect() })
+    }
+
+    /// All-to-all of `send` (`send_lens[r]` bytes for rank r, in rank order) into `recv`
+    /// (`recv_lens[r]` bytes from rank r, in rank order; every rank's lengths agree with
+    /// its peers'). One round straight between the buffers when every count fits MPI's
+    /// `int`; otherwise in rounds of bounded size. Collective.
+    pub(crate) fn all_to_all_bytes(
+        &self,
+        name: &'static str,
+        send: &[u8],
+        send_lens: &[u64],
+        recv: &mut [u8],
+        recv_lens: &[u64],
+        stats: &mut CommStats,
+    ) {
+        let p = self.size;
+        let (soff, roff) = (prefix(send_lens), prefix(recv_lens));
+        debug_assert!(soff[p] as usize <= send.len() && roff[p] as usize <= recv.len());
+        // Never a dangling empty-slice pointer: OpenMPI's MPI_IN_PLACE is (void *) 1.
+        let (one_s, mut one_r) = ([0u8; 1], [0u8; 1]);
+        let send = if send.is_empty() { &one_s[..] } else { send };
+        let recv = if recv.is_empty() { &mut one_r[..] } else { recv };
         let limit = i32::MAX as u64;
-        let fits = self.max_u64(&[send_lens.iter().sum::<u64>().max(roff[p])])[0] <= limit;
+        let fits = self.max_u64(&[soff[p].max(roff[p])])[0] <= limit;
         let to_i32 = |v: &[u64]| v.iter().map(|&x| x as i32).collect::<Vec<i32>>();
         if fits {
-            let soff: Vec<u64> = out.offsets.iter().map(|&o| o as u64).collect();
-            let spart = Partition::new(&out.buf[..], to_i32(&send_lens), to_i32(&soff[..p]));
-            let mut rpart = PartitionMut::new(&mut buf[..], to_i32(&recv_lens), to_i32(&roff[..p]));
+            let spart = Partition::new(send, to_i32(send_lens), to_i32(&soff[..p]));
+            let mut rpart = PartitionMut::new(recv, to_i32(recv_lens), to_i32(&roff[..p]));
             self.comm.all_to_all_varcount_into(&spart, &mut rpart);
         } else {
             let longest = self.max_u64(&[send_lens.iter().copied().chain(recv_lens.iter().copied()).max().unwrap_or(0)])[0];
@@ -261,12 +282,14 @@ impl Comm {
                 let rc: Vec<u64> = recv_lens.iter().map(|&l| part(l)).collect();
                 let mut sbuf = Vec::with_capacity((sc.iter().sum::<u64>() as usize).max(1));
                 for r in 0..p {
-                    let from = out.offsets[r] + (round * chunk).min(send_lens[r]) as usize;
-                    sbuf.extend_from_slice(&out.buf[from..from + sc[r] as usize]);
+                    let from = (soff[r] + (round * chunk).min(send_lens[r])) as usize;
+                    sbuf.extend_from_slice(&send[from..from + sc[r] as usize]);
                 }
                 let (sdispl, rdispl) = (prefix(&sc), prefix(&rc));
-                let mut rbuf = Vec::with_capacity((rdispl[p] as usize).max(1));
-                rbuf.resize(rdispl[p] as usize, 0u8);
+                let mut rbuf = vec![0u8; (rdispl[p] as usize).max(1)];
+                if sbuf.is_empty() {
+                    sbuf.push(0);
+                }
                 {
                     let spart = Partition::new(&sbuf[..], to_i32(&sc), to_i32(&sdispl[..p]));
                     let mut rpart = PartitionMut::new(&mut rbuf[..], to_i32(&rc), to_i32(&rdispl[..p]));
@@ -274,13 +297,12 @@ impl Comm {
                 }
                 for r in 0..p {
                     let dst = (roff[r] + round * chunk) as usize;
-                    buf[dst..dst + rc[r] as usize].copy_from_slice(&rbuf[rdispl[r] as usize..rdispl[r + 1] as usize]);
+                    recv[dst..dst + rc[r] as usize].copy_from_slice(&rbuf[rdispl[r] as usize..rdispl[r + 1] as usize]);
                 }
             }
         }
         let (bytes, msgs) = (0..p).filter(|&r| r != self.rank && send_lens[r] > 0).fold((0u64, 0u64), |(b, m), r| (b + send_lens[r], m + 1));
         stats.add(name, bytes, msgs);
-        Ok(Received { buf, offsets: roff.iter().map(|&o| o as usize).collect() })
     }
 }
 
@@ -309,27 +331,6 @@ impl Outbox {
     }
 }
 
-/// Writes fixed-size fields into a slice (records laid out in advance).
-pub(crate) struct SliceWriter<'a> {
-    buf: &'a mut [u8],
-    at: usize,
-}
-
-impl<'a> SliceWriter<'a> {
-    pub fn new(buf: &'a mut [u8]) -> Self {
-        Self { buf, at: 0 }
-    }
-    #[inline(always)]
-    pub fn put<W: Wire>(&mut self, v: W) {
-        v.write(&mut self.buf[self.at..self.at + W::SIZE]);
-        self.at += W::SIZE;
-    }
-    #[inline(always)]
-    pub fn real<T: crate::geom::Real>(&mut self, v: T) {
-        if std::mem::size_of::<T>() == 4 { self.put(v.key_bits() as u32) } else { self.put(v.key_bits()) }
-    }
-}
-
 fn prefix(v: &[u64]) -> Vec<u64> {
     let mut out = Vec::with_capacity(v.len() + 1);
     let mut s = 0;
@@ -339,17 +340,4 @@ fn prefix(v: &[u64]) -> Vec<u64> {
         out.push(s);
     }
     out
-}
-
-/// Appends a coordinate or distance in its own precision (bit for bit).
-#[inline(always)]
-pub(crate) fn put_real<T: crate::geom::Real>(v: T, out: &mut Vec<u8>) {
-    if std::mem::size_of::<T>() == 4 { (v.key_bits() as u32).put(out) } else { v.key_bits().put(out) }
-}
-
-impl Reader<'_> {
-    #[inline(always)]
-    pub fn real<T: crate::geom::Real>(&mut self) -> T {
-        if std::mem::size_of::<T>() == 4 { T::from_key_bits(self.get::<u32>() as u64) } else { T::from_key_bits(self.get::<u64>()) }
-    }
 }

@@ -4,6 +4,8 @@
 mod bitonic;
 mod cand;
 pub(crate) mod catalogue;
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+mod dist;
 mod fof;
 mod fof_leaf;
 #[cfg(test)]
@@ -202,18 +204,6 @@ impl Backend for Cpu {
             kth_hint: fields.kth_hint.map(|h| &h[..]),
         };
         Ok(knn::leaf_pass(metric, &job, lists, sinks))
-    }
-
-    fn knn_ball_query<T: Real, const D: usize, M: Metric<T, D>>(
-        &self,
-        metric: &M,
-        zs: &Prepared<Self, T, D>,
-        queries: &[[T; D]],
-        r2: &[T],
-        first: Option<&[u32]>,
-        k: usize,
-    ) -> Result<(Vec<i64>, Vec<T>)> {
-        Ok(knn::ball_query(metric, zs, queries, r2, first, k))
     }
 
     fn fof_begin<T: Real, const D: usize>(&self, zs: &Prepared<Self, T, D>) -> Result<fof::Links> {

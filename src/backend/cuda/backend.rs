@@ -4,9 +4,8 @@
 //! stable radix sort with permutation, the gap levels, the gathers of positions and fields
 //! into z-order, the refinement of runs of identical keys (`refine`), the split into
 //! sources and queries, plane construction (`tree`), the kNN walk (`walk`), the FoF
-//! linking (`fof`), the catalogue (`catalogue`) and the FoF field checks. Still *staged* —
-//! inputs copied to the host, the CPU back end's stage, outputs copied back:
-//! `knn_ball_query` (the distributed kNN's shipped queries).
+//! linking (`fof`), the catalogue (`catalogue`) and the FoF field checks; the distribution
+//! layer's work in `dist`.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -177,23 +176,6 @@ impl Cuda {
         }
         Ok((0..p.n).map(|i| std::array::from_fn(|d| coords[d][i])).collect())
     }
-    fn host_tree<T: Real, const D: usize>(&self, t: &Tree<Cuda, T, D>) -> Result<Tree<Cpu, T, D>> {
-        Ok(Tree {
-            planes: t.planes.clone(),
-            start: self.host(&t.start)?,
-            src_start: self.host(&t.src_start)?,
-            src_count: self.host(&t.src_count)?,
-            qry_start: self.host(&t.qry_start)?,
-            qry_count: self.host(&t.qry_count)?,
-            src_lo: self.host(&t.src_lo)?,
-            src_hi: self.host(&t.src_hi)?,
-            qry_lo: self.host(&t.qry_lo)?,
-            qry_hi: self.host(&t.qry_hi)?,
-            child_start: self.host(&t.child_start)?,
-            child_count: self.host(&t.child_count)?,
-            level_caps: t.level_caps.clone(),
-        })
-    }
     fn dev_tree<T: Real, const D: usize>(&self, t: Tree<Cpu, T, D>) -> Result<Tree<Cuda, T, D>> {
         // The kernels read query columns: a self-query tree's are its source columns.
         let shared = t.shares_queries();
@@ -214,13 +196,6 @@ impl Cuda {
             child_count: self.dev(&t.child_count)?,
             level_caps: t.level_caps,
         })
-    }
-    fn host_prepared<T: Real, const D: usize>(&self, p: &Prepared<Cuda, T, D>) -> Result<Prepared<Cpu, T, D>> {
-        let qry = match &p.qry {
-            Some((pos, orig)) => Some((self.host_arr(pos)?, self.host(orig)?)),
-            None => None,
-        };
-        Ok(Prepared { src_pos: self.host_arr(&p.src_pos)?, src_orig: self.host(&p.src_orig)?, qry, tree: self.host_tree(&p.tree)? })
     }
 }
 
@@ -369,19 +344,6 @@ impl Backend for Cuda {
         // queries together); results never depend on them.
         walk::knn_leaf_pass(&self.dev, metric, zs, k, fields.masses, fields.scalar, lists, sinks)
     }
-    fn knn_ball_query<T: Real, const D: usize, M: Metric<T, D>>(
-        &self,
-        metric: &M,
-        zs: &Prepared<Self, T, D>,
-        queries: &[[T; D]],
-        r2: &[T],
-        first: Option<&[u32]>,
-        k: usize,
-    ) -> Result<(Vec<i64>, Vec<T>)> {
-        // Staged.
-        Cpu.knn_ball_query(metric, &self.host_prepared(zs)?, queries, r2, first, k)
-    }
-
     fn fof_begin<T: Real, const D: usize>(&self, zs: &Prepared<Self, T, D>) -> Result<Self::Links> {
         fof::begin(self, zs)
     }

@@ -16,7 +16,7 @@ use crate::geom::Real;
 use crate::pipeline::Prepared;
 
 /// `ZtField`: a caller field by input index (type code as in kernels/catalogue.cu).
-fn field_words(f: Option<&DevField<'_>>) -> [u64; 3] {
+pub(crate) fn field_words(f: Option<&DevField<'_>>) -> [u64; 3] {
     match f {
         None => [0, 0, 0],
         Some(f) => {
@@ -77,39 +77,9 @@ pub(crate) fn reduce<T: Real, const D: usize>(
     })?;
     // 3. One row per group.
     let (rows, tag_dev) = crate::pipeline::stage(cuda, timings, "reduce", || -> Result<_> {
-        let (tag, mass, radius, disp): (DevBuf<i64>, DevBuf<f64>, DevBuf<f64>, DevBuf<f64>) =
-            (DevBuf::new(dev, ng)?, DevBuf::new(dev, ng)?, DevBuf::new(dev, ng)?, DevBuf::new(dev, ng)?);
-        let (centre, vel): (DevBuf<f64>, DevBuf<f64>) = (DevBuf::new(dev, D * ng)?, DevBuf::new(dev, D * ng)?);
-        let mut job: Vec<u64> = (0..3).map(|d| zs.src_pos[d.min(D - 1)].ptr()).collect();
-        for d in 0..3 {
-            job.extend(field_words(req.velocities.as_ref().filter(|_| d < D).map(|v| &v[d.min(D - 1)])));
-        }
-        job.extend(field_words(req.masses.as_ref()));
-        job.extend(field_words(req.ids.as_ref()));
-        job.push(req.particle_mass.to_bits());
-        let len = req.box_len.unwrap_or([0.0; D]);
-        job.extend((0..3).map(|d| if d < D { len[d].to_bits() } else { 0 }));
-        job.push(req.box_len.is_some() as u64);
-        let out = vec![tag.ptr(), mass.ptr(), centre.ptr(), radius.ptr(), vel.ptr(), disp.ptr()];
-        let kernel = instance::<T, D>(["zt_cat_reduce_f32_2", "zt_cat_reduce_f32_3", "zt_cat_reduce_f64_2", "zt_cat_reduce_f64_3"])?;
-        let args = [Arg::Words(job), keys.arg(), members_z.arg(), offsets.arg(), Arg::U32(ng as u32), Arg::Words(out)];
-        // SAFETY: zt_cat_reduce_*(job, keys[total], zs[total], offsets[ng + 1], ng, rows of ng):
-        // the caller's fields cover every input index (checked at the API).
-        unsafe { dev.launch("catalogue", kernel, blocks(ng, WARPS)?, &args)? };
-        let (t, m, r, ds, c, v, off) =
-            (tag.to_vec()?, mass.to_vec()?, radius.to_vec()?, disp.to_vec()?, centre.to_vec()?, vel.to_vec()?, offsets.to_vec()?);
-        let rows: Vec<Row<D>> = (0..ng)
-            .map(|g| Row {
-                tag: t[g],
-                count: (off[g + 1] - off[g]) as u64,
-                mass: m[g],
-                centre: std::array::from_fn(|d| c[D * g + d]),
-                radius: r[g],
-                vel: std::array::from_fn(|d| v[D * g + d]),
-                disp: ds[g],
-            })
-            .collect();
-        Ok((rows, tag))
+        let pos: [u64; 3] = std::array::from_fn(|d| zs.src_pos[d.min(D - 1)].ptr());
+        let job = job_words::<D>(pos, req.velocities.as_ref(), req.masses.as_ref(), req.ids.as_ref(), req.particle_mass, req.box_len);
+        reduce_rows::<T, D>(cuda, job, &keys, &members_z, &offsets, ng)
     })?;
     // 4. Labels in input order, into the caller's device array.
     crate::pipeline::stage(cuda, timings, "labels", || {
@@ -151,4 +121,66 @@ pub(crate) fn first_bad(dev: &Arc<dyn Device>, f: &DevField<'_>, mode: u32) -> R
     unsafe { dev.launch("catalogue", "zt_field_first_bad", blocks(f.n, BLOCK as usize)?, &args)? };
     let i = first.to_vec()?[0];
     Ok((i != u32::MAX).then_some(i as usize))
+}
+
+/// `ZtCatJob<T>`: positions (by member z-index), the fields (by input index), the particle
+/// mass and the box.
+pub(crate) fn job_words<const D: usize>(
+    pos: [u64; 3],
+    vel: Option<&[DevField<'_>; D]>,
+    masses: Option<&DevField<'_>>,
+    ids: Option<&DevField<'_>>,
+    particle_mass: f64,
+    box_len: Option<[f64; D]>,
+) -> Vec<u64> {
+    let mut job: Vec<u64> = pos.to_vec();
+    for d in 0..3 {
+        job.extend(field_words(vel.filter(|_| d < D).map(|v| &v[d.min(D - 1)])));
+    }
+    job.extend(field_words(masses));
+    job.extend(field_words(ids));
+    job.push(particle_mass.to_bits());
+    let len = box_len.unwrap_or([0.0; D]);
+    job.extend((0..3).map(|d| if d < D { len[d].to_bits() } else { 0 }));
+    job.push(box_len.is_some() as u64);
+    job
+}
+
+/// One row per group (`offsets`: the `ng + 1` group ranges into the members, sorted by
+/// `keys` = group << 32 | input index, at z-indices `members_z`), reduced on the device
+/// with the CPU's operations in the CPU's order; and the groups' tags on the device.
+pub(crate) fn reduce_rows<T: Real, const D: usize>(
+    cuda: &Cuda,
+    job: Vec<u64>,
+    keys: &DevBuf<u64>,
+    members_z: &DevBuf<u32>,
+    offsets: &DevBuf<u32>,
+    ng: usize,
+) -> Result<(Vec<Row<D>>, DevBuf<i64>)> {
+    let dev = &cuda.dev;
+    let (tag, mass, radius, disp): (DevBuf<i64>, DevBuf<f64>, DevBuf<f64>, DevBuf<f64>) =
+        (DevBuf::new(dev, ng)?, DevBuf::new(dev, ng)?, DevBuf::new(dev, ng)?, DevBuf::new(dev, ng)?);
+    let (centre, vel): (DevBuf<f64>, DevBuf<f64>) = (DevBuf::new(dev, D * ng)?, DevBuf::new(dev, D * ng)?);
+    let out = vec![tag.ptr(), mass.ptr(), centre.ptr(), radius.ptr(), vel.ptr(), disp.ptr()];
+    let kernel = instance::<T, D>(["zt_cat_reduce_f32_2", "zt_cat_reduce_f32_3", "zt_cat_reduce_f64_2", "zt_cat_reduce_f64_3"])?;
+    let args = [Arg::Words(job), keys.arg(), members_z.arg(), offsets.arg(), Arg::U32(ng as u32), Arg::Words(out)];
+    if ng > 0 {
+        // SAFETY: zt_cat_reduce_*(job, keys[total], zs[total], offsets[ng + 1], ng, rows of ng):
+        // the fields cover every input index the keys name (checked at the API).
+        unsafe { dev.launch("catalogue", kernel, blocks(ng, WARPS)?, &args)? };
+    }
+    let (t, m, r, ds, c, v, off) =
+        (tag.to_vec()?, mass.to_vec()?, radius.to_vec()?, disp.to_vec()?, centre.to_vec()?, vel.to_vec()?, offsets.to_vec()?);
+    let rows: Vec<Row<D>> = (0..ng)
+        .map(|g| Row {
+            tag: t[g],
+            count: (off[g + 1] - off[g]) as u64,
+            mass: m[g],
+            centre: std::array::from_fn(|d| c[D * g + d]),
+            radius: r[g],
+            vel: std::array::from_fn(|d| v[D * g + d]),
+            disp: ds[g],
+        })
+        .collect();
+    Ok((rows, tag))
 }

@@ -13,6 +13,8 @@
 pub(crate) mod backend;
 pub(crate) mod catalogue;
 pub(crate) mod device;
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+mod dist;
 #[cfg(feature = "cuda")]
 pub(crate) mod driver;
 #[cfg(feature = "cuda-emu")]

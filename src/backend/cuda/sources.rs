@@ -12,6 +12,7 @@ pub(crate) const MODULES: &[(&str, &str)] = &[
     ("knn", include_str!("../../../kernels/knn.cu")),
     ("fof", include_str!("../../../kernels/fof.cu")),
     ("catalogue", include_str!("../../../kernels/catalogue.cu")),
+    ("dist", include_str!("../../../kernels/dist.cu")),
     ("conformance", include_str!("../../../kernels/conformance.cu")),
 ];
 
@@ -22,6 +23,7 @@ const HEADERS: &[(&str, &str)] = &[
     ("zt_geom.cuh", include_str!("../../../kernels/zt_geom.cuh")),
     ("zt_block.cuh", include_str!("../../../kernels/zt_block.cuh")),
     ("zt_walk.cuh", include_str!("../../../kernels/zt_walk.cuh")),
+    ("zt_field.cuh", include_str!("../../../kernels/zt_field.cuh")),
 ];
 
 /// NVRTC options every module is compiled with: no multiply-add contraction, so that the

@@ -9,9 +9,10 @@ use std::collections::HashMap;
 
 use super::super::comm::{Comm, Outbox, Reader, Wire};
 use super::super::{CommStats, On};
-use super::edges::{Fragments, Groups};
-use super::ghosts::Local;
+use super::Local;
+use super::edges::Groups;
 use crate::api::Timings;
+use crate::backend::dist::{DistOps, Fragments, GroupFields};
 use crate::error::Result;
 use crate::fof::catalogue::{Member, Row, reduce_group};
 use crate::fof::{Catalogue, CatalogueOrder, FofParams};
@@ -133,68 +134,87 @@ pub(crate) fn gather_root<const D: usize>(
 
 /// This rank's catalogue rows, in global z-order of their homes.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn catalogue<T: Real, const D: usize>(
+pub(super) fn catalogue<B: DistOps, T: Real, const D: usize>(
     on: On<'_>,
-    local: &Local<T, D>,
-    frags: &Fragments,
-    groups: &Groups,
-    (has_vel, has_mass): (bool, bool),
+    b: &B,
+    local: &Local<B, T, D>,
+    frags: &Fragments<B>,
+    groups: &Groups<B>,
     particle_mass: f64,
     box_len: Option<[f64; D]>,
     params: &FofParams,
     cs: &mut CommStats,
     timings: &mut Timings,
 ) -> Result<Catalogue<D>> {
-    let (comm, me) = (on.comm, on.comm.rank());
-    let member = |u: usize| Member {
-        pos: std::array::from_fn(|d| local.pos[u][d].to_f64()),
-        vel: if has_vel { local.vel[u] } else { [0.0; D] },
-        mass: if has_mass { local.mass[u] } else { particle_mass },
-        tag: local.tag[u],
-    };
-    // Members of each kept fragment in ascending global index (owned order is global order).
-    let n_frag = frags.n_frag;
-    let kept = |f: usize| groups.count[f] >= params.min_members as u64;
-    let mut start = vec![0usize; n_frag + 1];
-    for &f in &frags.frag_of_particle {
-        if kept(f as usize) {
-            start[f as usize + 1] += 1;
-        }
-    }
-    for f in 0..n_frag {
-        start[f + 1] += start[f];
-    }
-    let mut fill = start.clone();
-    let mut mem = vec![0u32; start[n_frag]];
-    for (u, &f) in frags.frag_of_particle.iter().enumerate() {
-        if kept(f as usize) {
-            mem[fill[f as usize]] = u as u32;
-            fill[f as usize] += 1;
-        }
-    }
-    let of = |f: usize| &mem[start[f]..start[f + 1]];
-    let mut rows: Vec<(u64, Row<D>, Vec<i64>)> = Vec::new();
+    let (comm, pool, me) = (on.comm, &on.ctx.pool, on.comm.rank());
+    let has_vel = local.vel.is_some();
+    let min = params.min_members as u64;
+    let fields = GroupFields { pos: &local.pos, vel: local.vel.as_ref(), mass: local.mass.as_ref(), particle_mass, tag: &local.tag, box_len };
+    // Kept fragments (groups of at least `min` members over all ranks), in fragment order
+    // (z-order of their first particle): a whole group is reduced here, the members of a
+    // group spread over ranks go to its home.
+    let local_rows = timings.time("catalogue", || {
+        comm.agree(pool.install(|| -> Result<_> {
+            let kept = b.kept_fragments(&groups.count, min)?;
+            let (whole, split): (Vec<u32>, Vec<u32>) = kept.iter().partition(|f| !groups.home_of.contains_key(f));
+            let (rows, ids) = {
+                let group_of = b.select_groups(&frags.frag_of, frags.n_frag, &whole)?;
+                let (offsets, members) = b.group_members(&group_of, whole.len())?;
+                let rows = b.group_rows(&members, &offsets, &fields)?;
+                let ids = if params.members { Some((offsets, b.to_host(&b.gather(&local.gidx, &members, 1)?)?.into_owned())) } else { None };
+                (rows, ids)
+            };
+            let mut out: Vec<(u64, Row<D>, Vec<i64>)> = Vec::with_capacity(rows.len());
+            for (g, row) in rows.into_iter().enumerate() {
+                let m = ids.as_ref().map_or(Vec::new(), |(o, gi)| gi[o[g] as usize..o[g + 1] as usize].iter().map(|&x| x as i64).collect());
+                out.push((groups.frag_base + whole[g] as u64, row, m));
+            }
+            // The members of split groups, for their homes.
+            let group_of = b.select_groups(&frags.frag_of, frags.n_frag, &split)?;
+            let (offsets, members) = b.group_members(&group_of, split.len())?;
+            let host = |v: &B::Buf<f64>| -> Result<Vec<f64>> { Ok(b.to_host(&b.gather(v, &members, 1)?)?.into_owned()) };
+            let pos: Vec<Vec<f64>> = (0..D)
+                .map(|d| -> Result<Vec<f64>> {
+                    let p = b.to_host(&b.gather(&local.pos[d], &members, 1)?)?.into_owned();
+                    Ok(p.into_iter().map(|x| x.to_f64()).collect())
+                })
+                .collect::<Result<_>>()?;
+            let vel: Option<Vec<Vec<f64>>> = local.vel.as_ref().map(|v| v.iter().map(host).collect::<Result<_>>()).transpose()?;
+            let mass = local.mass.as_ref().map(host).transpose()?;
+            let tag = b.to_host(&b.gather(&local.tag, &members, 1)?)?.into_owned();
+            let gidx = b.to_host(&b.gather(&local.gidx, &members, 1)?)?.into_owned();
+            let mut sent = Vec::with_capacity(split.len());
+            for (g, &f) in split.iter().enumerate() {
+                let home = groups.home_of[&f];
+                let ms: Vec<(u64, Member<D>)> = (offsets[g] as usize..offsets[g + 1] as usize)
+                    .map(|j| {
+                        let m = Member {
+                            pos: std::array::from_fn(|d| pos[d][j]),
+                            vel: vel.as_ref().map_or([0.0; D], |v| std::array::from_fn(|d| v[d][j])),
+                            mass: mass.as_ref().map_or(particle_mass, |m| m[j]),
+                            tag: tag[j],
+                        };
+                        (gidx[j], m)
+                    })
+                    .collect();
+                sent.push((home, ms));
+            }
+            Ok((out, sent))
+        }))
+    })?;
+    let (mut rows, sent) = local_rows;
     let mut split: HashMap<u64, Vec<(u64, Member<D>)>> = HashMap::new();
     let mut to_home: Vec<Vec<u8>> = vec![Vec::new(); comm.size()];
-    timings.time("catalogue", || {
-        // Fragments in z-order of their first particle (their numbering).
-        for f in (0..n_frag).filter(|&f| kept(f)) {
-            let home = groups.home[f];
-            if !groups.on_edge[f] {
-                let m = of(f);
-                let row = reduce_group(m.len(), |i| member(m[i] as usize), box_len, has_vel);
-                let ids = if params.members { m.iter().map(|&u| local.gidx[u as usize] as i64).collect() } else { Vec::new() };
-                rows.push((home, row, ids));
-            } else if groups.rank_of(home) == me {
-                split.entry(home).or_default().extend(of(f).iter().map(|&u| (local.gidx[u as usize], member(u as usize))));
-            } else {
-                let b = &mut to_home[groups.rank_of(home)];
-                home.put(b);
-                (of(f).len() as u64).put(b);
-                of(f).iter().for_each(|&u| put_member(local.gidx[u as usize], &member(u as usize), b));
-            }
+    for (home, ms) in sent {
+        if groups.rank_of(home) == me {
+            split.entry(home).or_default().extend(ms);
+        } else {
+            let b = &mut to_home[groups.rank_of(home)];
+            home.put(b);
+            (ms.len() as u64).put(b);
+            ms.iter().for_each(|(g, m)| put_member(*g, m, b));
         }
-    });
+    }
     let recv = timings.time("dist catalogue", || comm.exchange("catalogue members", &Outbox::from_parts(to_home), cs))?;
     for r in 0..comm.size() {
         let mut rd = Reader::new(recv.from(r));

@@ -1,26 +1,29 @@
-//! Distributed FoF. Each rank links what it owns together with ghost copies of the
-//! particles within the linking length of its key range (`ghosts`), so every linked pair
-//! is found on the owner of one of its ends. A local group containing a ghost becomes an
-//! *edge* to the ghost's owner, which names the ghost's own local group; the edges (few:
-//! only groups crossing rank boundaries) are gathered on every rank and resolved by one
-//! union–find (`edges`). The members of a group spread over ranks are sent to its *home*
-//! rank (the rank holding its first particle in z-order), which reduces its row from all
-//! of them (`home`), so each halo appears exactly once and its row is the single-rank one.
+//! Distributed FoF on any back end. Every particle moves to the owner of its key; each rank
+//! then sends ghost copies (position, global index) of its particles within the linking
+//! length of another rank's key range there, so every linked pair is found on the owner
+//! of one of its ends, and links what it owns together with the ghosts it received. A
+//! local group restricted to the owned particles is a *fragment*; a fragment that reached
+//! a ghost becomes an *edge* to the ghost's owner, which names the ghost's own fragment;
+//! the edges (few: only groups crossing rank boundaries) are gathered on every rank and
+//! resolved by one union–find (`edges`). The members of a group spread over ranks are
+//! sent to its *home* rank (the rank holding its first particle in z-order), which reduces
+//! its row from all of them (`home`), so each halo appears exactly once and its row is the
+//! single-rank one.
 
 mod edges;
-mod ghosts;
 mod home;
 
 use super::agree::{agree_params, domain_words};
-use super::decomp::Decomp;
-use super::route::{Returned, agree_points, for_each_input, send_back};
+use super::decomp;
+use super::route::{agree_points, back, forward, plan_of, plan_to};
 use super::{CommStats, DistStats, On};
 use crate::api::Timings;
-use crate::backend::cpu::Cpu;
-use crate::error::{Result, check_len};
-use crate::fof::{Catalogue, FofFields, FofParams, FofStats, LinkingLength};
+use crate::backend::dist::{DistOps, Reach};
+use crate::backend::{Backend, Ingest};
+use crate::error::Result;
+use crate::fof::{Catalogue, FofParams, FofStats, LinkingLength};
 use crate::geom::Real;
-use crate::input::{Domain, PointSource};
+use crate::input::Domain;
 
 pub use home::CatalogueScope;
 
@@ -41,7 +44,37 @@ pub struct DistFofStats {
     pub edges: usize,
 }
 
-fn param_words<T: Real, const D: usize>(domain: &Domain<D>, fields: &FofFields<'_, D>, params: &FofParams, scope: CatalogueScope) -> Vec<u64> {
+/// A distributed FoF call's caller fields, as the back end reads them (input order).
+pub(crate) struct Fields<'a, B: Backend + 'a, const D: usize> {
+    pub velocities: Option<B::Vectors<'a, D>>,
+    pub masses: Option<B::Scalar<'a>>,
+    /// The mass of every particle when `masses` is absent.
+    pub particle_mass: f64,
+    pub ids: Option<B::Ids<'a>>,
+}
+
+/// What a rank links and reduces: its owned particles in global order (positions, keys,
+/// global index, tag, mass, velocity), then the ghosts it received.
+pub(super) struct Local<B: Backend, T: Real, const D: usize> {
+    pub n_own: usize,
+    pub gidx: B::Buf<u64>,
+    pub tag: B::Buf<i64>,
+    pub mass: Option<B::Buf<f64>>,
+    pub vel: Option<[B::Buf<f64>; D]>,
+    /// Owned positions followed by the ghosts'.
+    pub pos: [B::Buf<T>; D],
+    /// The ghosts' global indices, and how many came from each rank (rank order).
+    pub ghost_gidx: B::Buf<u64>,
+    pub ghost_from: Vec<usize>,
+}
+
+fn param_words<T: Real, const D: usize>(
+    domain: &Domain<D>,
+    flags: [bool; 3],
+    particle_mass: f64,
+    params: &FofParams,
+    scope: CatalogueScope,
+) -> Vec<u64> {
     let (ll_kind, ll) = match params.linking_length {
         LinkingLength::Absolute(x) => (0, x),
         LinkingLength::Relative(b) => (1, b),
@@ -53,10 +86,10 @@ fn param_words<T: Real, const D: usize>(domain: &Domain<D>, fields: &FofFields<'
         scope as u64,
         ll_kind,
         ll.to_bits(),
-        fields.velocities.is_some() as u64,
-        fields.masses.is_some() as u64,
-        fields.ids.is_some() as u64,
-        fields.particle_mass.to_bits(),
+        flags[0] as u64,
+        flags[1] as u64,
+        flags[2] as u64,
+        particle_mass.to_bits(),
         std::mem::size_of::<T>() as u64,
     ];
     w.extend(domain_words(domain));
@@ -64,109 +97,158 @@ fn param_words<T: Real, const D: usize>(domain: &Domain<D>, fields: &FofFields<'
 }
 
 /// Collective friends-of-friends over the particles of all ranks: this rank's labels (in
-/// its input order) and its share of the catalogue.
+/// its input order, into `labels`) and its share of the catalogue. `checks`: this rank's
+/// own checks of its arguments, agreed with the others'.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+pub(crate) fn run<B, T, const D: usize, P>(
     on: On<'_>,
+    b: &B,
     domain: &Domain<D>,
     points: &P,
-    fields: &FofFields<'_, D>,
+    fields: &Fields<'_, B, D>,
     params: &FofParams,
     scope: CatalogueScope,
-    labels: &mut [i64],
-) -> Result<(Catalogue<D>, DistFofStats)> {
+    labels: &B::Out<'_, i64>,
+    checks: Result<()>,
+) -> Result<(Catalogue<D>, DistFofStats)>
+where
+    T: Real,
+    P: ?Sized + Sync,
+    B: DistOps + Ingest<P, T, D> + Ingest<[<B as Backend>::Buf<T>; D], T, D>,
+{
     let (comm, pool) = (on.comm, &on.ctx.pool);
-    let (p, me, n) = (comm.size(), comm.rank(), points.len());
-    let checks = (|| -> Result<()> {
-        params.validate()?;
-        check_len("labels output", labels.len(), n)?;
-        pool.install(|| fields.validate(n))
-    })();
-    if p == 1 {
-        // One rank: the serial engine gives the same results without the exchanges.
-        checks?;
-        let (cat, local) = on.ctx.fof_into(domain, points, fields, params, labels)?;
-        let stats = DistFofStats {
-            dist: DistStats { timings: local.timings.clone(), owned: n, ..Default::default() },
-            groups_total: local.groups_total,
-            groups: local.groups,
-            particles_in_groups: local.particles_in_groups,
-            edges: 0,
-            local,
-        };
-        return Ok((cat, stats));
-    }
-    agree_params(comm, "FoF", checks.map(|_| param_words::<T, D>(domain, fields, params, scope)))?;
+    let me = comm.rank();
+    let flags = [fields.velocities.is_some(), fields.masses.is_some(), fields.ids.is_some()];
+    agree_params(comm, "FoF", checks.map(|_| param_words::<T, D>(domain, flags, fields.particle_mass, params, scope)))?;
     let mut timings = Timings::default();
     let mut cs = CommStats::default();
-    let (quant, keys, _) = timings.time("dist keys", || agree_points(on, domain, points, None::<&P>, Ok(())))?;
+    let (quant, keys, _) = timings.time("dist keys", || agree_points(on, b, domain, points, None::<&P>))?;
     // Resolved with the global count, so b means the same on every rank.
     let l = comm.agree(params.linking_length.resolve(domain, keys.total as usize))?;
     if keys.total == 0 {
         let stats = DistFofStats { local: FofStats { linking_length: l, ..Default::default() }, ..Default::default() };
-        return Ok((Catalogue::empty(params.order, fields.velocities.is_some()), stats));
+        return Ok((Catalogue::empty(params.order, flags[0]), stats));
     }
-    let decomp = timings.time("dist split", || Decomp::build(comm, pool, domain, quant, &keys.keys, keys.total));
+    let decomp = timings.time("dist split", || decomp::build(comm, b, domain, quant, &[&keys.keys], keys.total))?;
 
-    // Owned particles and ghosts to their ranks; local linking over both.
-    let (local, route) = ghosts::exchange(on, &decomp, &keys, points, fields, l, &mut cs, &mut timings)?;
+    // Owned particles to their ranks, then ghosts to the ranks within the linking length.
+    let local = timings.time("dist exchange", || -> Result<_> {
+        let owners = comm.agree(b.key_owners(&keys.keys, decomp.starts()))?;
+        let route = plan_to(on, b, &owners)?;
+        let n = B::len(&route.rows);
+        let (pos, gidx, tag, mass, vel) = comm.agree(pool.install(|| -> Result<_> {
+            let mut pos = b.overwritten_array::<T, D>(n, &mut Vec::new())?;
+            b.gather_into(points, &route.rows, 0, &mut pos)?;
+            let gidx = b.offset_rows(&route.rows, keys.offset)?;
+            let tag = match fields.ids {
+                Some(ids) => b.gather_ids(ids, &route.rows)?,
+                None => b.to_i64(&gidx)?,
+            };
+            let mass = fields.masses.map(|m| b.gather_scalar(m, &route.rows)).transpose()?;
+            let vel = fields.velocities.map(|v| b.gather_vectors(v, &route.rows)).transpose()?;
+            Ok((pos, gidx, tag, mass, vel))
+        }))?;
+        let mut own_pos = Vec::with_capacity(D);
+        for c in &pos {
+            own_pos.push(forward(on, b, "decompose", &route, c, &mut cs)?);
+        }
+        drop(pos);
+        let own_pos: [B::Buf<T>; D] = own_pos.try_into().unwrap_or_else(|_| unreachable!());
+        let gidx = forward(on, b, "decompose", &route, &gidx, &mut cs)?;
+        let tag = forward(on, b, "decompose", &route, &tag, &mut cs)?;
+        let mass = mass.map(|m| forward(on, b, "decompose", &route, &m, &mut cs)).transpose()?;
+        let vel = match vel {
+            Some(v) => {
+                let mut out = Vec::with_capacity(D);
+                for c in &v {
+                    out.push(forward(on, b, "decompose", &route, c, &mut cs)?);
+                }
+                Some(out.try_into().unwrap_or_else(|_| unreachable!()))
+            }
+            None => None,
+        };
+        let n_own = B::len(&gidx);
+        let own_keys = comm.agree(pool.install(|| -> Result<_> {
+            let mut k = b.zeros(n_own)?;
+            b.keys_into(&own_pos, &decomp.quant, &mut k, 0)?;
+            Ok(k)
+        }))?;
+        let (grows, gcounts) = comm.agree(pool.install(|| b.near_pairs(&decomp, me, &own_pos, Some(&own_keys), Reach::Fixed(l))))?;
+        let ghosts = plan_of(on, grows, gcounts);
+        let mut gpos = Vec::with_capacity(D);
+        for c in &own_pos {
+            gpos.push(forward(on, b, "ghosts", &ghosts, &comm.agree(b.gather(c, &ghosts.rows, 1))?, &mut cs)?);
+        }
+        let ghost_gidx = forward(on, b, "ghosts", &ghosts, &comm.agree(b.gather(&gidx, &ghosts.rows, 1))?, &mut cs)?;
+        let exported = ghosts.exported(me);
+        let (local, local_keys) = comm.agree(pool.install(|| -> Result<_> {
+            let gpos: [B::Buf<T>; D] = gpos.try_into().unwrap_or_else(|_| unreachable!());
+            let mut gkeys = b.zeros(B::len(&ghost_gidx))?;
+            b.keys_into(&gpos, &decomp.quant, &mut gkeys, 0)?;
+            let mut pos = Vec::with_capacity(D);
+            for d in 0..D {
+                pos.push(b.concat(&own_pos[d], &gpos[d])?);
+            }
+            let local = Local {
+                n_own,
+                gidx,
+                tag,
+                mass,
+                vel,
+                pos: pos.try_into().unwrap_or_else(|_| unreachable!()),
+                ghost_gidx,
+                ghost_from: ghosts.recv.clone(),
+            };
+            Ok((local, b.concat(&own_keys, &gkeys)?))
+        }))?;
+        Ok((local, local_keys, route, exported))
+    })?;
+    let (local, local_keys, route, exported) = local;
     drop(keys);
+    let n_ghost = B::len(&local.ghost_gidx);
     let mut lt = Timings::default();
-    let linked = comm.agree(if local.pos.is_empty() {
+    let n_local = local.n_own + n_ghost;
+    let linked = comm.agree(if n_local == 0 {
         Ok(None)
     } else {
-        let keys = local.keys.clone();
-        pool.install(|| crate::pipeline::fof::link(&Cpu, domain, &local.pos, Some(keys), l, &on.ctx.config.tree, &mut lt)).map(Some)
+        pool.install(|| crate::pipeline::fof::link(b, domain, &local.pos, Some(local_keys), l, &on.ctx.config.tree, &mut lt)).map(Some)
     })?;
     timings.stages.append(&mut lt.stages);
     let mut local_stats = FofStats { particles: local.n_own, linking_length: l, ..Default::default() };
-    let frags =
-        timings.time("dist fragments", || edges::fragments(linked.as_ref().map(|(zs, roots, _)| (&zs.src_orig[..], &roots[..])), &local, &decomp));
+    let frags = timings.time("dist fragments", || {
+        comm.agree(match &linked {
+            Some((zs, roots, _)) => pool.install(|| b.fof_fragments(&zs.src_orig, roots, local.n_own)),
+            None => Ok(crate::backend::dist::Fragments { n_frag: 0, frag_of: b.zeros(0)?, edge_ghost: Vec::new(), edge_frag: Vec::new() }),
+        })
+    })?;
     if let Some((zs, _, walk)) = linked {
         local_stats.nodes_per_plane = zs.tree.planes.iter().map(|p| p.len).collect();
         local_stats.walk = walk;
-        local_stats.scratch_bytes = zs.bytes() + 4 * local.pos.len();
+        local_stats.scratch_bytes = zs.bytes() + 4 * n_local;
     }
-    let groups = edges::resolve(comm, &frags, &local, params.min_members as u64, &mut cs, &mut timings)?;
+    let groups = edges::resolve(on, b, &frags, &local, params.min_members as u64, &mut cs, &mut timings)?;
 
     // The catalogue: rows reduced on the home ranks, optionally gathered on rank 0.
-    let mut cat = home::catalogue(
-        on,
-        &local,
-        &frags,
-        &groups,
-        (fields.velocities.is_some(), fields.masses.is_some()),
-        fields.particle_mass,
-        domain.box_lengths(),
-        params,
-        &mut cs,
-        &mut timings,
-    )?;
+    let mut cat = home::catalogue(on, b, &local, &frags, &groups, fields.particle_mass, domain.box_lengths(), params, &mut cs, &mut timings)?;
     let (n_rows, in_groups) = (cat.len() as u64, cat.count.iter().sum::<u64>());
     if scope == CatalogueScope::Root {
-        cat = timings.time("dist gather", || home::gather_root(comm, cat, params.order, fields.velocities.is_some(), params.members, &mut cs))?;
+        cat = timings.time("dist gather", || home::gather_root(comm, cat, params.order, flags[0], params.members, &mut cs))?;
     }
     let totals = comm.sum_u64(&[n_rows, in_groups]);
 
     // Labels back to the ranks (and input rows) the particles came from.
-    let label_of = |u: usize| groups.label[frags.frag_of_particle[u] as usize];
-    let recv =
-        timings.time("dist results", || send_back(on, "results", &route.from_count, |u, b| super::comm::Wire::put(label_of(u), b), &mut cs))?;
-    timings.time("dist labels", || {
-        for_each_input(me, &route.owners, &route.from_count, &recv, |i, from| {
-            labels[i] = match from {
-                Returned::Here(u) => label_of(u),
-                Returned::From(rd) => rd.get(),
-            }
-        })
-    });
+    timings.time("dist labels", || -> Result<()> {
+        let mine = comm.agree(b.gather(&groups.label, &frags.frag_of, 1))?;
+        let back_here = back(on, b, "results", &route, &mine, 1, &mut cs)?;
+        comm.agree(b.scatter_out(labels, &route.rows, &back_here, 1))
+    })?;
     local_stats.groups_total = frags.n_frag;
     local_stats.timings = Timings { stages: timings.stages.clone() };
     Ok((
         cat,
         DistFofStats {
             local: local_stats,
-            dist: DistStats { timings, comm: cs, owned: local.n_own, imported: route.n_ghost, exported: route.exported },
+            dist: DistStats { timings, comm: cs, owned: local.n_own, imported: n_ghost, exported },
             groups_total: groups.total,
             groups: totals[0] as usize,
             particles_in_groups: totals[1] as usize,

@@ -1,30 +1,25 @@
-//! Distributed kNN: the self-query, or a separate query set. Sources (and queries) move to
-//! the owners of their keys; each rank builds one tree over what it owns and answers its
-//! own queries from it; a query whose k-th neighbour ball reaches another rank's key range
-//! is shipped there (`ship`), answered from that rank's tree with its sources inside the
-//! ball (`answer`), and merged on the query's owner by (squared distance, global index),
-//! the single-rank order (`merge`). Only the merged summaries (or lists, when asked for)
-//! travel back to the rank that passed the query.
-
-mod answer;
-mod merge;
-mod ship;
-
-use rayon::prelude::*;
+//! Distributed kNN on any back end: the self-query, or a separate query set. Sources (and
+//! queries) move to the owners of their keys; each rank builds one tree over what it owns
+//! and answers its own queries from it; a query whose k-th neighbour ball reaches another
+//! rank's key range is shipped there, answered from that rank's tree with its sources
+//! inside the ball, and merged on the query's owner by (squared distance, global index),
+//! the single-rank order (`DistOps::knn_merge`). Only the merged summaries (or lists, when
+//! asked for) travel back to the rank that passed the query.
 
 use super::agree::{agree_params, domain_words};
-use super::comm::SliceWriter;
-use super::decomp::Decomp;
-use super::route::{Arrival, Arrivals, Returned, agree_points, for_each_input, route, send_back};
+use super::decomp;
+use super::route::{Plan, agree_points, back, exchange, forward, plan_of, plan_to};
 use super::{CommStats, DistStats, On};
 use crate::api::Timings;
-use crate::backend::cpu::{Cpu, DisjointSlice};
+use crate::backend::dist::{DistOps, MergeJob, MergeRows, Reach};
+use crate::backend::{Backend, Ingest};
 use crate::error::{Error, Result};
 use crate::geom::Real;
-use crate::input::{Domain, PointSource, ScalarField};
-use crate::knn::{KnnOutput, KnnParams, KnnStats, OutputOrder, SourceFields, check_call};
-use crate::pipeline::KnnSinks;
+use crate::geom::metric::{Metric, Open, Periodic};
+use crate::input::Domain;
+use crate::knn::KnnStats;
 use crate::pipeline::knn::KnnFields;
+use crate::pipeline::{KnnSinks, Prepared};
 
 /// What a distributed kNN call did on this rank.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -37,86 +32,64 @@ pub struct DistKnnStats {
     pub padded_queries: usize,
 }
 
-/// Which outputs the caller asked for (the same on every rank).
+/// Which outputs and fields the call has (the same on every rank).
 #[derive(Clone, Copy)]
-pub(super) struct Wanted {
-    pub lists: bool,
-    pub kth: bool,
-    pub density: bool,
-    pub scalar_mean: bool,
-    pub mass: bool,
-    pub scalar: bool,
-    /// Some rank passed `KnnParams::kth_hint` (the others send "no guess").
-    pub hint: bool,
+struct Wanted {
+    lists: bool,
+    kth: bool,
+    density: bool,
+    scalar_mean: bool,
+    mass: bool,
+    scalar: bool,
+    /// Some rank passed a k-th distance hint (the others send "no guess").
+    hint: bool,
 }
 
-/// The sources this rank owns after the decomposition, in global index order.
-pub(super) struct OwnedSources<T, const D: usize> {
-    pub pos: Vec<[T; D]>,
-    pub gidx: Vec<u64>,
-    pub mass: Vec<f64>,
-    pub scalar: Vec<f64>,
-    /// The k-th distance guesses of the owned points (self-queries).
-    pub hint: Vec<f64>,
+/// One point set on its owner: positions and per-row fields, in global index order.
+struct Owned<B: DistOps, T: Real, const D: usize> {
+    pos: [B::Buf<T>; D],
+    gidx: B::Buf<u64>,
+    mass: Option<B::Buf<f64>>,
+    scalar: Option<B::Buf<f64>>,
+    hint: Option<B::Buf<f64>>,
+    plan: Plan<B>,
 }
 
-/// Per owned query: the results of the local pass, completed by the merge. List rows hold
-/// local source indices after the local pass and global indices after `to_global`.
-pub(super) struct Rows<T> {
-    pub kth_d2: Vec<T>,
-    pub density: Vec<f64>,
-    pub smean: Vec<f64>,
-    pub idx: Vec<i64>,
-    pub d2: Vec<T>,
-}
-
-/// Collective kNN. `queries = None`: the self-query. Results for this rank's queries in
-/// its input order; neighbour indices are global source indices.
-pub(crate) fn run<T, const D: usize, S, Q>(
+/// Collective kNN. `queries = None`: the self-query. `checks`: this rank's own checks of
+/// its arguments, agreed with the others'. Results for this rank's queries in its input
+/// order, into `out`; neighbour indices are global source indices.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run<B, T, const D: usize, S, Q>(
     on: On<'_>,
+    b: &B,
     domain: &Domain<D>,
     sources: &S,
     queries: Option<&Q>,
-    fields: &SourceFields<'_>,
-    params: &KnnParams,
-    out: &mut KnnOutput<'_, T>,
+    fields: &KnnFields<'_, B>,
+    k: usize,
+    out: &KnnSinks<'_, B, T>,
+    checks: Result<()>,
 ) -> Result<DistKnnStats>
 where
     T: Real,
-    S: PointSource<T, D> + ?Sized,
-    Q: PointSource<T, D> + ?Sized,
+    S: ?Sized + Sync,
+    Q: ?Sized + Sync,
+    B: DistOps + Ingest<S, T, D> + Ingest<Q, T, D> + Ingest<[<B as Backend>::Buf<T>; D], T, D>,
 {
     let (comm, pool) = (on.comm, &on.ctx.pool);
-    let (p, me, k) = (comm.size(), comm.rank(), params.k);
-    let (ns, nq) = (sources.len(), queries.map_or(sources.len(), |q| q.len()));
+    let nq = match queries {
+        Some(q) => Ingest::<Q, T, D>::count(b, q),
+        None => Ingest::<S, T, D>::count(b, sources),
+    };
     let mut want = Wanted {
         lists: out.indices.is_some() || out.distances.is_some(),
-        kth: out.kth_distance.is_some(),
+        kth: out.kth.is_some(),
         density: out.density.is_some(),
         scalar_mean: out.scalar_mean.is_some(),
         mass: fields.masses.is_some(),
         scalar: fields.scalar.is_some(),
         hint: false,
     };
-    let checks = (|| -> Result<()> {
-        if out.order != OutputOrder::Input || out.permutation.is_some() {
-            return Err(Error::InvalidParameter {
-                name: "order",
-                why: "z-order rows are per rank: distributed calls return rows in input order".into(),
-            });
-        }
-        pool.install(|| check_call(ns, nq, params, fields, out))
-    })();
-    if p == 1 {
-        // One rank: the serial engine gives the same results without the exchanges.
-        checks?;
-        let local = match queries {
-            None => on.ctx.knn_self(domain, sources, fields, params, out)?,
-            Some(q) => on.ctx.knn(domain, sources, q, fields, params, out)?,
-        };
-        let dist = DistStats { timings: local.timings.clone(), owned: ns, ..Default::default() };
-        return Ok(DistKnnStats { padded_queries: local.padded_queries, local, dist });
-    }
     let words = [
         k as u64,
         want.lists as u64,
@@ -131,267 +104,301 @@ where
     agree_params(comm, "kNN", checks.map(|_| words.iter().copied().chain(domain_words(domain)).collect()))?;
     // The hints travel with their points when any rank has them (a rank without sends
     // NaN, "no guess"): they change no result, so the ranks need not agree on them.
-    want.hint = comm.max_u64(&[params.kth_hint.is_some() as u64])[0] == 1;
-    let hint_of = |i: usize| params.kth_hint.map_or(f64::NAN, |h| h.get(i));
+    want.hint = comm.max_u64(&[fields.kth_hint.is_some() as u64])[0] == 1;
     let mut timings = Timings::default();
     let mut cs = CommStats::default();
-    let (quant, skeys, qkeys) = timings.time("dist keys", || agree_points(on, domain, sources, queries, Ok(())))?;
-    if skeys.total == 0 {
+    let (quant, skeys, qkeys) = timings.time("dist keys", || agree_points(on, b, domain, sources, queries))?;
+    let total_sources = skeys.total;
+    if total_sources == 0 {
         return Err(Error::NoSources);
     }
-    let decomp = timings.time("dist split", || match &qkeys {
-        None => Decomp::build(comm, pool, domain, quant, &skeys.keys, skeys.total),
-        Some(qk) => {
-            let all: Vec<u64> = skeys.keys.iter().chain(&qk.keys).copied().collect();
-            Decomp::build(comm, pool, domain, quant, &all, skeys.total + qk.total)
-        }
-    });
+    let decomp = timings.time("dist split", || {
+        let total = skeys.total + qkeys.as_ref().map_or(0, |q| q.total);
+        let sets: Vec<&B::Buf<u64>> = std::iter::once(&skeys.keys).chain(qkeys.as_ref().map(|q| &q.keys)).collect();
+        decomp::build(comm, b, domain, quant, &sets, total)
+    })?;
 
     // Sources (and queries) to the owners of their keys.
-    let owner_of = |keys: &[u64]| -> Vec<u32> { pool.install(|| keys.par_iter().map(|&k| decomp.owner(k) as u32).collect()) };
-    let s_owner = owner_of(&skeys.keys);
     let self_hint = want.hint && queries.is_none();
-    let rec = D * std::mem::size_of::<T>() + 8 + 8 * (want.mass as usize + want.scalar as usize + self_hint as usize);
-    let s_arr = timings.time("dist exchange", || {
-        route(
-            on,
-            "decompose",
-            &s_owner,
-            rec,
-            |i, w| {
-                sources.point(i).iter().for_each(|&c| w.real(c));
-                w.put(skeys.offset + i as u64);
-                if let Some(m) = fields.masses {
-                    w.put(m.get(i));
-                }
-                if let Some(s) = fields.scalar {
-                    w.put(s.get(i));
-                }
-                if self_hint {
-                    w.put(hint_of(i));
-                }
-            },
-            0,
-            None::<fn(usize, &mut Vec<u32>)>,
-            |_, _| {},
-            &mut cs,
-        )
+    let own = timings.time("dist exchange", || -> Result<Owned<B, T, D>> {
+        let owners = comm.agree(b.key_owners(&skeys.keys, decomp.starts()))?;
+        let plan = plan_to(on, b, &owners)?;
+        let n = B::len(&plan.rows);
+        let cols = comm.agree(pool.install(|| -> Result<_> {
+            let mut pos = b.overwritten_array::<T, D>(n, &mut Vec::new())?;
+            b.gather_into(sources, &plan.rows, 0, &mut pos)?;
+            let gidx = b.offset_rows(&plan.rows, skeys.offset)?;
+            let mass = fields.masses.filter(|_| want.mass).map(|m| b.gather_scalar(m, &plan.rows)).transpose()?;
+            let scalar = fields.scalar.filter(|_| want.scalar).map(|s| b.gather_scalar(s, &plan.rows)).transpose()?;
+            let hint = self_hint.then(|| hints(b, fields, &plan.rows, n)).transpose()?;
+            Ok((pos, gidx, mass, scalar, hint))
+        }))?;
+        send_owned(on, b, "decompose", plan, cols, &mut cs)
     })?;
-    let own = own_sources(&s_arr, me, sources, skeys.offset, fields, self_hint.then_some(&hint_of), want);
-    drop(s_arr.recv);
-    let q_route = match queries {
-        None => None,
-        Some(q) => {
-            let q_owner = owner_of(&qkeys.as_ref().unwrap().keys);
-            let rec = D * std::mem::size_of::<T>() + 8 * want.hint as usize;
-            let arr = timings.time("dist exchange", || {
-                let put = |i: usize, w: &mut SliceWriter<'_>| {
-                    q.point(i).iter().for_each(|&c| w.real(c));
-                    if want.hint {
-                        w.put(hint_of(i));
-                    }
-                };
-                route(on, "decompose queries", &q_owner, rec, put, 0, None::<fn(usize, &mut Vec<u32>)>, |_, _| {}, &mut cs)
-            })?;
-            let mut pos = Vec::with_capacity(arr.owned());
-            let mut hint = Vec::with_capacity(if want.hint { arr.owned() } else { 0 });
-            arr.visit(me, |rec| match rec {
-                Arrival::Stayer(i) => {
-                    pos.push(q.point(i));
-                    if want.hint {
-                        hint.push(hint_of(i));
-                    }
-                }
-                Arrival::Owned(rd) => {
-                    pos.push(std::array::from_fn(|_| rd.real::<T>()));
-                    if want.hint {
-                        hint.push(rd.get());
-                    }
-                }
-                Arrival::Ghost(_) => {}
-            });
-            Some((q_owner, arr.from_count, arr.stay.len(), pos, hint))
-        }
+    drop(skeys);
+    let own_q = match (queries, qkeys) {
+        (Some(q), Some(qk)) => Some(timings.time("dist exchange", || -> Result<Owned<B, T, D>> {
+            let owners = comm.agree(b.key_owners(&qk.keys, decomp.starts()))?;
+            let plan = plan_to(on, b, &owners)?;
+            let n = B::len(&plan.rows);
+            let cols = comm.agree(pool.install(|| -> Result<_> {
+                let mut pos = b.overwritten_array::<T, D>(n, &mut Vec::new())?;
+                b.gather_into(q, &plan.rows, 0, &mut pos)?;
+                let gidx = b.offset_rows(&plan.rows, qk.offset)?;
+                let hint = want.hint.then(|| hints(b, fields, &plan.rows, n)).transpose()?;
+                Ok((pos, gidx, None, None, hint))
+            }))?;
+            send_owned(on, b, "decompose queries", plan, cols, &mut cs)
+        })?),
+        _ => None,
     };
-    let own_q: &[[T; D]] = q_route.as_ref().map_or(&own.pos, |q| &q.3);
-    let no = own_q.len();
+    let qset = own_q.as_ref().unwrap_or(&own);
+    let (ns_own, no) = (B::len(&own.gidx), B::len(&qset.gidx));
 
     // Local pass: exact among this rank's own sources, one tree.
-    let mut rows = Rows {
-        kth_d2: vec![T::INFINITY; no],
-        density: vec![0.0; if want.density { no } else { 0 }],
-        smean: vec![0.0; if want.scalar_mean { no } else { 0 }],
-        idx: vec![-1; if want.lists { no * k } else { 0 }],
-        d2: vec![T::INFINITY; if want.lists { no * k } else { 0 }],
-    };
-    let local_pass = if own.pos.is_empty() || no == 0 {
+    let mut rows = comm.agree(alloc_rows(b, no, k, want))?;
+    let local_pass = if ns_own == 0 || no == 0 {
         Ok(None)
     } else {
-        let sinks = KnnSinks::<Cpu, T> {
-            kth_d2: Some(DisjointSlice::new(&mut rows.kth_d2)),
-            density: want.density.then(|| DisjointSlice::new(&mut rows.density)),
-            scalar_mean: want.scalar_mean.then(|| DisjointSlice::new(&mut rows.smean)),
-            indices: want.lists.then(|| DisjointSlice::new(&mut rows.idx)),
-            d2: want.lists.then(|| DisjointSlice::new(&mut rows.d2)),
+        let sinks = KnnSinks::<B, T> {
+            kth_d2: Some(b.out_of(&mut rows.kth_d2)),
+            density: rows.density.as_mut().map(|v| b.out_of(v)),
+            scalar_mean: rows.smean.as_mut().map(|v| b.out_of(v)),
+            indices: rows.idx.as_mut().map(|v| b.out_of(v)),
+            d2: rows.d2.as_mut().map(|v| b.out_of(v)),
             ..Default::default()
         };
-        let hint: &Vec<f64> = q_route.as_ref().map_or(&own.hint, |q| &q.4);
-        let kf = KnnFields::<Cpu> {
-            masses: want.mass.then_some(&own.mass as &dyn ScalarField),
-            scalar: want.scalar.then_some(&own.scalar as &dyn ScalarField),
-            kth_hint: want.hint.then_some(hint as &dyn ScalarField),
+        let kf = KnnFields::<B> {
+            masses: own.mass.as_ref().map(|m| b.scalar_of(m)),
+            scalar: own.scalar.as_ref().map(|s| b.scalar_of(s)),
+            kth_hint: qset.hint.as_ref().map(|h| b.scalar_of(h)),
         };
-        let q = q_route.as_ref().map(|q| &q.3);
-        pool.install(|| crate::pipeline::knn::run(&Cpu, domain, &own.pos, q, &kf, k, &on.ctx.config.tree, &sinks)).map(Some)
+        let q = own_q.as_ref().map(|q| &q.pos);
+        pool.install(|| crate::pipeline::knn::run(b, domain, &own.pos, q, &kf, k, &on.ctx.config.tree, &sinks)).map(Some)
     };
     // Agreed, so a local failure never strands the other ranks in the next exchange.
-    let local = comm.agree(local_pass)?;
-    let (local_stats, zs) = match local {
+    let (local, zs) = match comm.agree(local_pass)? {
         Some((st, zs)) => (st, Some(zs)),
         None => (KnnStats::default(), None),
     };
-    timings.stages.extend(local_stats.timings.stages.iter().cloned());
-
-    // Boundary queries to the ranks their k-balls reach; answers from this rank's tree.
-    let shipped = timings.time("dist near", || ship::targets(pool, &decomp, domain, own_q, &rows.kth_d2, me));
-    let rq = timings.time("dist queries", || ship::ship(comm, own_q, &rows.kth_d2, &shipped, &mut cs))?;
-    let replies = timings.time("dist serve", || answer::answer(pool, domain, zs.as_ref(), &own, &rq, k, want));
-    let recv = timings.time("dist replies", || comm.exchange("knn replies", &replies, &mut cs))?;
-    drop(replies);
-    timings.time("dist merge", || merge::merge(pool, domain, zs.as_ref(), &own, own_q, &shipped, &recv, k, want, queries.is_none(), &mut rows));
-    drop(recv);
+    timings.stages.extend(local.timings.stages.iter().cloned());
+    let self_query = queries.is_none();
+    let (imported, exported) = match domain {
+        Domain::Open => cross(on, b, &Open, &decomp, &own, qset, zs.as_ref(), k, self_query, &mut rows, &mut timings, &mut cs)?,
+        Domain::Periodic(l) => {
+            cross(on, b, &Periodic::<T, D>::new(l), &decomp, &own, qset, zs.as_ref(), k, self_query, &mut rows, &mut timings, &mut cs)?
+        }
+    };
+    drop(zs);
 
     // Results back to the ranks (and input rows) the queries came from.
-    let (owners, from_count): (&[u32], &[usize]) = match &q_route {
-        None => (&s_owner, &s_arr.from_count),
-        Some(q) => (&q.0, &q.1),
-    };
-    let put = |u: usize, b: &mut Vec<u8>| {
-        use super::comm::{Wire, put_real};
-        if want.kth {
-            put_real(rows.kth_d2[u].sqrt(), b);
+    timings.time("dist results", || -> Result<()> {
+        let plan = &qset.plan;
+        let send = |name, v: &B::Buf<T>, w, o: &Option<B::Out<'_, T>>, cs: &mut CommStats| -> Result<()> {
+            if let Some(o) = o {
+                let r = back(on, b, name, plan, &comm.agree(b.sqrt(v))?, w, cs)?;
+                comm.agree(b.scatter_out(o, &plan.rows, &r, w))?;
+            }
+            Ok(())
+        };
+        send("results", &rows.kth_d2, 1, &out.kth, &mut cs)?;
+        if let Some(d2) = &rows.d2 {
+            send("results", d2, k, &out.distances, &mut cs)?;
         }
-        if want.density {
-            rows.density[u].put(b);
-        }
-        if want.scalar_mean {
-            rows.smean[u].put(b);
-        }
-        if want.lists {
-            for j in u * k..(u + 1) * k {
-                rows.idx[j].put(b);
-                put_real(rows.d2[j].sqrt(), b);
+        for (v, o) in [(&rows.density, &out.density), (&rows.smean, &out.scalar_mean)] {
+            if let (Some(v), Some(o)) = (v, o) {
+                let r = back(on, b, "results", plan, v, 1, &mut cs)?;
+                comm.agree(b.scatter_out(o, &plan.rows, &r, 1))?;
             }
         }
-    };
-    let recv = timings.time("dist results", || send_back(on, "results", from_count, put, &mut cs))?;
-    timings.time("dist output", || {
-        for_each_input(me, owners, from_count, &recv, |i, from| write_row(i, from, &rows, k, want, out));
-    });
-    let imported = rq.pos.len();
+        if let (Some(idx), Some(o)) = (&rows.idx, &out.indices) {
+            let r = back(on, b, "results", plan, idx, k, &mut cs)?;
+            comm.agree(b.scatter_out(o, &plan.rows, &r, k))?;
+        }
+        Ok(())
+    })?;
     Ok(DistKnnStats {
-        local: local_stats,
-        dist: DistStats { timings, comm: cs, owned: own.pos.len(), imported, exported: shipped.exported },
-        padded_queries: if (skeys.total as usize) < k { nq } else { 0 },
+        local,
+        dist: DistStats { timings, comm: cs, owned: ns_own, imported, exported },
+        padded_queries: if (total_sources as usize) < k { nq } else { 0 },
     })
 }
 
-/// The owned sources in global order: stayers read in place, the rest parsed.
-fn own_sources<T: Real, const D: usize, S: PointSource<T, D> + ?Sized>(
-    arr: &Arrivals,
-    me: usize,
-    sources: &S,
-    offset: u64,
-    fields: &SourceFields<'_>,
-    hint: Option<&dyn Fn(usize) -> f64>,
-    want: Wanted,
-) -> OwnedSources<T, D> {
-    let no = arr.owned();
-    let mut own = OwnedSources {
-        pos: Vec::with_capacity(no),
-        gidx: Vec::with_capacity(no),
-        mass: Vec::with_capacity(if want.mass { no } else { 0 }),
-        scalar: Vec::with_capacity(if want.scalar { no } else { 0 }),
-        hint: Vec::with_capacity(if hint.is_some() { no } else { 0 }),
-    };
-    arr.visit(me, |rec| match rec {
-        Arrival::Stayer(i) => {
-            own.pos.push(sources.point(i));
-            own.gidx.push(offset + i as u64);
-            if let Some(m) = fields.masses {
-                own.mass.push(m.get(i));
-            }
-            if let Some(s) = fields.scalar {
-                own.scalar.push(s.get(i));
-            }
-            if let Some(h) = hint {
-                own.hint.push(h(i));
-            }
-        }
-        Arrival::Owned(rd) => {
-            own.pos.push(std::array::from_fn(|_| rd.real::<T>()));
-            own.gidx.push(rd.get());
-            if want.mass {
-                own.mass.push(rd.get());
-            }
-            if want.scalar {
-                own.scalar.push(rd.get());
-            }
-            if hint.is_some() {
-                own.hint.push(rd.get());
-            }
-        }
-        Arrival::Ghost(_) => {}
-    });
-    own
+/// The k-th distance guesses of the rows (`rows`: input rows in plan order); NaN ("no
+/// guess") on a rank that has none.
+fn hints<B: DistOps>(b: &B, fields: &KnnFields<'_, B>, rows: &B::Buf<u32>, n: usize) -> Result<B::Buf<f64>> {
+    match fields.kth_hint {
+        Some(h) => b.gather_scalar(h, rows),
+        None => b.filled(n, f64::NAN),
+    }
 }
 
-/// Writes the results of input query `i` into the caller's arrays.
-fn write_row<T: Real>(i: usize, from: Returned<'_, '_>, rows: &Rows<T>, k: usize, want: Wanted, out: &mut KnnOutput<'_, T>) {
-    match from {
-        Returned::Here(u) => {
-            if let Some(o) = out.kth_distance.as_deref_mut() {
-                o[i] = rows.kth_d2[u].sqrt();
-            }
-            if let Some(o) = out.density.as_deref_mut() {
-                o[i] = rows.density[u];
-            }
-            if let Some(o) = out.scalar_mean.as_deref_mut() {
-                o[i] = rows.smean[u];
-            }
-            if want.lists {
-                for j in 0..k {
-                    if let Some(o) = out.indices.as_deref_mut() {
-                        o[i * k + j] = rows.idx[u * k + j];
-                    }
-                    if let Some(o) = out.distances.as_deref_mut() {
-                        o[i * k + j] = rows.d2[u * k + j].sqrt();
-                    }
-                }
-            }
-        }
-        Returned::From(rd) => {
-            if want.kth {
-                out.kth_distance.as_deref_mut().unwrap()[i] = rd.real();
-            }
-            if want.density {
-                out.density.as_deref_mut().unwrap()[i] = rd.get();
-            }
-            if want.scalar_mean {
-                out.scalar_mean.as_deref_mut().unwrap()[i] = rd.get();
-            }
-            if want.lists {
-                for j in 0..k {
-                    let g: i64 = rd.get();
-                    let d: T = rd.real();
-                    if let Some(o) = out.indices.as_deref_mut() {
-                        o[i * k + j] = g;
-                    }
-                    if let Some(o) = out.distances.as_deref_mut() {
-                        o[i * k + j] = d;
-                    }
-                }
-            }
-        }
+/// The gathered columns of a plan to their owners.
+type Cols<B, T, const D: usize> = (
+    [<B as Backend>::Buf<T>; D],
+    <B as Backend>::Buf<u64>,
+    Option<<B as Backend>::Buf<f64>>,
+    Option<<B as Backend>::Buf<f64>>,
+    Option<<B as Backend>::Buf<f64>>,
+);
+
+fn send_owned<B: DistOps, T: Real, const D: usize>(
+    on: On<'_>,
+    b: &B,
+    name: &'static str,
+    plan: Plan<B>,
+    (pos, gidx, mass, scalar, hint): Cols<B, T, D>,
+    cs: &mut CommStats,
+) -> Result<Owned<B, T, D>> {
+    let mut moved = Vec::with_capacity(D);
+    for c in &pos {
+        moved.push(forward(on, b, name, &plan, c, cs)?);
     }
+    drop(pos);
+    let opt = |c: Option<B::Buf<f64>>, cs: &mut CommStats| c.map(|c| forward(on, b, name, &plan, &c, cs)).transpose();
+    Ok(Owned {
+        pos: moved.try_into().unwrap_or_else(|_| unreachable!()),
+        gidx: forward(on, b, name, &plan, &gidx, cs)?,
+        mass: opt(mass, cs)?,
+        scalar: opt(scalar, cs)?,
+        hint: opt(hint, cs)?,
+        plan,
+    })
+}
+
+/// Per own query: the local pass's results, completed by the merge. List rows hold local
+/// source indices after the local pass and global indices after the merge.
+struct Rows<B: Backend, T: Real> {
+    kth_d2: B::Buf<T>,
+    density: Option<B::Buf<f64>>,
+    smean: Option<B::Buf<f64>>,
+    idx: Option<B::Buf<i64>>,
+    d2: Option<B::Buf<T>>,
+}
+
+fn alloc_rows<B: DistOps, T: Real>(b: &B, no: usize, k: usize, want: Wanted) -> Result<Rows<B, T>> {
+    let lists = no.checked_mul(k).ok_or(Error::InvalidParameter { name: "k", why: "n_queries * k overflows".into() })?;
+    Ok(Rows {
+        kth_d2: b.filled(no, T::INFINITY)?,
+        density: want.density.then(|| b.zeros(no)).transpose()?,
+        smean: want.scalar_mean.then(|| b.zeros(no)).transpose()?,
+        idx: want.lists.then(|| b.filled(lists, -1i64)).transpose()?,
+        d2: want.lists.then(|| b.filled(lists, T::INFINITY)).transpose()?,
+    })
+}
+
+/// What crosses ranks after the local pass: the boundary queries to the ranks their balls
+/// reach, the answers from those ranks' trees, the merge. Returns the queries received
+/// and sent.
+#[allow(clippy::too_many_arguments)]
+fn cross<B: DistOps, T: Real, const D: usize, M: Metric<T, D>>(
+    on: On<'_>,
+    b: &B,
+    metric: &M,
+    decomp: &decomp::Decomp<D>,
+    own: &Owned<B, T, D>,
+    qset: &Owned<B, T, D>,
+    zs: Option<&Prepared<B, T, D>>,
+    k: usize,
+    self_query: bool,
+    rows: &mut Rows<B, T>,
+    timings: &mut Timings,
+    cs: &mut CommStats,
+) -> Result<(usize, usize)> {
+    let (comm, pool) = (on.comm, &on.ctx.pool);
+    let me = comm.rank();
+    // Boundary queries to the ranks their k-balls reach.
+    let (pair_rows, pair_counts) =
+        timings.time("dist near", || comm.agree(pool.install(|| b.near_pairs(decomp, me, &qset.pos, None, Reach::Squared(&rows.kth_d2)))))?;
+    let exported = B::len(&pair_rows);
+    let ship = plan_of(on, pair_rows, pair_counts);
+    let (rq_pos, rq_r2) = timings.time("dist queries", || -> Result<_> {
+        let mut pos = Vec::with_capacity(D);
+        for c in &qset.pos {
+            pos.push(forward(on, b, "knn queries", &ship, &comm.agree(b.gather(c, &ship.rows, 1))?, cs)?);
+        }
+        let r2 = forward(on, b, "knn queries", &ship, &comm.agree(b.gather(&rows.kth_d2, &ship.rows, 1))?, cs)?;
+        Ok((<[B::Buf<T>; D]>::try_from(pos).unwrap_or_else(|_| unreachable!()), r2))
+    })?;
+    let nrq = B::len(&rq_r2);
+    // Answers from this rank's tree: the sources within each ball, at most k.
+    let kr = k.min(B::len(&own.gidx));
+    let answers = timings.time("dist serve", || {
+        comm.agree(pool.install(|| -> Result<_> {
+            let (counts, d2, idx) = match zs {
+                Some(zs) if kr > 0 && nrq > 0 => {
+                    let (idx, d2) = b.ball_query(metric, zs, &rq_pos, &rq_r2, None, kr)?;
+                    let counts = b.row_counts(&idx, kr)?;
+                    let (d2, idx) = (b.compact_rows(&d2, &counts, kr)?, b.index_rows(&b.compact_rows(&idx, &counts, kr)?)?);
+                    (counts, d2, idx)
+                }
+                _ => (b.filled(nrq, 0u32)?, b.zeros(0)?, b.zeros(0)?),
+            };
+            let gidx = b.gather(&own.gidx, &idx, 1)?;
+            let mass = own.mass.as_ref().map(|m| b.gather(m, &idx, 1)).transpose()?;
+            let scalar = own.scalar.as_ref().map(|s| b.gather(s, &idx, 1)).transpose()?;
+            let per_rank = b.segment_sums(&counts, &ship.recv)?;
+            Ok((counts, d2, gidx, mass, scalar, per_rank))
+        }))
+    })?;
+    drop((rq_pos, rq_r2));
+    let (counts, d2, gidx, mass, scalar, send_lens) = answers;
+    let replies = timings.time("dist replies", || -> Result<_> {
+        let reply_counts = back(on, b, "knn replies", &ship, &counts, 1, cs)?;
+        let recv_lens = comm.agree(b.segment_sums(&reply_counts, &ship.send))?;
+        let mv = |v: &B::Buf<_>, cs: &mut CommStats| exchange(on, b, "knn replies", v, &send_lens, &recv_lens, 1, cs);
+        let d2 = mv(&d2, cs)?;
+        let g = exchange(on, b, "knn replies", &gidx, &send_lens, &recv_lens, 1, cs)?;
+        let m = mass.as_ref().map(|v| exchange(on, b, "knn replies", v, &send_lens, &recv_lens, 1, cs)).transpose()?;
+        let s = scalar.as_ref().map(|v| exchange(on, b, "knn replies", v, &send_lens, &recv_lens, 1, cs)).transpose()?;
+        Ok((reply_counts, d2, g, m, s))
+    })?;
+    drop((counts, d2, gidx, mass, scalar));
+    let (reply_counts, reply_d2, reply_gidx, reply_mass, reply_scalar) = replies;
+    timings.time("dist merge", || {
+        comm.agree(pool.install(|| -> Result<()> {
+            let boundary = b.distinct_rows(&ship.rows, B::len(&qset.gidx))?;
+            // This rank's own k best of each boundary query: kept from the local pass when
+            // the lists were asked for, else from the local tree (all within its own k-th
+            // distance; in a self-query the query is its own local source).
+            let nb = B::len(&boundary);
+            let (own_idx, own_d2) = match (&rows.idx, &rows.d2, zs) {
+                (Some(i), Some(d), _) => (b.gather(i, &boundary, k)?, b.gather(d, &boundary, k)?),
+                (_, _, Some(zs)) if nb > 0 => {
+                    let qs: Vec<B::Buf<T>> = qset.pos.iter().map(|c| b.gather(c, &boundary, 1)).collect::<Result<_>>()?;
+                    let qs: [B::Buf<T>; D] = qs.try_into().unwrap_or_else(|_| unreachable!());
+                    let r2 = b.gather(&rows.kth_d2, &boundary, 1)?;
+                    b.ball_query(metric, zs, &qs, &r2, self_query.then_some(&boundary), k)?
+                }
+                _ => (b.filled(nb * k, -1i64)?, b.filled(nb * k, T::INFINITY)?),
+            };
+            let job = MergeJob {
+                k,
+                boundary: &boundary,
+                own_idx: &own_idx,
+                own_d2: &own_d2,
+                pair_rows: &ship.rows,
+                reply_counts: &reply_counts,
+                reply_d2: &reply_d2,
+                reply_gidx: &reply_gidx,
+                reply_mass: reply_mass.as_ref(),
+                reply_scalar: reply_scalar.as_ref(),
+                gidx: &own.gidx,
+                mass: own.mass.as_ref(),
+                scalar: own.scalar.as_ref(),
+                self_query,
+            };
+            let Rows { kth_d2, density, smean, idx, d2 } = rows;
+            b.knn_merge::<T, D>(
+                &job,
+                MergeRows { kth_d2, density: density.as_mut(), scalar_mean: smean.as_mut(), idx: idx.as_mut(), d2: d2.as_mut() },
+            )?;
+            // Interior rows of the lists still hold local indices: make them global.
+            if let Some(idx) = idx {
+                b.globalize_rows(idx, k, &own.gidx, &boundary)?;
+            }
+            Ok(())
+        }))
+    })?;
+    Ok((nrq, exported))
 }

@@ -1,0 +1,555 @@
+// The distribution layer's per-particle work on the device (src/backend/dist.rs
+// `DistOps`, host side src/backend/cuda/dist.rs): key owners and histograms, rows grouped
+// by destination rank, gathers and scatters of columns, the interior test of the ranks'
+// ranges, the kNN ball queries shipped from other ranks and the merge of their answers,
+// and the FoF fragments. Each kernel is the twin of the CPU's loop in
+// src/backend/cpu/dist.rs and gives the same bits.
+#include "zt_block.cuh"
+#include "zt_field.cuh"
+#include "zt_geom.cuh"
+#include "zt_walk.cuh"
+
+#ifndef ZT_NONE
+#define ZT_NONE 0xffffffffu
+#endif
+
+#define ZD_INDEX u32 i = blockIdx.x * ZT_BLOCK + threadIdx.x
+
+// ---- fills, casts, element-wise ----
+
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_fill4(u32* out, u32 n, u32 v) {
+    ZD_INDEX;
+    if (i < n) out[i] = v;
+}
+ZT_EXPORT(zd_fill4)
+
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_fill8(u64* out, u32 n, u64 v) {
+    ZD_INDEX;
+    if (i < n) out[i] = v;
+}
+ZT_EXPORT(zd_fill8)
+
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_sqrt_f32(const float* in, u32 n, float* out) {
+    ZD_INDEX;
+    if (i < n) out[i] = zt_sqrt(in[i]);
+}
+ZT_EXPORT(zd_sqrt_f32)
+
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_sqrt_f64(const double* in, u32 n, double* out) {
+    ZD_INDEX;
+    if (i < n) out[i] = zt_sqrt(in[i]);
+}
+ZT_EXPORT(zd_sqrt_f64)
+
+// offset + rows[i]: global indices of input rows.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_offset_rows(const u32* rows, u32 n, u64 offset, u64* out) {
+    ZD_INDEX;
+    if (i < n) out[i] = offset + rows[i];
+}
+ZT_EXPORT(zd_offset_rows)
+
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_index_rows(const i64* idx, u32 n, u32* out) {
+    ZD_INDEX;
+    if (i < n) out[i] = (u32)idx[i];
+}
+ZT_EXPORT(zd_index_rows)
+
+// ---- rows of columns ----
+
+// out[j * w + e] = src[rows[j] * w + e], for 4- and 8-byte elements; one thread per element.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_gather4(const u32* src, const u32* rows, u32 n, u32 w, u32* out) {
+    u64 t = (u64)blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (t >= (u64)n * w) return;
+    u64 j = t / w, e = t % w;
+    out[t] = src[(u64)rows[j] * w + e];
+}
+ZT_EXPORT(zd_gather4)
+
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_gather8(const u64* src, const u32* rows, u32 n, u32 w, u64* out) {
+    u64 t = (u64)blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (t >= (u64)n * w) return;
+    u64 j = t / w, e = t % w;
+    out[t] = src[(u64)rows[j] * w + e];
+}
+ZT_EXPORT(zd_gather8)
+
+// out[rows[j] * w + e] = vals[j * w + e] (rows distinct).
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_scatter4(u32* out, const u32* rows, u32 n, u32 w, const u32* vals) {
+    u64 t = (u64)blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (t >= (u64)n * w) return;
+    u64 j = t / w, e = t % w;
+    out[(u64)rows[j] * w + e] = vals[t];
+}
+ZT_EXPORT(zd_scatter4)
+
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_scatter8(u64* out, const u32* rows, u32 n, u32 w, const u64* vals) {
+    u64 t = (u64)blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (t >= (u64)n * w) return;
+    u64 j = t / w, e = t % w;
+    out[(u64)rows[j] * w + e] = vals[t];
+}
+ZT_EXPORT(zd_scatter8)
+
+// f32 values into a caller's f64 array (the C API's doubles), widened.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_scatter_wide(double* out, const u32* rows, u32 n, u32 w, const float* vals) {
+    u64 t = (u64)blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (t >= (u64)n * w) return;
+    u64 j = t / w, e = t % w;
+    out[(u64)rows[j] * w + e] = (double)vals[t];
+}
+ZT_EXPORT(zd_scatter_wide)
+
+// Caller ids (any integer type) at input rows, as i64.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_gather_ids(ZtField ids, const u32* rows, u32 n, i64* out) {
+    ZD_INDEX;
+    if (i < n) out[i] = zt_int(ids, rows[i]);
+}
+ZT_EXPORT(zd_gather_ids)
+
+// The number of leading valid entries (>= 0) of each row of w indices.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_row_counts(const i64* idx, u32 nrows, u32 w, u32* counts) {
+    ZD_INDEX;
+    if (i >= nrows) return;
+    u32 c = 0;
+    while (c < w && idx[(u64)i * w + c] >= 0) c++;
+    counts[i] = c;
+}
+ZT_EXPORT(zd_row_counts)
+
+// The first counts[r] entries of each row r of w, at starts[r] (the counts' exclusive scan).
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_compact4(const u32* v, const u32* counts, const u32* starts, u32 nrows, u32 w, u32* out) {
+    u64 t = (u64)blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (t >= (u64)nrows * w) return;
+    u64 r = t / w, e = t % w;
+    if (e < counts[r]) out[starts[r] + e] = v[t];
+}
+ZT_EXPORT(zd_compact4)
+
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_compact8(const u64* v, const u32* counts, const u32* starts, u32 nrows, u32 w, u64* out) {
+    u64 t = (u64)blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (t >= (u64)nrows * w) return;
+    u64 r = t / w, e = t % w;
+    if (e < counts[r]) out[starts[r] + e] = v[t];
+}
+ZT_EXPORT(zd_compact8)
+
+// ---- keys, owners, ranks ----
+
+// For each interval s (shapes[3s] = lo, [3s + 1] = hi - 1, [3s + 2] = shift), the keys in
+// [lo, hi) counted into bins bins of 2^shift keys.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_key_hist(const u64* keys, u32 n, const u64* shapes, u32 nshapes, u32 bins, u64* out) {
+    ZD_INDEX;
+    if (i >= n) return;
+    u64 k = keys[i];
+    for (u32 s = 0; s < nshapes; ++s) {
+        u64 lo = shapes[3 * s], last = shapes[3 * s + 1];
+        if (k >= lo && k <= last) atomicAdd(&out[(u64)s * bins + ((k - lo) >> shapes[3 * s + 2])], 1ull);
+    }
+}
+ZT_EXPORT(zd_key_hist)
+
+// The owner of each key: the number of starts[1..=p] at or below it (starts as (hi, lo)
+// u64 pairs of the 128-bit starts).
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_key_owner(const u64* keys, u32 n, const u64* starts, u32 p, u32* owner) {
+    ZD_INDEX;
+    if (i >= n) return;
+    u64 k = keys[i];
+    u32 lo = 0, hi = p;
+    while (lo < hi) {
+        u32 mid = (lo + hi) / 2;
+        bool at_or_below = starts[2 * mid] == 0 && starts[2 * mid + 1] <= k;
+        if (at_or_below) lo = mid + 1;
+        else hi = mid;
+    }
+    owner[i] = lo;
+}
+ZT_EXPORT(zd_key_owner)
+
+// Sort keys (dest << 32 | row) with the rows, and the count per destination.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_dest_keys(const u32* dest, u32 n, u64* keys, u32* rows, u32* counts) {
+    ZD_INDEX;
+    if (i >= n) return;
+    u32 d = dest[i];
+    keys[i] = (u64)d << 32 | i;
+    rows[i] = i;
+    atomicAdd(&counts[d], 1u);
+}
+ZT_EXPORT(zd_dest_keys)
+
+// Rows that may lie within their radius of another rank's range: not in a coarse cell
+// whose whole neighbourhood one rank owns (src/geom/decomp.rs `near_ranks`' first test),
+// with the radius widened a little beyond the host's, so the host's exact test sees every
+// row it would keep. r2 (squared radii, widened as `widened_radius`) or the fixed radius.
+struct ZdNear {
+    u32 shift;
+    u32 have_r2;
+    double fixed;
+    double max_r;
+    double span;
+    double eps;
+};
+
+template <class T, int D>
+ZT_HD void zd_near_flags(const T* const* pos, const u64* keys, u32 n, const T* r2, ZdNear p, const u8* interior, u32* flags) {
+    ZD_INDEX;
+    if (i >= n) return;
+    double r = p.fixed;
+    if (p.have_r2) {
+        double mag = p.span;
+        for (int d = 0; d < D; ++d) {
+            double x = (double)pos[d][i];
+            mag = zt_fmax(mag, x < 0 ? -x : x);
+        }
+        r = zt_sqrt((double)r2[i]) * (1.0 + 64.0 * p.eps) + 64.0 * p.eps * mag;
+    }
+    r = r * (1.0 + 1e-6);
+    bool inside = r <= p.max_r && interior[keys[i] >> p.shift];
+    flags[i] = inside ? 0u : 1u;
+}
+
+#define ZD_NEAR(suffix, T, D)                                                                                                           \
+    extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_near_flags_##suffix(const T* x, const T* y, const T* z, const u64* keys, \
+                                                                                  u32 n, const T* r2, ZdNear p, const u8* interior,  \
+                                                                                  u32* flags) {                                      \
+        const T* pos[3] = {x, y, z};                                                                                                    \
+        zd_near_flags<T, D>(pos, keys, n, r2, p, interior, flags);                                                                     \
+    }                                                                                                                                   \
+    ZT_EXPORT(zd_near_flags_##suffix)
+ZD_NEAR(f32_2, float, 2)
+ZD_NEAR(f32_3, float, 3)
+ZD_NEAR(f64_2, double, 2)
+ZD_NEAR(f64_3, double, 3)
+
+// The rows with a flag, in order: out[at[i]] = i where flags[i] (at: the flags' scan).
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_compact_flagged(const u32* flags, const u32* at, u32 n, u32* out) {
+    ZD_INDEX;
+    if (i < n && flags[i]) out[at[i]] = i;
+}
+ZT_EXPORT(zd_compact_flagged)
+
+// ---- kNN: queries from other ranks against this rank's tree ----
+
+// Each node's parent (the super nodes: themselves).
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_parents(const u32* child_start, const u32* child_count, u32 n_nodes, u32* parent) {
+    ZD_INDEX;
+    if (i >= n_nodes) return;
+    u32 c0 = child_start[i], cn = child_count[i];
+    for (u32 c = c0; c < c0 + cn; ++c) parent[c] = i;
+}
+ZT_EXPORT(zd_parents)
+
+// A candidate of a query's list: (distance², source index) with `own` first among equal
+// distances, then by index.
+template <class T>
+ZT_HD bool zd_before(T da, u64 a, T db, u64 b, u64 own) {
+    if (da != db) return da < db;
+    bool na = a != own, nb = b != own;
+    if (na != nb) return !na;
+    return a < b;
+}
+
+template <class T>
+struct ZdBall {
+    ZtTree<T> t;
+    const u32* parent;
+    u32 top_first;
+    u32 top_len;
+    const T* src[3];
+    const u32* orig;
+    const T* q[3];
+    const T* r2;
+    const u32* first;
+    u32 nq;
+    u32 k;
+    i64* idx;
+    T* d2;
+};
+
+// One query per thread: a descent from every super node opening each node whose box lies
+// within the radius, without a stack (from a node: its first child when opened, else its
+// next sibling, else up); every source within the radius offered to the row's k best
+// (src/backend/cpu/knn.rs `ball_query`, which the order of visits cannot change: the
+// order of the list is total).
+template <class T, int D>
+ZT_HD void zd_ball(const ZdBall<T>& j, ZtMetric<T, D> m) {
+    ZD_INDEX;
+    if (i >= j.nq) return;
+    T p[D];
+    for (int d = 0; d < D; ++d) p[d] = j.q[d][i];
+    T r = j.r2[i];
+    u64 own = j.first ? (u64)j.first[i] : ~0ull;
+    i64* ri = j.idx + (u64)i * j.k;
+    T* rd = j.d2 + (u64)i * j.k;
+    u32 held = 0;
+    for (u32 s = j.top_first; s < j.top_first + j.top_len; ++s) {
+        u32 n = s;
+        for (;;) {
+            bool open = j.t.src_count[n] > 0 && m.box_min2(p, p, j.t.src_lo + (u64)D * n, j.t.src_hi + (u64)D * n) <= r;
+            if (open && j.t.child_count[n] > 0) {
+                n = j.t.child_start[n];
+                continue;
+            }
+            if (open) {
+                u32 z0 = j.t.src_start[n], zn = j.t.src_count[n];
+                for (u32 z = z0; z < z0 + zn; ++z) {
+                    T sp[D];
+                    for (int d = 0; d < D; ++d) sp[d] = j.src[d][z];
+                    T dd = m.dist2(p, sp);
+                    if (!(dd <= r)) continue;
+                    u64 o = j.orig[z];
+                    if (held == j.k && !zd_before(dd, o, rd[held - 1], (u64)ri[held - 1], own)) continue;
+                    u32 at = held < j.k ? held++ : held - 1;
+                    while (at > 0 && zd_before(dd, o, rd[at - 1], (u64)ri[at - 1], own)) {
+                        rd[at] = rd[at - 1];
+                        ri[at] = ri[at - 1];
+                        at--;
+                    }
+                    rd[at] = dd;
+                    ri[at] = (i64)o;
+                }
+            }
+            // The next node: a later sibling, else up until one has one, else done.
+            bool next = false;
+            while (n != s) {
+                u32 par = j.parent[n];
+                if (n + 1 < j.t.child_start[par] + j.t.child_count[par]) {
+                    n = n + 1;
+                    next = true;
+                    break;
+                }
+                n = par;
+            }
+            if (!next) break;
+        }
+    }
+}
+
+#define ZD_BALL(suffix, T, D)                                                                                         \
+    extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_ball_##suffix(ZdBall<T> j, ZtMetric<T, D> m) { zd_ball<T, D>(j, m); } \
+    ZT_EXPORT(zd_ball_##suffix)
+ZD_BALL(f32_2, float, 2)
+ZD_BALL(f32_3, float, 3)
+ZD_BALL(f64_2, double, 2)
+ZD_BALL(f64_3, double, 3)
+
+// ---- kNN: the merge on a query's owner ----
+
+template <class T>
+struct ZdMerge {
+    u32 nb;
+    u32 k;
+    const u32* boundary;
+    const i64* own_idx;
+    const T* own_d2;
+    // Per boundary query, its pairs (CSR: pairs[pair_start[b] .. pair_start[b + 1]]), and
+    // per pair where its candidates start and how many there are.
+    const u32* pair_start;
+    const u32* pairs;
+    const u32* entry_at;
+    const u32* reply_counts;
+    const T* reply_d2;
+    const u64* reply_gidx;
+    const double* reply_mass;
+    const double* reply_scalar;
+    const u64* gidx;
+    const double* mass;
+    const double* scalar;
+    u32 self_query;
+    // Scratch: k per boundary query.
+    T* sd2;
+    u64* sg;
+    double* sm;
+    double* ss;
+    // The completed rows (own queries' order; lists and reductions may be absent).
+    T* kth_d2;
+    double* density;
+    double* smean;
+    i64* idx;
+    T* d2;
+};
+
+template <class T>
+ZT_HD void zd_offer(const ZdMerge<T>& j, u64 b, u32* held, u64 me, T d, u64 g, double m, double s) {
+    u32 k = j.k;
+    T* sd = j.sd2 + b * k;
+    u64* sg = j.sg + b * k;
+    double* sm = j.sm + b * k;
+    double* ss = j.ss + b * k;
+    if (*held == k && !zd_before(d, g, sd[k - 1], sg[k - 1], me)) return;
+    u32 at = *held < k ? (*held)++ : k - 1;
+    while (at > 0 && zd_before(d, g, sd[at - 1], sg[at - 1], me)) {
+        sd[at] = sd[at - 1];
+        sg[at] = sg[at - 1];
+        sm[at] = sm[at - 1];
+        ss[at] = ss[at - 1];
+        at--;
+    }
+    sd[at] = d;
+    sg[at] = g;
+    sm[at] = m;
+    ss[at] = s;
+}
+
+// One boundary query per thread: its own k best and its candidates from other ranks, the
+// k best by (distance², not itself, global index), then the k-th distance, the lists and
+// the reductions as src/knn/reduce.rs computes them (sums in list order from -0.0).
+template <class T, int D>
+ZT_HD void zd_merge(const ZdMerge<T>& j) {
+    ZD_INDEX;
+    if (i >= j.nb) return;
+    u64 b = i;
+    u32 q = j.boundary[i], k = j.k;
+    u64 me = j.self_query ? j.gidx[q] : ~0ull;
+    u32 held = 0;
+    for (u32 e = 0; e < k; ++e) {
+        i64 u = j.own_idx[b * k + e];
+        if (u < 0) continue;
+        zd_offer(j, b, &held, me, j.own_d2[b * k + e], j.gidx[u], j.mass ? j.mass[u] : 0.0, j.scalar ? j.scalar[u] : 0.0);
+    }
+    for (u32 pp = j.pair_start[i]; pp < j.pair_start[i + 1]; ++pp) {
+        u32 pr = j.pairs[pp];
+        for (u32 e = j.entry_at[pr]; e < j.entry_at[pr] + j.reply_counts[pr]; ++e)
+            zd_offer(j, b, &held, me, j.reply_d2[e], j.reply_gidx[e], j.reply_mass ? j.reply_mass[e] : 0.0, j.reply_scalar ? j.reply_scalar[e] : 0.0);
+    }
+    const T* sd = j.sd2 + b * k;
+    T kth2 = held == k ? sd[k - 1] : zt_inf<T>();
+    j.kth_d2[q] = kth2;
+    if (j.idx) {
+        for (u32 e = 0; e < k; ++e) {
+            j.idx[(u64)q * k + e] = e < held ? (i64)j.sg[b * k + e] : -1;
+            j.d2[(u64)q * k + e] = e < held ? sd[e] : zt_inf<T>();
+        }
+    }
+    if (j.density) {
+        double num = (double)held;
+        if (j.mass) {
+            num = -0.0;
+            for (u32 e = 0; e < held; ++e) num = num + j.sm[b * k + e];
+        }
+        double r = (double)zt_sqrt(kth2);
+        const double pi = 3.14159265358979323846;
+        double vol = D == 2 ? pi * r * r : 4.0 / 3.0 * pi * r * r * r;
+        j.density[q] = held < k ? 0.0 : num / vol;
+    }
+    if (j.smean) {
+        double s = -0.0;
+        for (u32 e = 0; e < held; ++e) s = s + j.ss[b * k + e];
+        j.smean[q] = s / (double)held;
+    }
+}
+
+#define ZD_MERGE(suffix, T, D)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_merge_##suffix(ZdMerge<T> j) { zd_merge<T, D>(j); } \
+    ZT_EXPORT(zd_merge_##suffix)
+ZD_MERGE(f32_2, float, 2)
+ZD_MERGE(f32_3, float, 3)
+ZD_MERGE(f64_2, double, 2)
+ZD_MERGE(f64_3, double, 3)
+
+// Local source indices of the rows not marked in skip replaced by their global indices.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_globalize(i64* idx, u32 nrows, u32 w, const u64* gidx, const u8* skip) {
+    u64 t = (u64)blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (t >= (u64)nrows * w) return;
+    if (skip[t / w]) return;
+    i64 v = idx[t];
+    if (v >= 0) idx[t] = (i64)gidx[v];
+}
+ZT_EXPORT(zd_globalize)
+
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_mark(const u32* rows, u32 n, u8* marks) {
+    ZD_INDEX;
+    if (i < n) marks[rows[i]] = 1;
+}
+ZT_EXPORT(zd_mark)
+
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_marked_flags(const u8* marks, u32 n, u32* flags) {
+    ZD_INDEX;
+    if (i < n) flags[i] = marks[i];
+}
+ZT_EXPORT(zd_marked_flags)
+
+// ---- FoF: fragments ----
+
+// first[root] = the smallest z of the group's owned points (first: NONE beforehand).
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_frag_first(const u32* orig, const u32* roots, u32 nu, u32 n_own, u32* first) {
+    ZD_INDEX;
+    if (i < nu && orig[i] < n_own) atomicMin(&first[roots[i]], i);
+}
+ZT_EXPORT(zd_frag_first)
+
+// flags[z] = 1 where z is its fragment's first owned point.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_frag_starts(const u32* orig, const u32* roots, u32 nu, u32 n_own, const u32* first, u32* flags) {
+    ZD_INDEX;
+    if (i < nu) flags[i] = orig[i] < n_own && first[roots[i]] == i;
+}
+ZT_EXPORT(zd_frag_starts)
+
+// Each owned point's fragment (at: the starts' scan), and each ghost's (NONE when its
+// group holds no owned point), by local row.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_frag_of(const u32* orig, const u32* roots, u32 nu, u32 n_own, const u32* first, const u32* at,
+                                                                  u32* frag_of, u32* ghost_frag) {
+    ZD_INDEX;
+    if (i >= nu) return;
+    u32 f = first[roots[i]];
+    u32 fr = f == ZT_NONE ? ZT_NONE : at[f];
+    u32 o = orig[i];
+    if (o < n_own) frag_of[o] = fr;
+    else ghost_frag[o - n_own] = fr;
+}
+ZT_EXPORT(zd_frag_of)
+
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_not_none(const u32* v, u32 n, u32* flags) {
+    ZD_INDEX;
+    if (i < n) flags[i] = v[i] != ZT_NONE;
+}
+ZT_EXPORT(zd_not_none)
+
+// Per fragment: member count and smallest tag (count zeroed, min_tag INT64_MAX beforehand).
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_frag_sums(const u32* frag_of, const i64* tag, u32 n, u64* count, i64* min_tag) {
+    ZD_INDEX;
+    if (i >= n) return;
+    u32 f = frag_of[i];
+    atomicAdd(&count[f], 1ull);
+    atomicMin(&min_tag[f], tag[i]);
+}
+ZT_EXPORT(zd_frag_sums)
+
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_frag_labels(const u64* count, const i64* tag, u32 n, u64 min, i64* label) {
+    ZD_INDEX;
+    if (i < n) label[i] = count[i] >= min ? tag[i] : -1;
+}
+ZT_EXPORT(zd_frag_labels)
+
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_count_flags(const u64* count, u32 n, u64 min, u32* flags) {
+    ZD_INDEX;
+    if (i < n) flags[i] = count[i] >= min;
+}
+ZT_EXPORT(zd_count_flags)
+
+// Sort keys (group << 32 | point) of the points in a group, at at[p] (the flags' scan),
+// and the count per group.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_group_keys(const u32* group_of, const u32* at, u32 n, u64* keys, u32* pts, u32* counts) {
+    ZD_INDEX;
+    if (i >= n) return;
+    u32 g = group_of[i];
+    if (g == ZT_NONE) return;
+    keys[at[i]] = (u64)g << 32 | i;
+    pts[at[i]] = i;
+    atomicAdd(&counts[g], 1u);
+}
+ZT_EXPORT(zd_group_keys)
+
+// The row of sorted (ascending) holding each value (the first at or above it).
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_find_rows(const u64* sorted, u32 n, const u64* values, u32 m, u32* rows) {
+    ZD_INDEX;
+    if (i >= m) return;
+    u64 v = values[i];
+    u32 lo = 0, hi = n;
+    while (lo < hi) {
+        u32 mid = (lo + hi) / 2;
+        if (sorted[mid] < v) lo = mid + 1;
+        else hi = mid;
+    }
+    rows[i] = lo;
+}
+ZT_EXPORT(zd_find_rows)
