@@ -15,6 +15,7 @@ pub(crate) mod cuda;
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub(crate) mod dist;
 
+#[cfg(feature = "mpi")]
 pub(crate) use dist::DistOps;
 
 use crate::api::TreeParams;
