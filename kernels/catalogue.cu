@@ -68,6 +68,9 @@ struct ZtCatJob {
     double particle_mass;
     double len[3];
     u32 periodic;
+    // Elements between consecutive points in pos[d]: 1 (z-ordered columns) or D (one
+    // column of points).
+    u32 pos_stride;
 };
 struct ZtRows {
     i64* tag;
@@ -83,7 +86,7 @@ template <class T, int D>
 ZT_HD void zt_member(const ZtCatJob<T>& j, const u64* keys, const u32* zs, u32 at, double* x, double* v, double* m, i64* tag) {
     u32 z = zs[at], o = (u32)(keys[at] & 0xffffffffull);
     for (int d = 0; d < D; ++d) {
-        x[d] = (double)j.pos[d][z];
+        x[d] = (double)j.pos[d][(u64)z * j.pos_stride];
         v[d] = j.vel[d].ty ? zt_real(j.vel[d], o) : 0.0;
     }
     *m = j.mass.ty ? zt_real(j.mass, o) : j.particle_mass;

@@ -56,6 +56,25 @@ ZT_EXPORT(zd_index_rows)
 
 // ---- rows of columns ----
 
+// Caller points at input rows, as one column of points (D values per point).
+template <class T, int D>
+ZT_HD void zd_gather_points(ZtStrided x, ZtStrided y, ZtStrided z, const u32* rows, u32 n, T* out) {
+    ZD_INDEX;
+    if (i >= n) return;
+    ZtStrided a[3] = {x, y, z};
+    for (int d = 0; d < D; ++d) out[(u64)i * D + d] = zt_raw<T>(a[d], rows[i]);
+}
+#define ZD_GATHER_POINTS(suffix, T, D)                                                                                           \
+    extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_gather_points_##suffix(ZtStrided x, ZtStrided y, ZtStrided z,       \
+                                                                                     const u32* rows, u32 n, T* out) {           \
+        zd_gather_points<T, D>(x, y, z, rows, n, out);                                                                          \
+    }                                                                                                                            \
+    ZT_EXPORT(zd_gather_points_##suffix)
+ZD_GATHER_POINTS(f32_2, float, 2)
+ZD_GATHER_POINTS(f32_3, float, 3)
+ZD_GATHER_POINTS(f64_2, double, 2)
+ZD_GATHER_POINTS(f64_3, double, 3)
+
 // out[j * w + e] = src[rows[j] * w + e], for 4- and 8-byte elements; one thread per element.
 extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_gather4(const u32* src, const u32* rows, u32 n, u32 w, u32* out) {
     u64 t = (u64)blockIdx.x * ZT_BLOCK + threadIdx.x;
@@ -190,14 +209,14 @@ struct ZdNear {
 };
 
 template <class T, int D>
-ZT_HD void zd_near_flags(const T* const* pos, const u64* keys, u32 n, const T* r2, ZdNear p, const u8* interior, u32* flags) {
+ZT_HD void zd_near_flags(const T* pos, const u64* keys, u32 n, const T* r2, ZdNear p, const u8* interior, u32* flags) {
     ZD_INDEX;
     if (i >= n) return;
     double r = p.fixed;
     if (p.have_r2) {
         double mag = p.span;
         for (int d = 0; d < D; ++d) {
-            double x = (double)pos[d][i];
+            double x = (double)pos[(u64)i * D + d];
             mag = zt_fmax(mag, x < 0 ? -x : x);
         }
         r = zt_sqrt((double)r2[i]) * (1.0 + 64.0 * p.eps) + 64.0 * p.eps * mag;
@@ -207,13 +226,11 @@ ZT_HD void zd_near_flags(const T* const* pos, const u64* keys, u32 n, const T* r
     flags[i] = inside ? 0u : 1u;
 }
 
-#define ZD_NEAR(suffix, T, D)                                                                                                           \
-    extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_near_flags_##suffix(const T* x, const T* y, const T* z, const u64* keys, \
-                                                                                  u32 n, const T* r2, ZdNear p, const u8* interior,  \
-                                                                                  u32* flags) {                                      \
-        const T* pos[3] = {x, y, z};                                                                                                    \
-        zd_near_flags<T, D>(pos, keys, n, r2, p, interior, flags);                                                                     \
-    }                                                                                                                                   \
+#define ZD_NEAR(suffix, T, D)                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_near_flags_##suffix(const T* pos, const u64* keys, u32 n, const T* r2, \
+                                                                                  ZdNear p, const u8* interior, u32* flags) {       \
+        zd_near_flags<T, D>(pos, keys, n, r2, p, interior, flags);                                                             \
+    }                                                                                                                           \
     ZT_EXPORT(zd_near_flags_##suffix)
 ZD_NEAR(f32_2, float, 2)
 ZD_NEAR(f32_3, float, 3)
@@ -256,7 +273,7 @@ struct ZdBall {
     u32 top_len;
     const T* src[3];
     const u32* orig;
-    const T* q[3];
+    const T* q;
     const T* r2;
     const u32* first;
     u32 nq;
@@ -275,7 +292,7 @@ ZT_HD void zd_ball(const ZdBall<T>& j, ZtMetric<T, D> m) {
     ZD_INDEX;
     if (i >= j.nq) return;
     T p[D];
-    for (int d = 0; d < D; ++d) p[d] = j.q[d][i];
+    for (int d = 0; d < D; ++d) p[d] = j.q[(u64)i * D + d];
     T r = j.r2[i];
     u64 own = j.first ? (u64)j.first[i] : ~0ull;
     i64* ri = j.idx + (u64)i * j.k;

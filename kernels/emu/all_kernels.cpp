@@ -9,6 +9,7 @@
 #include "../knn.cu"
 #include "../fof.cu"
 #include "../catalogue.cu"
+#include "../dist.cu"
 #include "../conformance.cu"
 
 extern "C" int zt_emu_launch(const char* name, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** args) {

@@ -89,7 +89,7 @@ pub(crate) struct Fragments<B: Backend> {
 /// What the rows of groups read: per point (owned order), its position, velocity, mass
 /// and tag.
 pub(crate) struct GroupFields<'a, B: Backend, T: Elem, const D: usize> {
-    pub pos: &'a [B::Buf<T>; D],
+    pub pos: &'a B::Buf<[T; D]>,
     pub vel: Option<&'a [B::Buf<f64>; D]>,
     pub mass: Option<&'a B::Buf<f64>>,
     /// The mass of every point when `mass` is absent.
@@ -119,7 +119,7 @@ pub(crate) trait DistOps: Backend {
         &self,
         decomp: &Decomp<D>,
         me: usize,
-        pos: &[Self::Buf<T>; D],
+        pos: &Self::Buf<[T; D]>,
         keys: Option<&Self::Buf<u64>>,
         reach: Reach<'_, Self, T>,
     ) -> Result<(Self::Buf<u32>, Vec<usize>)>;
@@ -127,8 +127,8 @@ pub(crate) trait DistOps: Backend {
     fn gather<T: Elem>(&self, src: &Self::Buf<T>, rows: &Self::Buf<u32>, width: usize) -> Result<Self::Buf<T>>;
     /// `offset + rows[j]`: global indices of input rows.
     fn offset_rows(&self, rows: &Self::Buf<u32>, offset: u64) -> Result<Self::Buf<u64>>;
-    /// `a` followed by `b`.
-    fn concat<T: Elem>(&self, a: &Self::Buf<T>, b: &Self::Buf<T>) -> Result<Self::Buf<T>>;
+    /// `a` followed by `b` (in `a`'s memory where the back end can grow it).
+    fn append<T: Elem>(&self, a: Self::Buf<T>, b: &Self::Buf<T>) -> Result<Self::Buf<T>>;
     /// The sums of `v` over consecutive segments of the given lengths.
     fn segment_sums(&self, v: &Self::Buf<u32>, segments: &[usize]) -> Result<Vec<usize>>;
     /// Element-wise square roots.
@@ -157,7 +157,7 @@ pub(crate) trait DistOps: Backend {
         &self,
         metric: &M,
         zs: &Prepared<Self, T, D>,
-        queries: &[Self::Buf<T>; D],
+        queries: &Self::Buf<[T; D]>,
         r2: &Self::Buf<T>,
         first: Option<&Self::Buf<u32>>,
         k: usize,

@@ -263,6 +263,8 @@ pub(crate) trait Ingest<P: ?Sized, T: Real, const D: usize>: Backend {
         self.scan(pts, what, domain)?;
         self.keys_into(pts, quant, keys, at)
     }
+    /// The points at input rows `rows`, as one column of points.
+    fn gather_rows(&self, pts: &P, rows: &Self::Buf<u32>) -> Result<Self::Buf<[T; D]>>;
     /// `out[d][z] = pts[perm[z] - first][d]` for every z with `perm[z]` in
     /// `first .. first + len`.
     fn gather_into(&self, pts: &P, perm: &Self::Buf<u32>, first: u32, out: &mut [Self::Buf<T>; D]) -> Result<()>;

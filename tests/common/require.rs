@@ -41,7 +41,7 @@ pub fn require_hardware(what: &str, feature: &str, present: bool) -> bool {
     if wanted.split(',').map(str::trim).any(|f| f == feature || f == "all") {
         panic!("missing: {what} (ZTREE_REQUIRE_HARDWARE={wanted})");
     }
-    eprintln!("SKIPPED: no {what} on this machine");
+    eprintln!("SKIPPED: no {what}");
     false
 }
 

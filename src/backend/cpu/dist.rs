@@ -103,11 +103,11 @@ impl DistOps for Cpu {
         &self,
         decomp: &Decomp<D>,
         me: usize,
-        pos: &[Vec<T>; D],
+        pos: &Vec<[T; D]>,
         keys: Option<&Vec<u64>>,
         reach: Reach<'_, Self, T>,
     ) -> Result<(Vec<u32>, Vec<usize>)> {
-        let n = pos[0].len();
+        let n = pos.len();
         let eps = if T::IS_F64 { f64::EPSILON } else { f32::EPSILON as f64 };
         let span = decomp.box_len().map_or(0.0, |l| l.iter().fold(0.0f64, |a, &b| a.max(b)));
         // Per chunk: its (row, rank) pairs in row order.
@@ -117,7 +117,7 @@ impl DistOps for Cpu {
             .map(|r| {
                 let (mut out, mut near) = (Vec::new(), Vec::new());
                 for i in r.clone() {
-                    let x: [f64; D] = std::array::from_fn(|d| pos[d][i].to_f64());
+                    let x: [f64; D] = std::array::from_fn(|d| pos[i][d].to_f64());
                     let radius = match &reach {
                         Reach::Fixed(l) => *l,
                         Reach::Squared(r2) => widened_radius(r2[i].to_f64(), &x, span, eps),
@@ -135,6 +135,9 @@ impl DistOps for Cpu {
     }
 
     fn gather<T: Elem>(&self, src: &Vec<T>, rows: &Vec<u32>, width: usize) -> Result<Vec<T>> {
+        if width == 1 {
+            return Ok(rows.par_iter().map(|&r| src[r as usize]).collect());
+        }
         let mut out = filled(rows.len() * width, T::FILL);
         if width > 0 {
             out.par_chunks_mut(width).zip(rows.par_iter()).for_each(|(o, &r)| {
@@ -149,11 +152,10 @@ impl DistOps for Cpu {
         Ok(rows.par_iter().map(|&r| offset + r as u64).collect())
     }
 
-    fn concat<T: Elem>(&self, a: &Vec<T>, b: &Vec<T>) -> Result<Vec<T>> {
-        let mut v = Vec::with_capacity(a.len() + b.len());
-        v.extend_from_slice(a);
-        v.extend_from_slice(b);
-        Ok(v)
+    fn append<T: Elem>(&self, mut a: Vec<T>, b: &Vec<T>) -> Result<Vec<T>> {
+        a.try_reserve_exact(b.len()).map_err(|_| crate::error::Error::OutOfMemory { what: "columns", bytes: (8 * (a.len() + b.len())) as u64 })?;
+        a.extend_from_slice(b);
+        Ok(a)
     }
 
     fn segment_sums(&self, v: &Vec<u32>, segments: &[usize]) -> Result<Vec<usize>> {
@@ -197,7 +199,10 @@ impl DistOps for Cpu {
     }
 
     fn scatter_out<T: Elem>(&self, out: &DisjointSlice<'_, T>, rows: &Vec<u32>, vals: &Vec<T>, width: usize) -> Result<()> {
-        if width > 0 {
+        if width == 1 {
+            // SAFETY: `rows` are distinct input rows: each output element is written once.
+            rows.par_iter().zip(vals.par_iter()).for_each(|(&r, &v)| unsafe { out.write(r as usize, v) });
+        } else if width > 0 {
             vals.par_chunks(width).zip(rows.par_iter()).for_each(|(v, &r)| {
                 // SAFETY: `rows` are distinct input rows: each output row is written once.
                 unsafe { out.slice_mut(r as usize * width, width).copy_from_slice(v) };
@@ -210,7 +215,7 @@ impl DistOps for Cpu {
         &self,
         metric: &M,
         zs: &Prepared<Self, T, D>,
-        queries: &[Vec<T>; D],
+        queries: &Vec<[T; D]>,
         r2: &Vec<T>,
         first: Option<&Vec<u32>>,
         k: usize,
@@ -404,7 +409,7 @@ impl DistOps for Cpu {
 
     fn group_rows<T: Real, const D: usize>(&self, members: &Vec<u32>, offsets: &[u64], f: &GroupFields<'_, Self, T, D>) -> Result<Vec<Row<D>>> {
         let member = |p: usize| Member {
-            pos: std::array::from_fn(|d| f.pos[d][p].to_f64()),
+            pos: std::array::from_fn(|d| f.pos[p][d].to_f64()),
             vel: f.vel.map_or([0.0; D], |v| std::array::from_fn(|d| v[d][p])),
             mass: f.mass.map_or(f.particle_mass, |m| m[p]),
             tag: f.tag[p],

@@ -103,6 +103,10 @@ impl<T: Real, const D: usize, P: PointSource<T, D> + ?Sized> Ingest<P, T, D> for
         checked.into_iter().collect()
     }
 
+    fn gather_rows(&self, pts: &P, rows: &Vec<u32>) -> Result<Vec<[T; D]>> {
+        Ok(rows.par_iter().map(|&r| pts.point(r as usize)).collect())
+    }
+
     fn gather_into(&self, pts: &P, perm: &Vec<u32>, first: u32, out: &mut [Vec<T>; D]) -> Result<()> {
         let n = pts.len() as u32;
         let outs: [DisjointSlice<'_, T>; D] = {

@@ -275,7 +275,7 @@ impl KnnNodeTest {
 pub(super) fn ball_query<T: Real, const D: usize, M: Metric<T, D>>(
     metric: &M,
     zs: &Prepared<Cpu, T, D>,
-    queries: &[Vec<T>; D],
+    queries: &[[T; D]],
     r2: &[T],
     first: Option<&[u32]>,
     k: usize,
@@ -292,8 +292,7 @@ pub(super) fn ball_query<T: Real, const D: usize, M: Metric<T, D>>(
     idx.par_chunks_mut(k).zip(d2.par_chunks_mut(k)).enumerate().for_each_init(
         || (Vec::<u32>::new(), Vec::<(T, u32)>::new()),
         |(stack, cand), (q, (ri, rd))| {
-            let p: &[T; D] = &std::array::from_fn(|d| queries[d][q]);
-            let r = r2[q];
+            let (p, r) = (&queries[q], r2[q]);
             stack.clear();
             cand.clear();
             stack.extend((top.first..top.first + top.len).map(|n| n as u32));

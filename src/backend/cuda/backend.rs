@@ -412,6 +412,9 @@ impl<T: Real, const D: usize> Ingest<DevPoints<'_, T, D>, T, D> for Cuda {
         assert!(at + pts.n <= keys.len());
         prims::keys::<T, D>(&self.dev, pts.pos, pts.n, quant, keys.ptr() + (at * 8) as u64)
     }
+    fn gather_rows(&self, pts: &DevPoints<'_, T, D>, rows: &DevBuf<u32>) -> Result<DevBuf<[T; D]>> {
+        super::dist::gather_points(&self.dev, pts, rows)
+    }
     fn gather_into(&self, pts: &DevPoints<'_, T, D>, perm: &DevBuf<u32>, first: u32, out: &mut [DevBuf<T>; D]) -> Result<()> {
         for (&col, o) in pts.pos.iter().zip(out.iter()) {
             prims::gather::<T>(&self.dev, col, perm, first, pts.n, o)?;

@@ -78,7 +78,7 @@ pub(crate) fn reduce<T: Real, const D: usize>(
     // 3. One row per group.
     let (rows, tag_dev) = crate::pipeline::stage(cuda, timings, "reduce", || -> Result<_> {
         let pos: [u64; 3] = std::array::from_fn(|d| zs.src_pos[d.min(D - 1)].ptr());
-        let job = job_words::<D>(pos, req.velocities.as_ref(), req.masses.as_ref(), req.ids.as_ref(), req.particle_mass, req.box_len);
+        let job = job_words::<D>(pos, 1, req.velocities.as_ref(), req.masses.as_ref(), req.ids.as_ref(), req.particle_mass, req.box_len);
         reduce_rows::<T, D>(cuda, job, &keys, &members_z, &offsets, ng)
     })?;
     // 4. Labels in input order, into the caller's device array.
@@ -123,10 +123,11 @@ pub(crate) fn first_bad(dev: &Arc<dyn Device>, f: &DevField<'_>, mode: u32) -> R
     Ok((i != u32::MAX).then_some(i as usize))
 }
 
-/// `ZtCatJob<T>`: positions (by member z-index), the fields (by input index), the particle
-/// mass and the box.
+/// `ZtCatJob<T>`: positions (by member z-index, `pos_stride` elements apart), the fields
+/// (by input index), the particle mass and the box.
 pub(crate) fn job_words<const D: usize>(
     pos: [u64; 3],
+    pos_stride: u32,
     vel: Option<&[DevField<'_>; D]>,
     masses: Option<&DevField<'_>>,
     ids: Option<&DevField<'_>>,
@@ -142,7 +143,7 @@ pub(crate) fn job_words<const D: usize>(
     job.push(particle_mass.to_bits());
     let len = box_len.unwrap_or([0.0; D]);
     job.extend((0..3).map(|d| if d < D { len[d].to_bits() } else { 0 }));
-    job.push(box_len.is_some() as u64);
+    job.push(super::device::u32_pair(box_len.is_some() as u32, pos_stride));
     job
 }
 

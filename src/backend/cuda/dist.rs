@@ -50,6 +50,13 @@ fn width_of<T: Elem>() -> Result<u32> {
     }
 }
 
+/// How the column kernels move elements of `T`: as words of 8 bytes (or 4, for sizes that
+/// are not a multiple of 8: f32 points), so many per element, and the kernels' suffix.
+fn words_of<T: Elem>() -> (usize, &'static str, &'static str) {
+    let s = size_of::<T>();
+    if s.is_multiple_of(8) { (s / 8, "zd_gather8", "zd_scatter8") } else { (s / 4, "zd_gather4", "zd_scatter4") }
+}
+
 /// A device column as a packed strided array.
 fn col<T: Elem>(b: &DevBuf<T>) -> Strided {
     Strided { data: b.ptr(), stride: size_of::<T>() as i64 }
@@ -73,8 +80,8 @@ impl Cuda {
 
     fn copy<T: Elem>(&self, src: &DevBuf<T>, dst: &DevBuf<T>, n: usize) -> Result<()> {
         let iota = prims::iota(&self.dev, n)?;
-        let k = if width_of::<T>()? == 4 { "zd_gather4" } else { "zd_gather8" };
-        launch(&self.dev, k, n, &[src.arg(), iota.arg(), Arg::U32(n32(n)?), Arg::U32(1), dst.arg()])
+        let (w, k, _) = words_of::<T>();
+        launch(&self.dev, k, n * w, &[src.arg(), iota.arg(), Arg::U32(n32(n)?), Arg::U32(n32(w)?), dst.arg()])
     }
 
     fn upload<T: Elem>(&self, v: &[T]) -> Result<DevBuf<T>> {
@@ -82,24 +89,40 @@ impl Cuda {
     }
 }
 
-/// Columns on the device as caller points (the pipeline reads them like the caller's).
-impl<T: Real, const D: usize> Ingest<[DevBuf<T>; D], T, D> for Cuda {
-    fn count(&self, pts: &[DevBuf<T>; D]) -> usize {
-        pts[0].len()
+/// A column of points on the device as caller points (the pipeline reads it like the
+/// caller's strided arrays).
+impl<T: Real, const D: usize> Ingest<DevBuf<[T; D]>, T, D> for Cuda {
+    fn count(&self, pts: &DevBuf<[T; D]>) -> usize {
+        pts.len()
     }
-    fn scan(&self, pts: &[DevBuf<T>; D], what: &'static str, domain: &Domain<D>) -> Result<Bounds<D>> {
+    fn scan(&self, pts: &DevBuf<[T; D]>, what: &'static str, domain: &Domain<D>) -> Result<Bounds<D>> {
         self.scan(&points(pts), what, domain)
     }
-    fn keys_into(&self, pts: &[DevBuf<T>; D], quant: &Quantizer<D>, keys: &mut DevBuf<u64>, at: usize) -> Result<()> {
+    fn keys_into(&self, pts: &DevBuf<[T; D]>, quant: &Quantizer<D>, keys: &mut DevBuf<u64>, at: usize) -> Result<()> {
         self.keys_into(&points(pts), quant, keys, at)
     }
-    fn gather_into(&self, pts: &[DevBuf<T>; D], perm: &DevBuf<u32>, first: u32, out: &mut [DevBuf<T>; D]) -> Result<()> {
+    fn gather_rows(&self, pts: &DevBuf<[T; D]>, rows: &DevBuf<u32>) -> Result<DevBuf<[T; D]>> {
+        self.gather(pts, rows, 1)
+    }
+    fn gather_into(&self, pts: &DevBuf<[T; D]>, perm: &DevBuf<u32>, first: u32, out: &mut [DevBuf<T>; D]) -> Result<()> {
         self.gather_into(&points(pts), perm, first, out)
     }
 }
 
-fn points<T: Real, const D: usize>(pts: &[DevBuf<T>; D]) -> DevPoints<'_, T, D> {
-    DevPoints { pos: std::array::from_fn(|d| col(&pts[d])), n: pts[0].len(), _borrow: PhantomData }
+/// A column of points as D strided arrays.
+pub(super) fn points<T: Real, const D: usize>(pts: &DevBuf<[T; D]>) -> DevPoints<'_, T, D> {
+    let stride = size_of::<[T; D]>() as i64;
+    DevPoints { pos: std::array::from_fn(|d| Strided { data: pts.ptr() + (d * size_of::<T>()) as u64, stride }), n: pts.len(), _borrow: PhantomData }
+}
+
+/// Caller points at input rows as one column of points (kernels/dist.cu
+/// `zd_gather_points`).
+pub(super) fn gather_points<T: Real, const D: usize>(dev: &Arc<dyn Device>, p: &DevPoints<'_, T, D>, rows: &DevBuf<u32>) -> Result<DevBuf<[T; D]>> {
+    let out = DevBuf::new(dev, rows.len())?;
+    let kernel = instance::<T, D>(["zd_gather_points_f32_2", "zd_gather_points_f32_3", "zd_gather_points_f64_2", "zd_gather_points_f64_3"])?;
+    let a = |d: usize| Arg::Words(vec![p.pos[d.min(D - 1)].data, p.pos[d.min(D - 1)].stride as u64]);
+    launch(dev, kernel, rows.len(), &[a(0), a(1), a(2), rows.arg(), Arg::U32(n32(rows.len())?), out.arg()])?;
+    Ok(out)
 }
 
 impl DistOps for Cuda {
@@ -154,11 +177,11 @@ impl DistOps for Cuda {
         &self,
         decomp: &Decomp<D>,
         me: usize,
-        pos: &[DevBuf<T>; D],
+        pos: &DevBuf<[T; D]>,
         keys: Option<&DevBuf<u64>>,
         reach: Reach<'_, Self, T>,
     ) -> Result<(DevBuf<u32>, Vec<usize>)> {
-        let n = pos[0].len();
+        let n = pos.len();
         let own_keys;
         let keys = match keys {
             Some(k) => k,
@@ -181,13 +204,12 @@ impl DistOps for Cuda {
         let params = vec![u32_pair(shift, (r2 != 0) as u32), fixed.to_bits(), max_r.to_bits(), span.to_bits(), eps.to_bits()];
         let flags: DevBuf<u32> = DevBuf::new(&self.dev, n + 1)?;
         let kernel = instance::<T, D>(["zd_near_flags_f32_2", "zd_near_flags_f32_3", "zd_near_flags_f64_2", "zd_near_flags_f64_3"])?;
-        let p3 = |d: usize| pos[d.min(D - 1)].arg();
-        let args = [p3(0), p3(1), p3(2), keys.arg(), Arg::U32(n32(n)?), Arg::Ptr(r2), Arg::Words(params), table.arg(), flags.arg()];
+        let args = [pos.arg(), keys.arg(), Arg::U32(n32(n)?), Arg::Ptr(r2), Arg::Words(params), table.arg(), flags.arg()];
         launch(&self.dev, kernel, n, &args)?;
         let cand = self.flagged_rows(&flags, n)?;
         let rows = cand.to_vec()?;
         // The exact test on the host, for those rows.
-        let cpos: Vec<Vec<T>> = pos.iter().map(|c| self.gather(c, &cand, 1).and_then(|g| g.to_vec())).collect::<Result<_>>()?;
+        let cpos = self.gather(pos, &cand, 1)?.to_vec()?;
         let ckeys = self.gather(keys, &cand, 1)?.to_vec()?;
         let cr2: Option<Vec<T>> = match &reach {
             Reach::Squared(r2) => Some(self.gather(*r2, &cand, 1)?.to_vec()?),
@@ -196,7 +218,7 @@ impl DistOps for Cuda {
         let mut pairs: Vec<(u32, u32)> = Vec::new();
         let mut near = Vec::new();
         for (j, &row) in rows.iter().enumerate() {
-            let x: [f64; D] = std::array::from_fn(|d| cpos[d][j].to_f64());
+            let x: [f64; D] = std::array::from_fn(|d| cpos[j][d].to_f64());
             let radius = match &cr2 {
                 None => fixed,
                 Some(r2) => crate::backend::dist::widened_radius(r2[j].to_f64(), &x, span, eps),
@@ -213,8 +235,8 @@ impl DistOps for Cuda {
     fn gather<T: Elem>(&self, src: &DevBuf<T>, rows: &DevBuf<u32>, width: usize) -> Result<DevBuf<T>> {
         let n = rows.len();
         let out = DevBuf::new(&self.dev, n * width)?;
-        let k = if width_of::<T>()? == 4 { "zd_gather4" } else { "zd_gather8" };
-        launch(&self.dev, k, n * width, &[src.arg(), rows.arg(), Arg::U32(n32(n)?), Arg::U32(n32(width)?), out.arg()])?;
+        let (w, k, _) = words_of::<T>();
+        launch(&self.dev, k, n * width * w, &[src.arg(), rows.arg(), Arg::U32(n32(n)?), Arg::U32(n32(width * w)?), out.arg()])?;
         Ok(out)
     }
 
@@ -224,15 +246,15 @@ impl DistOps for Cuda {
         Ok(out)
     }
 
-    fn concat<T: Elem>(&self, a: &DevBuf<T>, b: &DevBuf<T>) -> Result<DevBuf<T>> {
+    fn append<T: Elem>(&self, a: DevBuf<T>, b: &DevBuf<T>) -> Result<DevBuf<T>> {
         let (na, nb) = (a.len(), b.len());
         let out = DevBuf::new(&self.dev, na + nb)?;
-        let k = if width_of::<T>()? == 4 { "zd_gather4" } else { "zd_gather8" };
-        for (src, at, n) in [(a, 0, na), (b, na, nb)] {
+        let (w, k, _) = words_of::<T>();
+        for (src, at, n) in [(&a, 0, na), (b, na, nb)] {
             if n > 0 {
                 let iota = prims::iota(&self.dev, n)?;
                 let dst = out.ptr() + (at * size_of::<T>()) as u64;
-                launch(&self.dev, k, n, &[src.arg(), iota.arg(), Arg::U32(n32(n)?), Arg::U32(1), Arg::Ptr(dst)])?;
+                launch(&self.dev, k, n * w, &[src.arg(), iota.arg(), Arg::U32(n32(n)?), Arg::U32(n32(w)?), Arg::Ptr(dst)])?;
             }
         }
         Ok(out)
@@ -309,7 +331,7 @@ impl DistOps for Cuda {
         &self,
         metric: &M,
         zs: &Prepared<Self, T, D>,
-        queries: &[DevBuf<T>; D],
+        queries: &DevBuf<[T; D]>,
         r2: &DevBuf<T>,
         first: Option<&DevBuf<u32>>,
         k: usize,
@@ -331,7 +353,7 @@ impl DistOps for Cuda {
         job.push(u32_pair(n32(top.first)?, n32(top.len)?));
         job.extend((0..3).map(|d| p3(&zs.src_pos, d)));
         job.push(zs.src_orig.ptr());
-        job.extend((0..3).map(|d| p3(queries, d)));
+        job.push(queries.ptr());
         job.push(r2.ptr());
         job.push(first.map_or(0, |f| f.ptr()));
         job.push(u32_pair(n32(nq)?, n32(k)?));
@@ -531,8 +553,8 @@ impl DistOps for Cuda {
         let vel: Option<[DevField<'_>; D]> = f.vel.map(|v| std::array::from_fn(|d| self.scalar_of(&v[d])));
         let mass = f.mass.map(|m| self.scalar_of(m));
         let ids = DevField { a: col(f.tag), ty: FieldType::I64, n: f.tag.len(), _borrow: PhantomData };
-        let pos: [u64; 3] = std::array::from_fn(|d| f.pos[d.min(D - 1)].ptr());
-        let job = job_words::<D>(pos, vel.as_ref(), mass.as_ref(), Some(&ids), f.particle_mass, f.box_len);
+        let pos: [u64; 3] = std::array::from_fn(|d| f.pos.ptr() + (d.min(D - 1) * size_of::<T>()) as u64);
+        let job = job_words::<D>(pos, D as u32, vel.as_ref(), mass.as_ref(), Some(&ids), f.particle_mass, f.box_len);
         Ok(super::catalogue::reduce_rows::<T, D>(self, job, &keys, members, &off, ng)?.0)
     }
 

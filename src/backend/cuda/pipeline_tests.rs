@@ -26,7 +26,7 @@ impl Lcg {
 }
 
 /// Point sets that stress the tree and the walks, in a box of side `l`.
-fn inputs<const D: usize>(l: f64) -> Vec<(&'static str, Vec<[f64; D]>)> {
+pub(super) fn inputs<const D: usize>(l: f64) -> Vec<(&'static str, Vec<[f64; D]>)> {
     let mut r = Lcg(99);
     let uniform: Vec<[f64; D]> = (0..2500).map(|_| std::array::from_fn(|_| r.unit() * l)).collect();
     // Clumps: 80% of points in a few tight balls.

@@ -157,12 +157,17 @@ pub(super) fn catalogue<B: DistOps, T: Real, const D: usize>(
         comm.agree(pool.install(|| -> Result<_> {
             let kept = b.kept_fragments(&groups.count, min)?;
             let (whole, split): (Vec<u32>, Vec<u32>) = kept.iter().partition(|f| !groups.home_of.contains_key(f));
-            let (rows, ids) = {
-                let group_of = b.select_groups(&frags.frag_of, frags.n_frag, &whole)?;
-                let (offsets, members) = b.group_members(&group_of, whole.len())?;
-                let rows = b.group_rows(&members, &offsets, &fields)?;
-                let ids = if params.members { Some((offsets, b.to_host(&b.gather(&local.gidx, &members, 1)?)?.into_owned())) } else { None };
-                (rows, ids)
+            // One grouping for both: the whole groups first, then the split ones.
+            let nw = whole.len();
+            let selected: Vec<u32> = whole.iter().chain(&split).copied().collect();
+            let group_of = b.select_groups(&frags.frag_of, frags.n_frag, &selected)?;
+            let (all_offsets, all_members) = b.group_members(&group_of, selected.len())?;
+            let rows = b.group_rows(&all_members, &all_offsets[..=nw], &fields)?;
+            let ids = if params.members {
+                let whole_members = b.upload_host((0..all_offsets[nw] as u32).collect())?;
+                Some((all_offsets[..=nw].to_vec(), b.to_host(&b.gather(&local.gidx, &b.gather(&all_members, &whole_members, 1)?, 1)?)?.into_owned()))
+            } else {
+                None
             };
             let mut out: Vec<(u64, Row<D>, Vec<i64>)> = Vec::with_capacity(rows.len());
             for (g, row) in rows.into_iter().enumerate() {
@@ -170,15 +175,11 @@ pub(super) fn catalogue<B: DistOps, T: Real, const D: usize>(
                 out.push((groups.frag_base + whole[g] as u64, row, m));
             }
             // The members of split groups, for their homes.
-            let group_of = b.select_groups(&frags.frag_of, frags.n_frag, &split)?;
-            let (offsets, members) = b.group_members(&group_of, split.len())?;
+            let (lo, hi) = (all_offsets[nw], all_offsets[selected.len()]);
+            let members = b.gather(&all_members, &b.upload_host((lo as u32..hi as u32).collect())?, 1)?;
+            let offsets: Vec<u64> = all_offsets[nw..].iter().map(|&o| o - lo).collect();
             let host = |v: &B::Buf<f64>| -> Result<Vec<f64>> { Ok(b.to_host(&b.gather(v, &members, 1)?)?.into_owned()) };
-            let pos: Vec<Vec<f64>> = (0..D)
-                .map(|d| -> Result<Vec<f64>> {
-                    let p = b.to_host(&b.gather(&local.pos[d], &members, 1)?)?.into_owned();
-                    Ok(p.into_iter().map(|x| x.to_f64()).collect())
-                })
-                .collect::<Result<_>>()?;
+            let pos = b.to_host(&b.gather(&local.pos, &members, 1)?)?.into_owned();
             let vel: Option<Vec<Vec<f64>>> = local.vel.as_ref().map(|v| v.iter().map(host).collect::<Result<_>>()).transpose()?;
             let mass = local.mass.as_ref().map(host).transpose()?;
             let tag = b.to_host(&b.gather(&local.tag, &members, 1)?)?.into_owned();
@@ -189,7 +190,7 @@ pub(super) fn catalogue<B: DistOps, T: Real, const D: usize>(
                 let ms: Vec<(u64, Member<D>)> = (offsets[g] as usize..offsets[g + 1] as usize)
                     .map(|j| {
                         let m = Member {
-                            pos: std::array::from_fn(|d| pos[d][j]),
+                            pos: std::array::from_fn(|d| pos[j][d].to_f64()),
                             vel: vel.as_ref().map_or([0.0; D], |v| std::array::from_fn(|d| v[d][j])),
                             mass: mass.as_ref().map_or(particle_mass, |m| m[j]),
                             tag: tag[j],

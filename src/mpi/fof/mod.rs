@@ -62,7 +62,7 @@ pub(super) struct Local<B: Backend, T: Real, const D: usize> {
     pub mass: Option<B::Buf<f64>>,
     pub vel: Option<[B::Buf<f64>; D]>,
     /// Owned positions followed by the ghosts'.
-    pub pos: [B::Buf<T>; D],
+    pub pos: B::Buf<[T; D]>,
     /// The ghosts' global indices, and how many came from each rank (rank order).
     pub ghost_gidx: B::Buf<u64>,
     pub ghost_from: Vec<usize>,
@@ -114,7 +114,7 @@ pub(crate) fn run<B, T, const D: usize, P>(
 where
     T: Real,
     P: ?Sized + Sync,
-    B: DistOps + Ingest<P, T, D> + Ingest<[<B as Backend>::Buf<T>; D], T, D>,
+    B: DistOps + Ingest<P, T, D> + Ingest<<B as Backend>::Buf<[T; D]>, T, D>,
 {
     let (comm, pool) = (on.comm, &on.ctx.pool);
     let me = comm.rank();
@@ -135,27 +135,22 @@ where
     let local = timings.time("dist exchange", || -> Result<_> {
         let owners = comm.agree(b.key_owners(&keys.keys, decomp.starts()))?;
         let route = plan_to(on, b, &owners)?;
-        let n = B::len(&route.rows);
         let (pos, gidx, tag, mass, vel) = comm.agree(pool.install(|| -> Result<_> {
-            let mut pos = b.overwritten_array::<T, D>(n, &mut Vec::new())?;
-            b.gather_into(points, &route.rows, 0, &mut pos)?;
+            let pos = b.gather_rows(points, &route.rows)?;
             let gidx = b.offset_rows(&route.rows, keys.offset)?;
-            let tag = match fields.ids {
-                Some(ids) => b.gather_ids(ids, &route.rows)?,
-                None => b.to_i64(&gidx)?,
-            };
+            // Without ids a particle's tag is its global index: made where it lands.
+            let tag = fields.ids.map(|ids| b.gather_ids(ids, &route.rows)).transpose()?;
             let mass = fields.masses.map(|m| b.gather_scalar(m, &route.rows)).transpose()?;
             let vel = fields.velocities.map(|v| b.gather_vectors(v, &route.rows)).transpose()?;
             Ok((pos, gidx, tag, mass, vel))
         }))?;
-        let mut own_pos = Vec::with_capacity(D);
-        for c in &pos {
-            own_pos.push(forward(on, b, "decompose", &route, c, &mut cs)?);
-        }
+        let own_pos = forward(on, b, "decompose", &route, &pos, &mut cs)?;
         drop(pos);
-        let own_pos: [B::Buf<T>; D] = own_pos.try_into().unwrap_or_else(|_| unreachable!());
         let gidx = forward(on, b, "decompose", &route, &gidx, &mut cs)?;
-        let tag = forward(on, b, "decompose", &route, &tag, &mut cs)?;
+        let tag = match tag {
+            Some(t) => forward(on, b, "decompose", &route, &t, &mut cs)?,
+            None => comm.agree(b.to_i64(&gidx))?,
+        };
         let mass = mass.map(|m| forward(on, b, "decompose", &route, &m, &mut cs)).transpose()?;
         let vel = match vel {
             Some(v) => {
@@ -175,31 +170,15 @@ where
         }))?;
         let (grows, gcounts) = comm.agree(pool.install(|| b.near_pairs(&decomp, me, &own_pos, Some(&own_keys), Reach::Fixed(l))))?;
         let ghosts = plan_of(on, grows, gcounts);
-        let mut gpos = Vec::with_capacity(D);
-        for c in &own_pos {
-            gpos.push(forward(on, b, "ghosts", &ghosts, &comm.agree(b.gather(c, &ghosts.rows, 1))?, &mut cs)?);
-        }
+        let gpos = forward(on, b, "ghosts", &ghosts, &comm.agree(b.gather(&own_pos, &ghosts.rows, 1))?, &mut cs)?;
         let ghost_gidx = forward(on, b, "ghosts", &ghosts, &comm.agree(b.gather(&gidx, &ghosts.rows, 1))?, &mut cs)?;
         let exported = ghosts.exported(me);
         let (local, local_keys) = comm.agree(pool.install(|| -> Result<_> {
-            let gpos: [B::Buf<T>; D] = gpos.try_into().unwrap_or_else(|_| unreachable!());
             let mut gkeys = b.zeros(B::len(&ghost_gidx))?;
             b.keys_into(&gpos, &decomp.quant, &mut gkeys, 0)?;
-            let mut pos = Vec::with_capacity(D);
-            for d in 0..D {
-                pos.push(b.concat(&own_pos[d], &gpos[d])?);
-            }
-            let local = Local {
-                n_own,
-                gidx,
-                tag,
-                mass,
-                vel,
-                pos: pos.try_into().unwrap_or_else(|_| unreachable!()),
-                ghost_gidx,
-                ghost_from: ghosts.recv.clone(),
-            };
-            Ok((local, b.concat(&own_keys, &gkeys)?))
+            let pos = b.append(own_pos, &gpos)?;
+            let local = Local { n_own, gidx, tag, mass, vel, pos, ghost_gidx, ghost_from: ghosts.recv.clone() };
+            Ok((local, b.append(own_keys, &gkeys)?))
         }))?;
         Ok((local, local_keys, route, exported))
     })?;

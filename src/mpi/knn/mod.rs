@@ -47,7 +47,7 @@ struct Wanted {
 
 /// One point set on its owner: positions and per-row fields, in global index order.
 struct Owned<B: DistOps, T: Real, const D: usize> {
-    pos: [B::Buf<T>; D],
+    pos: B::Buf<[T; D]>,
     gidx: B::Buf<u64>,
     mass: Option<B::Buf<f64>>,
     scalar: Option<B::Buf<f64>>,
@@ -74,7 +74,7 @@ where
     T: Real,
     S: ?Sized + Sync,
     Q: ?Sized + Sync,
-    B: DistOps + Ingest<S, T, D> + Ingest<Q, T, D> + Ingest<[<B as Backend>::Buf<T>; D], T, D>,
+    B: DistOps + Ingest<S, T, D> + Ingest<Q, T, D> + Ingest<<B as Backend>::Buf<[T; D]>, T, D>,
 {
     let (comm, pool) = (on.comm, &on.ctx.pool);
     let nq = match queries {
@@ -125,8 +125,7 @@ where
         let plan = plan_to(on, b, &owners)?;
         let n = B::len(&plan.rows);
         let cols = comm.agree(pool.install(|| -> Result<_> {
-            let mut pos = b.overwritten_array::<T, D>(n, &mut Vec::new())?;
-            b.gather_into(sources, &plan.rows, 0, &mut pos)?;
+            let pos = b.gather_rows(sources, &plan.rows)?;
             let gidx = b.offset_rows(&plan.rows, skeys.offset)?;
             let mass = fields.masses.filter(|_| want.mass).map(|m| b.gather_scalar(m, &plan.rows)).transpose()?;
             let scalar = fields.scalar.filter(|_| want.scalar).map(|s| b.gather_scalar(s, &plan.rows)).transpose()?;
@@ -142,8 +141,7 @@ where
             let plan = plan_to(on, b, &owners)?;
             let n = B::len(&plan.rows);
             let cols = comm.agree(pool.install(|| -> Result<_> {
-                let mut pos = b.overwritten_array::<T, D>(n, &mut Vec::new())?;
-                b.gather_into(q, &plan.rows, 0, &mut pos)?;
+                let pos = b.gather_rows(q, &plan.rows)?;
                 let gidx = b.offset_rows(&plan.rows, qk.offset)?;
                 let hint = want.hint.then(|| hints(b, fields, &plan.rows, n)).transpose()?;
                 Ok((pos, gidx, None, None, hint))
@@ -235,7 +233,7 @@ fn hints<B: DistOps>(b: &B, fields: &KnnFields<'_, B>, rows: &B::Buf<u32>, n: us
 
 /// The gathered columns of a plan to their owners.
 type Cols<B, T, const D: usize> = (
-    [<B as Backend>::Buf<T>; D],
+    <B as Backend>::Buf<[T; D]>,
     <B as Backend>::Buf<u64>,
     Option<<B as Backend>::Buf<f64>>,
     Option<<B as Backend>::Buf<f64>>,
@@ -250,14 +248,11 @@ fn send_owned<B: DistOps, T: Real, const D: usize>(
     (pos, gidx, mass, scalar, hint): Cols<B, T, D>,
     cs: &mut CommStats,
 ) -> Result<Owned<B, T, D>> {
-    let mut moved = Vec::with_capacity(D);
-    for c in &pos {
-        moved.push(forward(on, b, name, &plan, c, cs)?);
-    }
+    let moved = forward(on, b, name, &plan, &pos, cs)?;
     drop(pos);
     let opt = |c: Option<B::Buf<f64>>, cs: &mut CommStats| c.map(|c| forward(on, b, name, &plan, &c, cs)).transpose();
     Ok(Owned {
-        pos: moved.try_into().unwrap_or_else(|_| unreachable!()),
+        pos: moved,
         gidx: forward(on, b, name, &plan, &gidx, cs)?,
         mass: opt(mass, cs)?,
         scalar: opt(scalar, cs)?,
@@ -313,12 +308,9 @@ fn cross<B: DistOps, T: Real, const D: usize, M: Metric<T, D>>(
     let exported = B::len(&pair_rows);
     let ship = plan_of(on, pair_rows, pair_counts);
     let (rq_pos, rq_r2) = timings.time("dist queries", || -> Result<_> {
-        let mut pos = Vec::with_capacity(D);
-        for c in &qset.pos {
-            pos.push(forward(on, b, "knn queries", &ship, &comm.agree(b.gather(c, &ship.rows, 1))?, cs)?);
-        }
+        let pos = forward(on, b, "knn queries", &ship, &comm.agree(b.gather(&qset.pos, &ship.rows, 1))?, cs)?;
         let r2 = forward(on, b, "knn queries", &ship, &comm.agree(b.gather(&rows.kth_d2, &ship.rows, 1))?, cs)?;
-        Ok((<[B::Buf<T>; D]>::try_from(pos).unwrap_or_else(|_| unreachable!()), r2))
+        Ok((pos, r2))
     })?;
     let nrq = B::len(&rq_r2);
     // Answers from this rank's tree: the sources within each ball, at most k.
@@ -365,8 +357,7 @@ fn cross<B: DistOps, T: Real, const D: usize, M: Metric<T, D>>(
             let (own_idx, own_d2) = match (&rows.idx, &rows.d2, zs) {
                 (Some(i), Some(d), _) => (b.gather(i, &boundary, k)?, b.gather(d, &boundary, k)?),
                 (_, _, Some(zs)) if nb > 0 => {
-                    let qs: Vec<B::Buf<T>> = qset.pos.iter().map(|c| b.gather(c, &boundary, 1)).collect::<Result<_>>()?;
-                    let qs: [B::Buf<T>; D] = qs.try_into().unwrap_or_else(|_| unreachable!());
+                    let qs = b.gather(&qset.pos, &boundary, 1)?;
                     let r2 = b.gather(&rows.kth_d2, &boundary, 1)?;
                     b.ball_query(metric, zs, &qs, &r2, self_query.then_some(&boundary), k)?
                 }
