@@ -59,6 +59,8 @@ pub(crate) use test_common::require as test_require;
 
 #[cfg(feature = "mpi")]
 pub use api::Dist;
+#[cfg(feature = "cuda")]
+pub use api::device::{CudaDevice, DeviceArray, DeviceFofFields, DeviceKnnFields, DeviceKnnOutput, DeviceOut, DevicePoints, DeviceType};
 pub use api::{Config, Context, Timings, TreeParams, WalkStats};
 pub use error::{Error, Result};
 pub use fof::{Catalogue, CatalogueOrder, Fof, FofFields, FofParams, FofStats, LinkingLength};

@@ -178,3 +178,134 @@ pub(crate) fn fof_host<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     };
     crate::mpi::fof::run(on, &Cpu, domain, points, &f, params, scope, &DisjointSlice::new(labels), checks)
 }
+
+#[cfg(feature = "cuda")]
+mod device {
+    use super::*;
+    use crate::api::device::DeviceKnnFields;
+    use crate::api::device::{CudaDevice, DeviceFofFields, DeviceKnnOutput, DeviceOut, DevicePoints, check_fof, check_knn, knn_parts};
+    use crate::backend::cuda::backend::Cuda;
+    use crate::backend::cuda::device::HeldMemory;
+    use crate::knn::KnnStats;
+
+    impl Dist {
+        /// Collective kNN on device arrays, each rank on its `device`: the k nearest
+        /// sources (over all ranks) of every query this rank passes (`queries = None`: the
+        /// self-query), into this rank's device outputs, in its input order; neighbour
+        /// indices are global source indices. Ranks may mix device and host calls.
+        #[allow(clippy::too_many_arguments)]
+        pub fn knn_device<T: Real, const D: usize>(
+            &self,
+            device: &CudaDevice,
+            domain: &Domain<D>,
+            sources: &DevicePoints<'_, T, D>,
+            queries: Option<&DevicePoints<'_, T, D>>,
+            fields: &DeviceKnnFields<'_>,
+            k: usize,
+            out: &DeviceKnnOutput<'_, T>,
+        ) -> Result<DistKnnStats> {
+            knn_device(self.on(), device, domain, sources, queries, fields, k, out, Ok(()))
+        }
+
+        /// Collective friends-of-friends on device arrays, each rank on its `device`:
+        /// labels into this rank's device array (input order), the catalogue on the host
+        /// (spread over the ranks or on rank 0: `scope`).
+        #[allow(clippy::too_many_arguments)]
+        pub fn fof_device<T: Real, const D: usize>(
+            &self,
+            device: &CudaDevice,
+            domain: &Domain<D>,
+            points: &DevicePoints<'_, T, D>,
+            fields: &DeviceFofFields<'_, D>,
+            params: &FofParams,
+            scope: CatalogueScope,
+            labels: &DeviceOut<'_, i64>,
+        ) -> Result<(Catalogue<D>, DistFofStats)> {
+            fof_device(self.on(), device, domain, points, fields, params, scope, labels, Ok(()))
+        }
+    }
+
+    /// Collective kNN on device arrays (`Dist::knn_device`, and the C face's MPI contexts
+    /// with device arrays). `checks`: the caller's own checks, agreed with the others'.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn knn_device<T: Real, const D: usize>(
+        on: On<'_>,
+        device: &CudaDevice,
+        domain: &Domain<D>,
+        sources: &DevicePoints<'_, T, D>,
+        queries: Option<&DevicePoints<'_, T, D>>,
+        fields: &DeviceKnnFields<'_>,
+        k: usize,
+        out: &DeviceKnnOutput<'_, T>,
+        checks: Result<()>,
+    ) -> Result<DistKnnStats> {
+        let cuda = Cuda { dev: device.dev.clone() };
+        let _held = HeldMemory::new(&*cuda.dev);
+        let base = cuda.dev.tracker().reset_peak();
+        let checks = checks.and_then(|_| {
+            if out.order != OutputOrder::Input || out.permutation.is_some() {
+                return Err(Error::InvalidParameter {
+                    name: "order",
+                    why: "z-order rows are per rank: distributed calls return rows in input order".into(),
+                });
+            }
+            check_knn(&cuda, sources, queries, fields, k, out)
+        });
+        if on.comm.size() == 1 {
+            checks?;
+            let local = on.ctx.knn_device(device, domain, sources, queries, fields, k, out)?;
+            let dist = DistStats { timings: local.timings.clone(), owned: sources.len(), ..Default::default() };
+            return Ok(DistKnnStats { padded_queries: local.padded_queries, local, dist });
+        }
+        let (parts, checks) = match checks.and_then(|_| knn_parts(&cuda, sources.len(), fields, out)) {
+            Ok(p) => (Some(p), Ok(())),
+            Err(e) => (None, Err(e)),
+        };
+        let empty = (KnnSinks::<Cuda, T>::default(), KnnFields::<Cuda> { masses: None, scalar: None, kth_hint: None });
+        let (sinks, kf) = parts.as_ref().map_or((&empty.0, &empty.1), |p| (&p.0, &p.1));
+        let mut st = crate::mpi::knn::run(on, &cuda, domain, &sources.pts, queries.map(|q| &q.pts), kf, k, sinks, checks)?;
+        st.local = KnnStats { scratch_bytes: cuda.dev.tracker().peak() - base, ..st.local };
+        Ok(st)
+    }
+
+    /// Collective FoF on device arrays (`Dist::fof_device`, and the C face's MPI contexts
+    /// with device arrays).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn fof_device<T: Real, const D: usize>(
+        on: On<'_>,
+        device: &CudaDevice,
+        domain: &Domain<D>,
+        points: &DevicePoints<'_, T, D>,
+        fields: &DeviceFofFields<'_, D>,
+        params: &FofParams,
+        scope: CatalogueScope,
+        labels: &DeviceOut<'_, i64>,
+        checks: Result<()>,
+    ) -> Result<(Catalogue<D>, DistFofStats)> {
+        let cuda = Cuda { dev: device.dev.clone() };
+        let _held = HeldMemory::new(&*cuda.dev);
+        let checks = checks.and_then(|_| check_fof(&cuda, domain, points.len(), fields, params, labels));
+        if on.comm.size() == 1 {
+            checks?;
+            let (cat, local) = on.ctx.fof_device(device, domain, points, fields, params, labels)?;
+            let stats = DistFofStats {
+                dist: DistStats { timings: local.timings.clone(), owned: points.len(), ..Default::default() },
+                groups_total: local.groups_total,
+                groups: local.groups,
+                particles_in_groups: local.particles_in_groups,
+                edges: 0,
+                local,
+            };
+            return Ok((cat, stats));
+        }
+        let f = crate::mpi::fof::Fields::<Cuda, D> {
+            velocities: fields.velocities.map(|v| v.map(|a| a.field)),
+            masses: fields.masses.map(|m| m.field),
+            particle_mass: fields.particle_mass,
+            ids: fields.ids.map(|i| i.field),
+        };
+        crate::mpi::fof::run(on, &cuda, domain, &points.pts, &f, params, scope, &labels.out, checks)
+    }
+}
+#[cfg(feature = "cuda")]
+pub(crate) use device::{fof_device, knn_device};

@@ -3,6 +3,8 @@
 
 pub(crate) mod config;
 mod context;
+#[cfg(feature = "cuda")]
+pub(crate) mod device;
 #[cfg(feature = "mpi")]
 pub(crate) mod dist;
 mod fof;

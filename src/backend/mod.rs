@@ -264,6 +264,7 @@ pub(crate) trait Ingest<P: ?Sized, T: Real, const D: usize>: Backend {
         self.keys_into(pts, quant, keys, at)
     }
     /// The points at input rows `rows`, as one column of points.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     fn gather_rows(&self, pts: &P, rows: &Self::Buf<u32>) -> Result<Self::Buf<[T; D]>>;
     /// `out[d][z] = pts[perm[z] - first][d]` for every z with `perm[z]` in
     /// `first .. first + len`.

@@ -1,7 +1,8 @@
-//! Device arrays at the C face (serial contexts): `ztree_knn` on CUDA device particles runs
-//! the CUDA back end on the device the arrays live on, on the caller's stream, and writes
-//! its per-query results into caller device arrays or context-owned device buffers that
-//! grow on demand (a pointer the context returned before means that buffer again).
+//! Device arrays at the C face: `ztree_knn` and `ztree_fof` on CUDA device particles call
+//! the Rust API's device entry points (`Context::knn_device`, `Dist::knn_device`, ...) on
+//! the device the arrays live on, on the caller's stream, and the per-particle results go
+//! into caller device arrays or context-owned device buffers that grow on demand (a
+//! pointer the context returned before means that buffer again).
 
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -13,16 +14,13 @@ use super::knn::{Args, Checked};
 use super::out::fill_stats;
 use super::types::*;
 use super::{Fail, fail, ztree_context};
-use crate::backend::cuda::backend::{Cuda, DevField, DevOut, DevPoints, FieldType};
-use crate::backend::cuda::device::{DevBuf, DevPtr, Device, HeldMemory};
-use crate::backend::cuda::prims::{self, Strided as DevStrided};
+use crate::api::device::{CudaDevice, DeviceArray, DeviceFofFields, DeviceKnnFields, DeviceKnnOutput, DeviceOut, DevicePoints};
+use crate::backend::cuda::backend::{DevField, DevPoints, FieldType};
+use crate::backend::cuda::device::{DevBuf, DevPtr, Device};
+use crate::backend::cuda::prims::Strided as DevStrided;
 use crate::error::Error;
-use crate::fof::catalogue::CatalogueRequest;
-use crate::fof::{Catalogue, FofStats};
 use crate::geom::Real;
 use crate::knn::OutputOrder;
-use crate::pipeline::KnnSinks;
-use crate::pipeline::knn::KnnFields;
 use ztree_status::*;
 
 /// Outputs a context can own on the device.
@@ -135,278 +133,210 @@ fn dev_field<'a>(s: &'a Strided, n: usize) -> DevField<'a> {
     DevField { a: dev_strided(s), ty, n, _borrow: PhantomData }
 }
 
+/// A device output: the slot's pointer (`Slot::output`) as a `DeviceOut`.
+///
 /// # Safety
-/// `out` is only written: `len` elements of device memory (the caller's or the context's).
-unsafe fn sink<'a, V>(ptr: Option<DevPtr>, len: usize) -> Option<DevOut<'a, V>> {
+/// `ptr` is `len` elements of device memory (the caller's or the context's), written only
+/// by this call.
+unsafe fn sink<'a, V>(ptr: Option<DevPtr>, len: usize) -> Option<DeviceOut<'a, V>> {
     // SAFETY: the caller's promise.
-    ptr.map(|p| unsafe { DevOut::new(p, len) })
+    ptr.map(|p| unsafe { DeviceOut::new(p as *mut V, len) })
 }
 
-/// `ztree_knn` on device arrays (serial contexts; checked by `knn::check`).
-pub(crate) fn knn<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztree_knn_output, c: Checked<T, D>) -> Result<(), Fail> {
+/// `ztree_knn`'s outputs on the device: the caller's arrays or the context's (sized for
+/// `rows` list entries and `nq` queries).
+struct KnnSlots {
+    idx: Option<DevPtr>,
+    dist: Option<DevPtr>,
+    kth: Option<DevPtr>,
+    dens: Option<DevPtr>,
+    mean: Option<DevPtr>,
+    perm: Option<DevPtr>,
+}
+
+impl KnnSlots {
+    fn new(st: &mut DeviceState, dev: &Arc<dyn Device>, a: &Args, o: &ztree_knn_output, rows: usize, nq: usize) -> Result<Self, Fail> {
+        let want = |bit: u32| a.prm.outputs & bit != 0;
+        let mut slot = |on: bool, s: Slot, caller: *mut c_void, bytes: usize| -> Result<Option<DevPtr>, Fail> {
+            if on { st.output(dev, s, caller, bytes).map(Some) } else { Ok(None) }
+        };
+        Ok(Self {
+            idx: slot(want(ZTREE_KNN_INDICES), Slot::Indices, o.indices.cast(), rows * 8)?,
+            dist: slot(want(ZTREE_KNN_DISTANCES), Slot::Distances, o.distances.cast(), rows * 8)?,
+            kth: slot(want(ZTREE_KNN_KTH_DISTANCE), Slot::Kth, o.kth_distance.cast(), nq * 8)?,
+            dens: slot(want(ZTREE_KNN_DENSITY), Slot::Density, o.density.cast(), nq * 8)?,
+            mean: slot(want(ZTREE_KNN_SCALAR_MEAN), Slot::ScalarMean, o.scalar_mean.cast(), nq * 8)?,
+            perm: slot(want(ZTREE_KNN_PERMUTATION), Slot::Permutation, o.permutation.cast(), nq * 8)?,
+        })
+    }
+
+    /// The outputs as the API takes them (f32 distances widened into the doubles).
+    ///
+    /// # Safety
+    /// The slots' memory is written only by the call.
+    unsafe fn output<'a, T: Real>(&self, rows: usize, nq: usize, order: OutputOrder) -> DeviceKnnOutput<'a, T> {
+        let wide = |p: Option<DevPtr>, len: usize| -> Option<DeviceOut<'a, T>> {
+            // SAFETY: the slot holds `len` f64 (C's doubles).
+            p.map(|p| unsafe { if T::IS_F64 { DeviceOut::new(p as *mut T, len) } else { DeviceOut::widened(p as *mut f64, len) } })
+        };
+        // SAFETY: the caller's promise, for each slot of its documented size.
+        unsafe {
+            DeviceKnnOutput {
+                indices: sink(self.idx, rows),
+                distances: wide(self.dist, rows),
+                kth_distance: wide(self.kth, nq),
+                density: sink(self.dens, nq),
+                scalar_mean: sink(self.mean, nq),
+                order,
+                permutation: sink(self.perm, nq),
+            }
+        }
+    }
+
+    /// Where the results are, into the caller's output struct.
+    fn hand_over(&self, o: &mut ztree_knn_output) {
+        let ptr = |p: Option<DevPtr>, old: *mut f64| p.map_or(old, |p| p as *mut f64);
+        if let Some(p) = self.idx {
+            o.indices = p as *mut i64;
+        }
+        o.distances = ptr(self.dist, o.distances);
+        o.kth_distance = ptr(self.kth, o.kth_distance);
+        o.density = ptr(self.dens, o.density);
+        o.scalar_mean = ptr(self.mean, o.scalar_mean);
+        if let Some(p) = self.perm {
+            o.permutation = p as *mut i64;
+        }
+    }
+}
+
+fn device_points<'a, T: Real, const D: usize>(p: &'a StridedPoints<T, D>, n: usize) -> DevicePoints<'a, T, D> {
+    DevicePoints { pts: dev_points(p, n) }
+}
+
+fn device_array(s: &Strided, n: usize) -> DeviceArray<'_> {
+    DeviceArray { field: dev_field(s, n) }
+}
+
+/// `ztree_knn` on device arrays (checked by `knn::check`): serial contexts on the device the
+/// arrays live on; MPI contexts after the call's one agreement (a failed check or setup
+/// there is every rank's error), each rank on its own device.
+pub(crate) fn knn<T: Real, const D: usize>(
+    ctx: &mut ztree_context,
+    a: &Args,
+    o: &mut ztree_knn_output,
+    checked: Result<Checked<T, D>, Fail>,
+) -> Result<(), Fail> {
+    let limit = ctx.config.memory_limit;
+    let ready = checked.and_then(|c| {
+        c.bytes.check(limit, "this kNN call")?;
+        let dev = ctx.device.device(c.sp.arrays[0].raw().0, a.prm.cuda_stream)?;
+        let slots = KnnSlots::new(&mut ctx.device, &dev, a, o, c.rows, c.nq)?;
+        Ok((c, dev, slots))
+    });
+    let ((mut c, dev, slots), present) = super::out::agree_args(&ctx.comm, "kNN", ready, |r| r.0.proposal())?;
+    // A rank without sources takes the other ranks' optional arrays, empty.
+    if present[0] && c.masses.is_none() {
+        c.masses = Some(Strided::empty(ZTREE_DTYPE_F64));
+    }
+    if present[1] && c.scalar.is_none() {
+        c.scalar = Some(Strided::empty(ZTREE_DTYPE_F64));
+    }
     let want = |bit: u32| a.prm.outputs & bit != 0;
-    c.bytes.check(ctx.config.memory_limit, "this kNN call")?;
-    if c.ns == 0 {
-        return Err(Error::NoSources.into());
-    }
-    let (rows, nq) = (c.rows, c.nq);
-    let st = &mut ctx.device;
-    let dev = st.device(c.sp.arrays[0].raw().0, a.prm.cuda_stream)?;
-    let _held = HeldMemory::new(&*dev);
-    let cuda = Cuda { dev: dev.clone() };
-    let mut slot = |on: bool, s: Slot, caller: *mut c_void, bytes: usize| -> Result<Option<DevPtr>, Fail> {
-        if on { st.output(&dev, s, caller, bytes).map(Some) } else { Ok(None) }
+    let device = CudaDevice::from_device(dev);
+    let sp = device_points(&c.sp, c.ns);
+    let qp = c.qp.as_ref().map(|q| device_points(q, c.nq));
+    let fields = DeviceKnnFields {
+        masses: if want(ZTREE_KNN_DENSITY) { c.masses.as_ref().map(|m| device_array(m, c.ns)) } else { None },
+        particle_mass: Some(ctx.config.particle_mass),
+        scalar: c.scalar.as_ref().map(|s| device_array(s, c.ns)),
     };
-    let idx = slot(want(ZTREE_KNN_INDICES), Slot::Indices, o.indices.cast(), rows * 8)?;
-    let dist = slot(want(ZTREE_KNN_DISTANCES), Slot::Distances, o.distances.cast(), rows * 8)?;
-    let kth = slot(want(ZTREE_KNN_KTH_DISTANCE), Slot::Kth, o.kth_distance.cast(), nq * 8)?;
-    let dens = slot(want(ZTREE_KNN_DENSITY), Slot::Density, o.density.cast(), nq * 8)?;
-    let mean = slot(want(ZTREE_KNN_SCALAR_MEAN), Slot::ScalarMean, o.scalar_mean.cast(), nq * 8)?;
-    let perm = slot(want(ZTREE_KNN_PERMUTATION), Slot::Permutation, o.permutation.cast(), nq * 8)?;
-    // f32 distances are widened into the f64 outputs by the kernel that computes them.
-    let narrow = T::NAME == "f32";
-    // The statistics' scratch is the device memory the call holds at most beyond what was
-    // live before (the context's output buffers): from here on.
-    let base = dev.tracker().reset_peak();
-
-    // The fields: masses (or the constant particle mass) for the density, the scalar.
-    let masses = if want(ZTREE_KNN_DENSITY) { c.masses.as_ref().map(|m| dev_field(m, c.ns)) } else { None };
-    let constant = if want(ZTREE_KNN_DENSITY) && masses.is_none() && ctx.config.particle_mass != 1.0 {
-        Some(prims::fill_f64(&dev, c.ns, ctx.config.particle_mass)?)
-    } else {
-        None
-    };
-    let masses = masses.or(constant.as_ref().map(|b| DevField {
-        a: DevStrided { data: b.ptr(), stride: 0 },
-        ty: FieldType::F64,
-        n: c.ns,
-        _borrow: PhantomData,
-    }));
-    let scalar = c.scalar.as_ref().map(|s| dev_field(s, c.ns));
-    for (what, f) in [("masses", &masses), ("scalar field", &scalar)] {
-        if let Some(f) = f {
-            crate::input::validate::check_scalar(what, &cuda.fetch_f64(f)?, c.ns)?;
-        }
-    }
-
-    // SAFETY (all sinks): each pointer is a caller device array of the documented size or
-    // a context buffer sized above, written only by this call.
-    let sinks = unsafe {
-        KnnSinks::<Cuda, T> {
-            indices: sink(idx, rows),
-            distances: if narrow { dist.map(|p| DevOut::new_wide(p, rows)) } else { sink(dist, rows) },
-            kth: if narrow { kth.map(|p| DevOut::new_wide(p, nq)) } else { sink(kth, nq) },
-            density: sink(dens, nq),
-            scalar_mean: sink(mean, nq),
-            zorder: c.order == OutputOrder::ZOrder,
-            ..Default::default()
-        }
-    };
-    let sp = dev_points(&c.sp, c.ns);
-    let qp = c.qp.as_ref().map(|q| dev_points(q, nq));
-    let fields = KnnFields::<Cuda> { masses, scalar, kth_hint: None };
+    // SAFETY: every slot is a caller device array of the documented size or a context
+    // buffer sized above, written only by this call.
+    let out = unsafe { slots.output::<T>(c.rows, c.nq, c.order) };
     let dom = domain::<D>(&ctx.config);
-    let core = &ctx.core;
-    let (mut stats, zs) = core.pool.install(|| crate::pipeline::knn::run(&cuda, &dom, &sp, qp.as_ref(), &fields, c.k, &core.config.tree, &sinks))?;
-    stats.scratch_bytes = dev.tracker().peak() - base;
-    if let Some(p) = perm {
-        // Which query each row is: the z-order's input indices, or the identity.
-        match c.order {
-            OutputOrder::ZOrder => prims::u32_to_i64(&dev, zs.queries().1, p)?,
-            OutputOrder::Input => prims::u32_to_i64(&dev, &prims::iota(&dev, nq)?, p)?,
+    #[allow(unused_mut)]
+    let mut dist = None;
+    let stats = match &ctx.comm {
+        #[cfg(feature = "mpi")]
+        Some(comm) => {
+            let on = crate::mpi::On { ctx: &ctx.core, comm };
+            let st = crate::api::dist::knn_device(on, &device, &dom, &sp, qp.as_ref(), &fields, c.k, &out, Ok(()))?;
+            let mut local = st.local.clone();
+            local.timings = st.dist.timings.clone();
+            local.padded_queries = st.padded_queries;
+            dist = Some(st.dist);
+            local
         }
-    }
-    let ptr = |p: Option<DevPtr>, old: *mut f64| p.map_or(old, |p| p as *mut f64);
-    if let Some(p) = idx {
-        o.indices = p as *mut i64;
-    }
-    o.distances = ptr(dist, o.distances);
-    o.kth_distance = ptr(kth, o.kth_distance);
-    o.density = ptr(dens, o.density);
-    o.scalar_mean = ptr(mean, o.scalar_mean);
-    if let Some(p) = perm {
-        o.permutation = p as *mut i64;
-    }
-    o.n_queries = nq as i64;
+        _ => {
+            if c.ns == 0 {
+                return Err(Error::NoSources.into());
+            }
+            ctx.core.knn_device(&device, &dom, &sp, qp.as_ref(), &fields, c.k, &out)?
+        }
+    };
+    slots.hand_over(o);
+    o.n_queries = c.nq as i64;
     o.padded_queries = stats.padded_queries as i64;
-    ctx.stats = fill_stats(&stats.timings, stats.scratch_bytes, c.ns, nq, 0, None);
+    ctx.stats = fill_stats(&stats.timings, stats.scratch_bytes, c.ns, c.nq, 0, dist.as_ref());
     Ok(())
 }
 
-/// `ztree_fof` on device arrays (serial contexts; checked by `fof::check`): labels into
-/// the caller's device array or a context-owned one, the catalogue on the host.
+/// `ztree_fof` on device arrays (checked by `fof::check`): labels into the caller's device
+/// array or a context-owned one, the catalogue on the host; serial or distributed as
+/// `knn`.
 pub(crate) fn fof<T: Real, const D: usize>(
     ctx: &mut ztree_context,
-    o: &ztree_fof_output,
-    c: &FofChecked<T, D>,
-    stream: *mut c_void,
-) -> Result<(Catalogue<D>, FofStats, *mut i64), Fail> {
-    c.bytes.check(ctx.config.memory_limit, "this FoF call")?;
-    let n = c.n;
-    let dom = domain::<D>(&ctx.config);
-    let l = c.params.linking_length.resolve(&dom, n)?;
-    let st = &mut ctx.device;
-    let dev = st.device(c.pos.arrays[0].raw().0, stream)?;
-    let _held = HeldMemory::new(&*dev);
-    let labels = st.output(&dev, Slot::Labels, o.labels.cast(), n * 8)?;
-    let cuda = Cuda { dev: dev.clone() };
-    let vel: Option<[DevField<'_>; D]> = c.vel.as_ref().map(|v| std::array::from_fn(|d| dev_field(&v.0[d], n)));
-    let masses = c.masses.as_ref().map(|m| dev_field(m, n));
-    let ids = c.ids.as_ref().map(|i| dev_field(i, n));
-    let pm = ctx.config.particle_mass;
-    cuda.validate_fof_fields(vel.as_ref(), masses.as_ref(), pm, ids.as_ref(), n)?;
-    if n == 0 {
-        let stats = FofStats { linking_length: l, ..Default::default() };
-        return Ok((Catalogue::empty(c.params.order, vel.is_some()), stats, labels as *mut i64));
-    }
-    let req = CatalogueRequest::<Cuda, D> {
-        box_len: dom.box_lengths(),
-        velocities: vel,
-        masses,
-        particle_mass: pm,
-        ids,
-        min_members: c.params.min_members,
-        order: c.params.order,
-        members: c.params.members,
-    };
-    let pts = dev_points(&c.pos, n);
-    // SAFETY: `labels` is n i64 of device memory, written only by this call.
-    let out = unsafe { DevOut::new(labels, n) };
-    let core = &ctx.core;
-    let base = cuda.dev.tracker().reset_peak();
-    let (cat, mut stats) = core.pool.install(|| crate::pipeline::fof::run(&cuda, &dom, &pts, l, &req, &core.config.tree, &out))?;
-    stats.scratch_bytes = cuda.dev.tracker().peak() - base;
-    Ok((cat, stats, labels as *mut i64))
-}
-
-// ---- MPI contexts: device arrays staged through host copies ----
-
-/// Host copies of a caller's device arrays, alive for one call (8-byte aligned).
-#[derive(Default)]
-struct Staging {
-    keep: Vec<Vec<u64>>,
-}
-
-impl Staging {
-    /// A packed host copy of `n` elements of a device array (absent or empty arrays as given).
-    fn array(&mut self, dev: &Arc<dyn Device>, a: &ztree_array, n: usize) -> Result<ztree_array, Fail> {
-        let Some(size) = super::input::dtype_size(a.dtype) else { return Ok(*a) };
-        if a.data.is_null() || n == 0 {
-            return Ok(*a);
-        }
-        let raw = prims::download_strided(dev, DevStrided { data: a.data as DevPtr, stride: a.stride }, n, size)?;
-        // Re-homed into u64 words: the host call reads the elements aligned.
-        let mut packed = vec![0u64; raw.len().div_ceil(8)];
-        // SAFETY: `packed` holds at least raw.len() bytes.
-        unsafe { std::ptr::copy_nonoverlapping(raw.as_ptr(), packed.as_mut_ptr().cast::<u8>(), raw.len()) };
-        let data = packed.as_ptr() as *const c_void;
-        self.keep.push(packed);
-        Ok(ztree_array { data, dtype: a.dtype, stride: 0 })
-    }
-
-    /// Host copies of every array of `p`.
-    fn particles(&mut self, dev: &Arc<dyn Device>, p: &ztree_particles) -> Result<ztree_particles, Fail> {
-        let n = p.count.max(0) as usize;
-        let mut h = *p;
-        h.memory = ZTREE_MEMORY_HOST;
-        for d in 0..3 {
-            h.pos[d] = self.array(dev, &p.pos[d], n)?;
-            h.vel[d] = self.array(dev, &p.vel[d], n)?;
-        }
-        h.mass = self.array(dev, &p.mass, n)?;
-        h.ids = self.array(dev, &p.ids, n)?;
-        Ok(h)
-    }
-}
-
-impl DeviceState {
-    /// Copies `len` host elements into output `slot` on the device (see `output`).
-    fn put<V>(&mut self, dev: &Arc<dyn Device>, slot: Slot, caller: *mut V, host: *const V, len: usize) -> Result<*mut V, Fail> {
-        let bytes = len * size_of::<V>();
-        let dst = self.output(dev, slot, caller.cast(), bytes)?;
-        if bytes > 0 {
-            // SAFETY: `host` is `len` elements the host call just wrote; `dst` holds `bytes`.
-            unsafe { dev.upload(dst, std::slice::from_raw_parts(host.cast::<u8>(), bytes))? };
-        }
-        Ok(dst as *mut V)
-    }
-}
-
-/// Runs `stage` (host copies of the device arrays); a failure there still takes part in the
-/// call's one agreement, so no rank is left waiting.
-fn staged<R>(
-    ctx: &mut ztree_context,
-    what: &str,
-    stage: impl FnOnce(&mut ztree_context, &mut Staging) -> Result<R, Fail>,
-) -> Result<(R, Staging), Fail> {
-    let mut st = Staging::default();
-    match stage(ctx, &mut st) {
-        Ok(r) => Ok((r, st)),
-        Err(e) => {
-            super::out::agree_args(&ctx.comm, what, Err::<super::out::Proposal, _>(e), |p| p).map(|_| unreachable!("an error is never agreed away"))
-        }
-    }
-}
-
-/// `ztree_knn` with device arrays on an MPI context: host copies in, the host call (with its
-/// agreement), the requested outputs copied to the device.
-pub(crate) fn knn_staged<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztree_knn_output) -> Result<(), Fail> {
-    let ((dev, host), _copies) = staged(ctx, "kNN", |ctx, st| {
-        let dev = ctx.device.device(a.src.pos[0].data as DevPtr, a.prm.cuda_stream)?;
-        let src = st.particles(&dev, &a.src)?;
-        let qry = a.qry.as_ref().map(|q| st.particles(&dev, q)).transpose()?;
-        let mut prm = a.prm;
-        prm.scalar = st.array(&dev, &a.prm.scalar, a.src.count.max(0) as usize)?;
-        Ok((dev, Args { src, qry, prm, dtype: a.dtype }))
-    })?;
-    // SAFETY: all-NULL outputs: the host call uses the context's host buffers.
-    let mut h: ztree_knn_output = unsafe { std::mem::zeroed() };
-    super::knn::typed::<T, D>(ctx, &host, &mut h, None)?;
-    let want = |bit: u32| a.prm.outputs & bit != 0;
-    let (rows, nq) = ((h.n_queries * a.prm.k as i64) as usize, h.n_queries as usize);
-    let st = &mut ctx.device;
-    if want(ZTREE_KNN_INDICES) {
-        o.indices = st.put(&dev, Slot::Indices, o.indices, h.indices, rows)?;
-    }
-    if want(ZTREE_KNN_DISTANCES) {
-        o.distances = st.put(&dev, Slot::Distances, o.distances, h.distances, rows)?;
-    }
-    if want(ZTREE_KNN_KTH_DISTANCE) {
-        o.kth_distance = st.put(&dev, Slot::Kth, o.kth_distance, h.kth_distance, nq)?;
-    }
-    if want(ZTREE_KNN_DENSITY) {
-        o.density = st.put(&dev, Slot::Density, o.density, h.density, nq)?;
-    }
-    if want(ZTREE_KNN_SCALAR_MEAN) {
-        o.scalar_mean = st.put(&dev, Slot::ScalarMean, o.scalar_mean, h.scalar_mean, nq)?;
-    }
-    if want(ZTREE_KNN_PERMUTATION) {
-        o.permutation = st.put(&dev, Slot::Permutation, o.permutation, h.permutation, nq)?;
-    }
-    o.n_queries = h.n_queries;
-    o.padded_queries = h.padded_queries;
-    Ok(())
-}
-
-/// `ztree_fof` with device arrays on an MPI context: host copies in, the host call, the
-/// labels copied to the device (the catalogue stays on the host, as always).
-pub(crate) fn fof_staged<T: Real, const D: usize>(
-    ctx: &mut ztree_context,
-    p: &ztree_particles,
-    prm: &ztree_fof_params,
-    dtype: i32,
     o: &mut ztree_fof_output,
+    checked: Result<FofChecked<T, D>, Fail>,
+    prm: &ztree_fof_params,
 ) -> Result<(), Fail> {
-    let ((dev, host), _copies) = staged(ctx, "FoF", |ctx, st| {
-        let dev = ctx.device.device(p.pos[0].data as DevPtr, prm.cuda_stream)?;
-        Ok((dev.clone(), st.particles(&dev, p)?))
-    })?;
-    // SAFETY: all-NULL outputs: the host call uses the context's host buffers.
-    let mut h: ztree_fof_output = unsafe { std::mem::zeroed() };
-    super::fof::typed::<T, D>(ctx, &host, prm, dtype, &mut h, None)?;
-    let labels = ctx.device.put(&dev, Slot::Labels, o.labels, h.labels, p.count.max(0) as usize)?;
-    *o = ztree_fof_output { labels, ..h };
-    Ok(())
+    let limit = ctx.config.memory_limit;
+    let ready = checked.and_then(|c| {
+        c.bytes.check(limit, "this FoF call")?;
+        let dev = ctx.device.device(c.pos.arrays[0].raw().0, prm.cuda_stream)?;
+        let labels = ctx.device.output(&dev, Slot::Labels, o.labels.cast(), c.n * 8)?;
+        Ok((c, dev, labels))
+    });
+    let ((mut c, dev, labels), present) = super::out::agree_args(&ctx.comm, "FoF", ready, |r| r.0.proposal())?;
+    // A rank without particles takes the other ranks' optional arrays, empty.
+    if present[0] && c.vel.is_none() {
+        c.vel = Some(super::input::StridedVectors([Strided::empty(ZTREE_DTYPE_F64); D]));
+    }
+    if present[1] && c.masses.is_none() {
+        c.masses = Some(Strided::empty(ZTREE_DTYPE_F64));
+    }
+    if present[2] && c.ids.is_none() {
+        c.ids = Some(Strided::empty(ZTREE_DTYPE_I64));
+    }
+    let n = c.n;
+    let device = CudaDevice::from_device(dev);
+    let fields = DeviceFofFields::<D> {
+        velocities: c.vel.as_ref().map(|v| std::array::from_fn(|d| device_array(&v.0[d], n))),
+        masses: c.masses.as_ref().map(|m| device_array(m, n)),
+        particle_mass: ctx.config.particle_mass,
+        ids: c.ids.as_ref().map(|i| device_array(i, n)),
+    };
+    let pts = device_points(&c.pos, n);
+    // SAFETY: `labels` is n i64 of device memory, written only by this call.
+    let out = unsafe { DeviceOut::new(labels as *mut i64, n) };
+    let dom = domain::<D>(&ctx.config);
+    #[allow(unused_mut)]
+    let mut dist = None;
+    let (cat, stats) = match &ctx.comm {
+        #[cfg(feature = "mpi")]
+        Some(comm) => {
+            let on = crate::mpi::On { ctx: &ctx.core, comm };
+            let scope = if prm.gather != 0 { crate::mpi::CatalogueScope::Root } else { crate::mpi::CatalogueScope::Distributed };
+            let (cat, st) = crate::api::dist::fof_device(on, &device, &dom, &pts, &fields, &c.params, scope, &out, Ok(()))?;
+            let mut local = st.local.clone();
+            local.timings = st.dist.timings.clone();
+            local.groups_total = st.groups_total;
+            dist = Some(st.dist);
+            (cat, local)
+        }
+        _ => ctx.core.fof_device(&device, &dom, &pts, &fields, &c.params, &out)?,
+    };
+    super::fof::hand_over(ctx, o, &cat, &stats, labels as *mut i64, n, c.params.members, dist.as_ref())
 }
 
 #[cfg(all(test, feature = "cuda-emu"))]

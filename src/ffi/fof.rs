@@ -98,6 +98,14 @@ pub(crate) struct Checked<T: Real, const D: usize> {
     proposal: Proposal,
 }
 
+impl<T: Real, const D: usize> Checked<T, D> {
+    /// What the ranks of an MPI context agree on.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn proposal(&self) -> &Proposal {
+        &self.proposal
+    }
+}
+
 fn check<T: Real, const D: usize>(
     c: &ztree_config,
     p: &ztree_particles,
@@ -166,19 +174,11 @@ pub(crate) fn typed<T: Real, const D: usize>(
         *s = checked?.bytes.as_i64();
         return Ok(());
     }
-    // Device arrays: the CUDA back end on serial contexts; staged through host copies on
-    // MPI contexts (a failed check goes to the agreement below as it is).
+    // Device arrays: the CUDA back end, serial or distributed (a failed check goes to the
+    // call's agreement as it is).
     #[cfg(feature = "cuda")]
     if p.memory == ZTREE_MEMORY_CUDA_DEVICE {
-        match (&ctx.comm, checked) {
-            (None, c) => {
-                let c = c?;
-                let (cat, stats, labels) = super::device::fof(ctx, o, &c, prm.cuda_stream)?;
-                return hand_over(ctx, o, &cat, &stats, labels, c.n, c.params.members, None);
-            }
-            (Some(_), Ok(_)) => return super::device::fof_staged::<T, D>(ctx, p, prm, dtype, o),
-            (Some(_), Err(e)) => return agree_args(&ctx.comm, "FoF", Err::<Proposal, _>(e), |p| p).map(|_| ()),
-        }
+        return super::device::fof(ctx, o, checked, prm);
     }
     let limit = ctx.config.memory_limit;
     let b = &mut ctx.buffers;
@@ -237,7 +237,7 @@ pub(crate) fn typed<T: Real, const D: usize>(
 
 /// The catalogue into the context's host buffers and the output struct.
 #[allow(clippy::too_many_arguments)]
-fn hand_over<const D: usize>(
+pub(crate) fn hand_over<const D: usize>(
     ctx: &mut ztree_context,
     o: &mut ztree_fof_output,
     cat: &Catalogue<D>,

@@ -123,6 +123,14 @@ pub(crate) struct Checked<T: Real, const D: usize> {
     proposal: Proposal,
 }
 
+impl<T: Real, const D: usize> Checked<T, D> {
+    /// What the ranks of an MPI context agree on.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn proposal(&self) -> &Proposal {
+        &self.proposal
+    }
+}
+
 const KNOWN: u32 =
     ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES | ZTREE_KNN_KTH_DISTANCE | ZTREE_KNN_DENSITY | ZTREE_KNN_SCALAR_MEAN | ZTREE_KNN_PERMUTATION;
 
@@ -222,15 +230,11 @@ pub(crate) fn typed<T: Real, const D: usize>(
         *s = checked?.bytes.as_i64();
         return Ok(());
     }
-    // Device arrays: the CUDA back end on serial contexts; staged through host copies on
-    // MPI contexts (a failed check goes to the agreement below as it is).
+    // Device arrays: the CUDA back end, serial or distributed (a failed check goes to the
+    // call's agreement as it is).
     #[cfg(feature = "cuda")]
     if a.src.memory == ZTREE_MEMORY_CUDA_DEVICE {
-        match (&ctx.comm, checked) {
-            (None, c) => return super::device::knn(ctx, a, o, c?),
-            (Some(_), Ok(_)) => return super::device::knn_staged::<T, D>(ctx, a, o),
-            (Some(_), Err(e)) => return agree_args(&ctx.comm, "kNN", Err::<Proposal, _>(e), |p| p).map(|_| ()),
-        }
+        return super::device::knn(ctx, a, o, checked);
     }
     let want = |bit: u32| a.prm.outputs & bit != 0;
     let limit = ctx.config.memory_limit;
