@@ -85,6 +85,46 @@ pub mod __emulator {
     pub fn emulate_devices(on: bool) {
         crate::ffi::device::EMULATE.store(on, std::sync::atomic::Ordering::Relaxed);
     }
+
+    /// Device pointers must be emulated device allocations (`DeviceMemory`), as a driver
+    /// requires (`true`), or may be any host memory (`false`, the default).
+    pub fn strict_device_pointers(on: bool) {
+        crate::ffi::device::STRICT.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// This process's device cannot be used from now on (`true`): device calls fail with
+    /// `ZTREE_ERR_NO_DEVICE`.
+    pub fn fail_devices(on: bool) {
+        crate::ffi::device::FAIL.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A copy of host data in emulated device memory, freed on drop.
+    pub struct DeviceMemory {
+        ptr: u64,
+        bytes: usize,
+    }
+
+    impl DeviceMemory {
+        /// `v`'s bytes in emulated device memory.
+        pub fn from_slice<T: Copy>(v: &[T]) -> Self {
+            let bytes = std::mem::size_of_val(v);
+            let ptr = crate::backend::cuda::emu::alloc_device(bytes).expect("emulated device memory");
+            // SAFETY: the allocation holds `bytes` bytes; `v` is plain data of that size.
+            unsafe { std::ptr::copy_nonoverlapping(v.as_ptr().cast::<u8>(), ptr as *mut u8, bytes) };
+            Self { ptr, bytes }
+        }
+        /// The allocation's start.
+        pub fn ptr(&self) -> *const std::ffi::c_void {
+            self.ptr as *const std::ffi::c_void
+        }
+    }
+
+    impl Drop for DeviceMemory {
+        fn drop(&mut self) {
+            // SAFETY: allocated by `alloc_device(bytes)`, dropped once.
+            unsafe { crate::backend::cuda::emu::free_device(self.ptr, self.bytes) }
+        }
+    }
 }
 
 #[cfg(feature = "mpi")]

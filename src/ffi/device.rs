@@ -49,6 +49,29 @@ pub(crate) struct DeviceState {
 /// device, whose memory is host memory. Not in shipped builds.
 #[cfg(feature = "cuda-emu")]
 pub(crate) static EMULATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Test hooks of builds with the emulator: "device" pointers must be emulated device
+/// allocations, as the driver requires device memory (`STRICT`); this process's device
+/// cannot be used (`FAIL`), as on a node whose GPU is lost.
+#[cfg(feature = "cuda-emu")]
+pub(crate) static STRICT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+#[cfg(feature = "cuda-emu")]
+pub(crate) static FAIL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The emulator's answer to "is this device memory, and is the device usable" (tests).
+fn emulated_checks(ptr: DevPtr) -> Result<(), Fail> {
+    #[cfg(feature = "cuda-emu")]
+    {
+        use std::sync::atomic::Ordering::Relaxed;
+        if FAIL.load(Relaxed) {
+            return Err(fail(ZTREE_ERR_NO_DEVICE, "CUDA device arrays given, but this process's device cannot be used (emulated failure)"));
+        }
+        if STRICT.load(Relaxed) && ptr != 0 && !crate::backend::cuda::emu::is_device_memory(ptr) {
+            return Err(fail(ZTREE_ERR_INVALID_ARGUMENT, format!("the pointer {ptr:#x} is not CUDA device memory (emulated device)")));
+        }
+    }
+    let _ = ptr;
+    Ok(())
+}
 
 fn emulated() -> bool {
     #[cfg(feature = "cuda-emu")]
@@ -73,7 +96,10 @@ impl DeviceState {
     fn device(&mut self, ptr: DevPtr, stream: *mut c_void) -> Result<Arc<dyn Device>, Fail> {
         // No pointer (a rank or call without particles): the device used last, else device 0.
         let ordinal = match (emulated(), ptr) {
-            (true, _) => -1,
+            (true, _) => {
+                emulated_checks(ptr)?;
+                -1
+            }
             (false, 0) => self.key.map_or(0, |k| k.0),
             (false, p) => crate::backend::cuda::driver::CudaDevice::ordinal_of(p)?,
         };

@@ -31,6 +31,46 @@ impl EmuDevice {
 
 const ALIGN: usize = 256;
 
+/// Every emulated device allocation (start, bytes), so that a caller pointer can be told
+/// device memory or not, as the driver tells it (`is_device_memory`).
+static ALLOCATIONS: std::sync::Mutex<std::collections::BTreeMap<usize, usize>> = std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+fn allocations() -> std::sync::MutexGuard<'static, std::collections::BTreeMap<usize, usize>> {
+    ALLOCATIONS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `p` lies in an emulated device allocation.
+pub(crate) fn is_device_memory(p: DevPtr) -> bool {
+    let p = p as usize;
+    allocations().range(..=p).next_back().is_some_and(|(&start, &len)| p < start + len)
+}
+
+/// `bytes` of emulated device memory, filled with a pattern (a kernel that reads what it
+/// never wrote shows), registered as device memory.
+pub(crate) fn alloc_device(bytes: usize) -> Result<DevPtr> {
+    let layout =
+        Layout::from_size_align(bytes.max(1), ALIGN).map_err(|_| Error::OutOfMemory { what: "emulated device buffer", bytes: bytes as u64 })?;
+    // SAFETY: the layout has non-zero size.
+    let p = unsafe { std::alloc::alloc(layout) };
+    if p.is_null() {
+        return Err(Error::OutOfMemory { what: "emulated device buffer", bytes: bytes as u64 });
+    }
+    // SAFETY: `p` holds `layout.size()` bytes.
+    unsafe { p.write_bytes(0xa5, layout.size()) };
+    allocations().insert(p as usize, layout.size());
+    Ok(p as DevPtr)
+}
+
+/// Frees an `alloc_device` allocation of `bytes`.
+///
+/// # Safety
+/// `p` came from `alloc_device(bytes)` and is not used afterwards.
+pub(crate) unsafe fn free_device(p: DevPtr, bytes: usize) {
+    allocations().remove(&(p as usize));
+    // SAFETY: allocated by `alloc_device` with this size and alignment.
+    unsafe { std::alloc::dealloc(p as *mut u8, Layout::from_size_align_unchecked(bytes.max(1), ALIGN)) }
+}
+
 impl Device for EmuDevice {
     fn tracker(&self) -> &AllocTracker {
         &self.live
@@ -40,24 +80,15 @@ impl Device for EmuDevice {
     }
 
     fn alloc(&self, bytes: usize) -> Result<DevPtr> {
-        let layout =
-            Layout::from_size_align(bytes.max(1), ALIGN).map_err(|_| Error::OutOfMemory { what: "emulated device buffer", bytes: bytes as u64 })?;
-        // Filled with a pattern, not zeros: a kernel that reads what it never wrote shows.
-        // SAFETY: the layout has non-zero size.
-        let p = unsafe { std::alloc::alloc(layout) };
-        if p.is_null() {
-            return Err(Error::OutOfMemory { what: "emulated device buffer", bytes: bytes as u64 });
-        }
-        // SAFETY: `p` holds `layout.size()` bytes.
-        unsafe { p.write_bytes(0xa5, layout.size()) };
-        self.live.on_alloc(p as DevPtr, layout.size());
-        Ok(p as DevPtr)
+        let p = alloc_device(bytes)?;
+        self.live.on_alloc(p, bytes.max(1));
+        Ok(p)
     }
 
     unsafe fn free(&self, p: DevPtr) {
         if let Some(size) = self.live.on_free(p) {
-            // SAFETY: allocated by `alloc` with this size and alignment.
-            unsafe { std::alloc::dealloc(p as *mut u8, Layout::from_size_align_unchecked(size, ALIGN)) }
+            // SAFETY: allocated by `alloc` with this size.
+            unsafe { free_device(p, size) }
         }
     }
 
