@@ -8,6 +8,7 @@
 //! ranks may mix host and device arrays. Run under `mpirun -np 1..4` (`make test-mpi`).
 
 #[path = "../common/require.rs"]
+#[allow(dead_code)]
 mod require;
 
 use std::ffi::{CStr, c_void};
@@ -190,6 +191,7 @@ fn knn_params(k: i32, scalar: &ztree_array) -> ztree_knn_params {
 }
 
 /// The FoF call's labels, rows and members (context-owned), as bits.
+#[allow(clippy::type_complexity)]
 fn fof_rows(ctx: *mut ztree_context, p: &ztree_particles, fp: &ztree_fof_params) -> Result<(Vec<i64>, Vec<Vec<u64>>), (ztree_status, String)> {
     let mut o: ztree_fof_output = unsafe { std::mem::zeroed() };
     let s = unsafe { ztree_fof(ctx, p, fp, &mut o) };
