@@ -21,7 +21,7 @@ export OMPI_MCA_rmaps_base_oversubscribe = 1
 # shared-memory messages; plain copies through shared memory work everywhere.
 export OMPI_MCA_btl_vader_single_copy_mechanism ?= none
 
-.PHONY: all bootstrap build header header-check package test check lint doc-examples miri test-rust test-device test-mpi test-c test-fortran test-consumers test-fuzz fuzz fuzz-build bench-build \
+.PHONY: all bootstrap build header header-check package test check lint doc-examples test-emu-check miri test-rust test-device test-mpi test-c test-fortran test-consumers test-fuzz fuzz fuzz-build bench-build \
         examples demo bench bench-knn bench-fof bench-peers bench-gpu bench-runner gpu-kit clean
 
 all: build
@@ -56,7 +56,7 @@ package: bootstrap
 # Fortran tests against the installed package (valgrind included), the examples and a
 # distributed run of the in-situ demo; benchmarks must compile; the build without MPI
 # must compile.
-test: bootstrap lint header-check bench-build examples doc-examples test-c test-fortran test-consumers test-fuzz test-mpi test-rust
+test: bootstrap lint header-check bench-build examples doc-examples test-c test-fortran test-consumers test-fuzz test-mpi test-rust test-emu-check
 
 # The edit loop (under 2 minutes after a build): unit tests, the CPU oracles and API tests,
 # and the distributed tests on 2 ranks.
@@ -88,6 +88,24 @@ bench-build: bootstrap
 test-rust: bootstrap
 	$(CARGO) check --lib --no-default-features
 	$(CUDA_ENV) $(CARGO) test $(TEST_FEATURES)
+
+# The CUDA kernels on the emulator built with clang under AddressSanitizer and UBSan, with
+# the interleaved schedule: threads switched at every shared- or global-memory access and
+# atomic, in orders shuffled from a seed printed at the start (EMU_SEED=N replays it; add
+# ZT_EMU_THREADS=1 for races between blocks). Every kernel on small inputs, the primitives,
+# the distribution layer's kernels and the device calls' checks; last in `make test` (it
+# rebuilds the library's tests for its own feature).
+EMU_CHECK_TESTS = backend::cuda::tests:: backend::cuda::dist_tests::column backend::cuda::dist_tests::ball \
+  backend::cuda::dist_tests::fragments backend::cuda::pipeline_tests::small_pipeline backend::cuda::pipeline_tests::input_checks \
+  backend::cuda::pipeline_tests::field_checks ffi::device::tests::fof ffi::device::tests::device_scratch
+EMU_SEED ?=
+test-emu-check: bootstrap
+	@bin=$$($(CARGO) test --features cuda-emu-check --lib --no-run --message-format=json | \
+	  python3 -c 'import sys, json; [print(m["executable"]) for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable")]'); \
+	  $(CUDA_ENV) ZT_EMU_SCHEDULE=interleave ZT_EMU_THREADS=2 $(if $(EMU_SEED),ZT_EMU_SEED=$(EMU_SEED)) \
+	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so):$$(gcc -print-file-name=libubsan.so)" \
+	  $$bin --test-threads 2 $(EMU_CHECK_TESTS)
 
 # The CUDA back end's tests alone: kernels on the emulator (and on a GPU when present)
 # against the CPU, NVRTC builds for sm_80/sm_90 and the ptxas spill check.

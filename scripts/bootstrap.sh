@@ -15,6 +15,8 @@ have gfortran || need_apt+=(gfortran)
 have mpicc || need_apt+=(libopenmpi-dev)
 have mpirun || need_apt+=(openmpi-bin)
 have pkg-config || need_apt+=(pkg-config)
+# clang builds the checked CUDA emulator (make test-emu-check).
+have clang++ || need_apt+=(clang)
 have valgrind || need_apt+=(valgrind)
 # rsmpi generates its MPI bindings with bindgen, which needs libclang.
 ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || need_apt+=(libclang-dev clang)

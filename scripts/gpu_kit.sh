@@ -50,9 +50,21 @@ c = [f for d in site.getsitepackages() for f in sorted(glob.glob(d + "/nvidia/**
 print(c[0] if c else "")')
   [ -n "$ZTREE_NVRTC" ] && export ZTREE_NVRTC && echo "NVRTC: $ZTREE_NVRTC"
 fi
-export ZTREE_GADGET4_DIR="$PWD/$kit/gadget4" ZTREE_TEST_REAL_DEVICE_ONLY=1
+export ZTREE_GADGET4_DIR="$PWD/$kit/gadget4" ZTREE_TEST_REAL_DEVICE_ONLY=1 ZTREE_REQUIRE_HARDWARE=gpu
 echo "== CUDA back end tests on the GPU, one at a time (the emulator's runs are CI's)"
-timeout 150 "$kit/ztree_tests" --test-threads 1 backend::cuda 2>&1 | tail -30
+timeout 300 "$kit/ztree_tests" --test-threads 1 backend::cuda ffi::device 2>&1 | tail -30
+# compute-sanitizer over the device tests on small inputs (the set `make test-emu-check`
+# runs on the emulator): memory errors, races in shared memory, barrier misuse,
+# uninitialised reads. 0 errors from each tool is the pass.
+san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+if [ -n "$san" ] && [ "${ZTREE_KIT_SANITIZE:-1}" != 0 ]; then
+  small="backend::cuda::tests:: backend::cuda::dist_tests backend::cuda::pipeline_tests::small_pipeline backend::cuda::pipeline_tests::input_checks"
+  for tool in memcheck racecheck synccheck initcheck; do
+    echo "== compute-sanitizer --tool $tool"
+    timeout 900 "$san" --tool "$tool" --error-exitcode 86 --print-limit 20 "$kit/ztree_tests" --test-threads 1 $small > /tmp/zt_san.log 2>&1
+    echo "$tool: exit $? ($(grep -c '========= ' /tmp/zt_san.log) report lines)"; grep -E 'ERROR SUMMARY|Error|RACECHECK SUMMARY' /tmp/zt_san.log | tail -3
+  done
+fi
 # Several threads, each with its own handle on the one GPU, crashed (SIGSEGV) or hung
 # inside the driver when each handle had a memory pool of its own (H200, driver 580); the
 # pool is one per device, never destroyed (28 of 28 four- and eight-thread runs passed on

@@ -14,6 +14,14 @@
 //   waits on one that runs). `__shared__` variables are function-local thread-local
 //   statics: the block's shared memory. Launches are serialised process-wide.
 // - Atomics are real atomics (std::atomic_ref); device memory is host memory.
+// - The interleaved schedule (`ZT_EMU_SCHEDULE=interleave`, in builds whose kernels are
+//   compiled with `-fsanitize-coverage=trace-loads,trace-stores`: the `cuda-emu-check`
+//   feature) also switches threads at every load and store of shared or global memory
+//   and at every atomic: each round every ready thread makes one access, in a freshly
+//   shuffled order, so a race between two barriers, a lost update of a non-atomic
+//   read-modify-write and a missing `__syncwarp` show. The shuffles come from a seed
+//   (`ZT_EMU_SEED`, else the clock) that is printed, so a failing order can be replayed
+//   (with `ZT_EMU_THREADS=1`, for blocks that race with each other).
 // - Warp collectives keep their `_sync` contract: the mask must name every lane of the
 //   warp (the kernels only use full-warp collectives), and a lane that has returned may
 //   not take part. Either mistake, and a barrier some threads never reach (a deadlock),
@@ -27,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <memory>
@@ -95,6 +104,9 @@ struct Fiber {
     State state = State::Ready;
     uint3 tid{};
     unsigned lane = 0, warp = 0;
+    // Depth of the emulator's own code the thread is in (no switch at its accesses there:
+    // the barriers' bookkeeping is not made for it).
+    unsigned internal = 0;
 };
 
 struct Warp {
@@ -115,8 +127,40 @@ struct Launch {
     ucontext_t scheduler;
     void* scheduler_sp = nullptr;
     unsigned current = 0, live = 0, at_block = 0;
+    // A fiber runs (not the scheduler).
+    bool in_fiber = false;
 };
 inline thread_local Launch* g_launch = nullptr;
+
+// The interleaved schedule (see the top of the file): on, and its seed.
+struct Schedule {
+    bool interleave = false;
+    unsigned long long seed = 0;
+};
+inline const Schedule& schedule() {
+    static const Schedule s = [] {
+        Schedule s;
+        const char* m = std::getenv("ZT_EMU_SCHEDULE");
+        s.interleave = m && std::strcmp(m, "interleave") == 0;
+        const char* e = std::getenv("ZT_EMU_SEED");
+        s.seed = e ? std::strtoull(e, nullptr, 10) : (unsigned long long)std::time(nullptr);
+        if (s.interleave) std::fprintf(stderr, "ztree CUDA emulator: interleaved schedule, seed %llu (ZT_EMU_SEED=%llu replays it)\n", s.seed, s.seed);
+        return s;
+    }();
+    return s;
+}
+
+inline Fiber& me();
+
+// The emulator's own code inside a fiber: no switch at its accesses.
+struct Internal {
+    Internal() {
+        if (g_launch && g_launch->in_fiber) me().internal++;
+    }
+    ~Internal() {
+        if (g_launch && g_launch->in_fiber) me().internal--;
+    }
+};
 
 constexpr std::size_t STACK = 64 * 1024;
 
@@ -140,13 +184,30 @@ inline void yield() {
 #endif
 }
 
+// A memory access of a kernel thread at `addr` (the interleaved schedule's switch point):
+// back to the scheduler, ready to run, unless the access is to the thread's own stack or
+// made by the emulator itself.
+inline void access(const void* addr) {
+    Launch* L = g_launch;
+    if (!L || !L->in_fiber || !schedule().interleave) return;
+    Fiber& f = me();
+    if (f.internal != 0) return;
+    const char* a = static_cast<const char*>(addr);
+    if (a >= L->stacks && a < L->stacks + L->fibers.size() * STACK) return;
+    f.internal++;
+    yield();
+    f.internal--;
+}
+
 inline void block_barrier() {
+    Internal in;
     me().state = State::AtBlock;
     g_launch->at_block++;
     yield();
 }
 
 inline void warp_barrier() {
+    Internal in;
     Warp& w = my_warp();
     me().state = State::AtWarp;
     w.waiting |= 1u << me().lane;
@@ -163,6 +224,7 @@ inline void check_alive(const Warp& w) {
 // One exchange round: every lane publishes `v`, then reads what `f` makes of the slots.
 template <class R, class F>
 R warp_round(unsigned mask, unsigned long long v, F f) {
+    Internal in;
     Warp& w = my_warp();
     check_mask(w, mask);
     check_alive(w);
@@ -214,6 +276,7 @@ struct Registrar {
 
 inline void fiber_main() {
     g_launch->body();
+    Internal in;
     Fiber& f = me();
     Warp& w = my_warp();
     f.state = State::Done;
@@ -269,11 +332,13 @@ inline void run_block(Launch& L, unsigned nt, unsigned round_seed) {
     L.live = nt;
     L.at_block = 0;
     std::vector<unsigned> order(nt);
-    unsigned long long rng = 0x9e3779b97f4a7c15ull ^ round_seed;
+    const bool interleave = schedule().interleave;
+    unsigned long long rng = 0x9e3779b97f4a7c15ull ^ round_seed ^ (interleave ? schedule().seed * 0xd6e8feb86659fd93ull : 0);
     while (L.live > 0) {
         for (unsigned t = 0; t < nt; ++t) order[t] = t;
         rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-        unsigned mode = (rng >> 40) % 3;  // forward, backward or shuffled, drawn per round
+        // Forward, backward or shuffled, drawn per round (always shuffled when interleaved).
+        unsigned mode = interleave ? 2 : (rng >> 40) % 3;
         if (mode == 1) {
             for (unsigned t = 0; t < nt / 2; ++t) std::swap(order[t], order[nt - 1 - t]);
         } else if (mode == 2) {
@@ -287,11 +352,13 @@ inline void run_block(Launch& L, unsigned nt, unsigned round_seed) {
             if (L.fibers[t].state != State::Ready) continue;
             L.current = t;
             ran = true;
+            L.in_fiber = true;
 #if ZT_EMU_FAST_SWITCH
             zt_emu_switch(&L.scheduler_sp, L.fibers[t].sp);
 #else
             if (swapcontext(&L.scheduler, &L.fibers[t].ctx) != 0) fatal("swapcontext failed");
 #endif
+            L.in_fiber = false;
         }
         // Open the barriers every live participant has reached.
         bool opened = false;
@@ -376,6 +443,24 @@ inline int launch(const char* name, dim3 grid, dim3 block, void** args) {
 
 }  // namespace zt_emu
 
+// The switch points of the interleaved schedule: SanitizerCoverage's callbacks at every
+// load and store of the instrumented kernels (the `cuda-emu-check` build; this header is
+// on its ignore list, so the emulator's own code calls none of them).
+#if defined(ZT_EMU_INSTRUMENTED)
+extern "C" {
+void __sanitizer_cov_load1(unsigned char* a) { ::zt_emu::access(a); }
+void __sanitizer_cov_load2(unsigned short* a) { ::zt_emu::access(a); }
+void __sanitizer_cov_load4(unsigned* a) { ::zt_emu::access(a); }
+void __sanitizer_cov_load8(unsigned long long* a) { ::zt_emu::access(a); }
+void __sanitizer_cov_load16(__int128* a) { ::zt_emu::access(a); }
+void __sanitizer_cov_store1(unsigned char* a) { ::zt_emu::access(a); }
+void __sanitizer_cov_store2(unsigned short* a) { ::zt_emu::access(a); }
+void __sanitizer_cov_store4(unsigned* a) { ::zt_emu::access(a); }
+void __sanitizer_cov_store8(unsigned long long* a) { ::zt_emu::access(a); }
+void __sanitizer_cov_store16(__int128* a) { ::zt_emu::access(a); }
+}
+#endif
+
 // ---- the CUDA names the kernels use ----
 
 #define __global__
@@ -442,23 +527,42 @@ unsigned __match_any_sync(unsigned mask, T v) {
     });
 }
 
+// Every atomic is a switch point of the interleaved schedule (before it; the operation
+// itself is indivisible).
 template <class T>
-T atomicAdd(T* a, T v) { return std::atomic_ref<T>(*a).fetch_add(v); }
+T atomicAdd(T* a, T v) {
+    ::zt_emu::access(a);
+    return std::atomic_ref<T>(*a).fetch_add(v);
+}
 template <class T>
-T atomicSub(T* a, T v) { return std::atomic_ref<T>(*a).fetch_sub(v); }
+T atomicSub(T* a, T v) {
+    ::zt_emu::access(a);
+    return std::atomic_ref<T>(*a).fetch_sub(v);
+}
 template <class T>
-T atomicExch(T* a, T v) { return std::atomic_ref<T>(*a).exchange(v); }
+T atomicExch(T* a, T v) {
+    ::zt_emu::access(a);
+    return std::atomic_ref<T>(*a).exchange(v);
+}
 template <class T>
-T atomicOr(T* a, T v) { return std::atomic_ref<T>(*a).fetch_or(v); }
+T atomicOr(T* a, T v) {
+    ::zt_emu::access(a);
+    return std::atomic_ref<T>(*a).fetch_or(v);
+}
 template <class T>
-T atomicAnd(T* a, T v) { return std::atomic_ref<T>(*a).fetch_and(v); }
+T atomicAnd(T* a, T v) {
+    ::zt_emu::access(a);
+    return std::atomic_ref<T>(*a).fetch_and(v);
+}
 template <class T>
 T atomicCAS(T* a, T expected, T desired) {
+    ::zt_emu::access(a);
     std::atomic_ref<T>(*a).compare_exchange_strong(expected, desired);
     return expected;  // the old value either way
 }
 template <class T>
 T atomicMin(T* a, T v) {
+    ::zt_emu::access(a);
     std::atomic_ref<T> r(*a);
     T old = r.load();
     while (v < old && !r.compare_exchange_weak(old, v)) {
@@ -467,6 +571,7 @@ T atomicMin(T* a, T v) {
 }
 template <class T>
 T atomicMax(T* a, T v) {
+    ::zt_emu::access(a);
     std::atomic_ref<T> r(*a);
     T old = r.load();
     while (old < v && !r.compare_exchange_weak(old, v)) {

@@ -15,7 +15,7 @@ pub(crate) mod catalogue;
 pub(crate) mod device;
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 mod dist;
-#[cfg(all(test, feature = "mpi", any(feature = "cuda", feature = "cuda-emu")))]
+#[cfg(all(test, any(feature = "cuda", feature = "cuda-emu")))]
 mod dist_tests;
 #[cfg(feature = "cuda")]
 pub(crate) mod driver;

@@ -245,6 +245,31 @@ fn all_cases<T: Real, const D: usize>(dev: &Arc<dyn Device>) {
     }
 }
 
+/// Every kernel of the pipeline on small inputs (a few hundred points; tiny leaves, so that
+/// the trees have several planes): kNN (k = 1, 16, 40; self and separate queries) and FoF
+/// with the catalogue, f32 and f64, periodic and open, equal to the CPU. Small enough for
+/// the emulator's checked build with the interleaved schedule (`make test-emu-check`).
+#[test]
+fn small_pipeline_on_the_device_equals_the_cpu() {
+    let small = TreeParams { leaf_size: 8, coarsening: 4, ..TreeParams::default() };
+    let l = 10.0;
+    for dev in devices() {
+        for (name, pts) in inputs::<3>(l).into_iter().take(4) {
+            let pts: Vec<[f64; 3]> = pts.into_iter().step_by(9).take(300).collect();
+            let p32 = cast::<f32, 3>(&pts);
+            let inside: Vec<[f32; 3]> = p32.iter().map(|p| std::array::from_fn(|d| if p[d].to_f64() >= l { 0.0 } else { p[d] })).collect();
+            for k in [1, 16, 40] {
+                knn_case_with::<f64, 3>(&dev, name, &Domain::Periodic([l; 3]), &pts, None, k, &small);
+                knn_case_with::<f32, 3>(&dev, name, &Domain::Open, &inside, None, k, &small);
+            }
+            let q: Vec<[f64; 3]> = pts.iter().take(60).map(|p| p.map(|c| (c + 0.013 * l).rem_euclid(l) * 0.999)).collect();
+            knn_case_with::<f64, 3>(&dev, name, &Domain::Periodic([l; 3]), &pts, Some(&q), 16, &small);
+            fof_case::<f64, 3>(&dev, name, &Domain::Periodic([l; 3]), &pts, l / 12.0);
+            fof_case::<f32, 3>(&dev, name, &Domain::Open, &inside, l / 12.0);
+        }
+    }
+}
+
 /// The kNN kernels' other paths: the node test by bisection (more candidates than it
 /// counts pairwise) and through the bound U with few candidates below it, and kept lists
 /// walked unsorted (as lists longer than the kernel sorts are; forced by SORTED_MAX), on
