@@ -113,7 +113,9 @@ test-device: bootstrap
 	$(CUDA_ENV) $(CARGO) test $(TEST_FEATURES) --lib -- backend::cuda ffi::device
 
 # Distributed kNN and FoF against single-rank results, on 1, 2, 3 and 4 ranks
-# (oversubscribed), then the C in-situ demo on 3 ranks.
+# (oversubscribed); the device-array tests once more with device buffers given to MPI
+# directly (the CUDA-aware route, host memory on the emulator); then the C in-situ demo
+# on 3 ranks.
 MPI_TESTS = mpi_dist mpi_device
 MPI_RANKS ?= 1 2 3 4
 MPI_DEMO ?= 1
@@ -122,7 +124,10 @@ test-mpi:
 	  python3 -c 'import sys, json; [print(m["executable"]) for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable")]'); \
 	for np in $(MPI_RANKS); do for b in $$bins; do \
 	  echo "mpirun -np $$np $$(basename $$b)"; timeout 900 mpirun -np $$np $$b || exit 1; \
-	done; done
+	done; done; \
+	dev=$$(echo "$$bins" | grep mpi_device); \
+	echo "mpirun -np 2 $$(basename $$dev) (device buffers handed to MPI as if CUDA-aware)"; \
+	ZTREE_CUDA_AWARE_MPI=1 timeout 900 mpirun -np 2 $$dev || exit 1
 	@if [ "$(MPI_DEMO)" = 1 ]; then $(MAKE) --no-print-directory examples && mpirun -np 3 $(BUILD)/examples-c/insitu 30000 2; fi
 
 test-c: package

@@ -14,6 +14,7 @@
 #endif
 
 #define ZD_INDEX u32 i = blockIdx.x * ZT_BLOCK + threadIdx.x
+#define ZD_HD_U128 ZT_HD
 
 // ---- fills, casts, element-wise ----
 
@@ -195,47 +196,172 @@ extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_dest_keys(const u32* d
 }
 ZT_EXPORT(zd_dest_keys)
 
-// Rows that may lie within their radius of another rank's range: not in a coarse cell
-// whose whole neighbourhood one rank owns (src/geom/decomp.rs `near_ranks`' first test),
-// with the radius widened a little beyond the host's, so the host's exact test sees every
-// row it would keep. r2 (squared radii, widened as `widened_radius`) or the fixed radius.
-struct ZdNear {
-    u32 shift;
-    u32 have_r2;
-    double fixed;
+// src/geom/decomp.rs `Decomp::near_ranks` on the device, the same operations in the same
+// order: which ranks other than the owner may hold a point within the radius of each row's
+// point. The ranges' starts (128-bit, as (hi, lo) pairs), the boxes covering each rank's
+// range (lo[D] then hi[D] per box; rank r's are boxes[box_at[r] .. box_at[r + 1]]), the
+// interior table and the quantiser.
+struct ZdRanges {
+    const u64* starts;
+    const u32* box_at;
+    const double* boxes;
+    const u8* interior;
+    ZtQuant q;
+    double len[3];
+    double half_box;
     double max_r;
     double span;
     double eps;
+    u32 ranks;
+    u32 shift;
+    u32 periodic;
+    u32 owner;
 };
 
-template <class T, int D>
-ZT_HD void zd_near_flags(const T* pos, const u64* keys, u32 n, const T* r2, ZdNear p, const u8* interior, u32* flags) {
-    ZD_INDEX;
-    if (i >= n) return;
-    double r = p.fixed;
-    if (p.have_r2) {
-        double mag = p.span;
-        for (int d = 0; d < D; ++d) {
-            double x = (double)pos[(u64)i * D + d];
-            mag = zt_fmax(mag, x < 0 ? -x : x);
-        }
-        r = zt_sqrt((double)r2[i]) * (1.0 + 64.0 * p.eps) + 64.0 * p.eps * mag;
+typedef unsigned __int128 u128;
+
+ZD_HD_U128 u128 zd_start(const ZdRanges& g, u32 r) { return (u128)g.starts[2 * r] << 64 | g.starts[2 * r + 1]; }
+
+// The first r in [0, ranks) with starts[r + 1] > k (`starts[1..].partition_point(|s| s <= k)`),
+// and with `strict`, starts[r + 1] >= k (`partition_point(|s| s < k)`).
+ZD_HD_U128 u32 zd_partition(const ZdRanges& g, u128 k, bool strict) {
+    u32 lo = 0, hi = g.ranks;
+    while (lo < hi) {
+        u32 mid = (lo + hi) / 2;
+        u128 s = zd_start(g, mid + 1);
+        if (strict ? s < k : s <= k) lo = mid + 1;
+        else hi = mid;
     }
-    r = r * (1.0 + 1e-6);
-    bool inside = r <= p.max_r && interior[keys[i] >> p.shift];
-    flags[i] = inside ? 0u : 1u;
+    return lo;
 }
 
-#define ZD_NEAR(suffix, T, D)                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_near_flags_##suffix(const T* pos, const u64* keys, u32 n, const T* r2, \
-                                                                                  ZdNear p, const u8* interior, u32* flags) {       \
-        zd_near_flags<T, D>(pos, keys, n, r2, p, interior, flags);                                                             \
-    }                                                                                                                           \
-    ZT_EXPORT(zd_near_flags_##suffix)
-ZD_NEAR(f32_2, float, 2)
-ZD_NEAR(f32_3, float, 3)
-ZD_NEAR(f64_2, double, 2)
-ZD_NEAR(f64_3, double, 3)
+template <int D>
+ZT_HD double zd_box_dist2(const ZdRanges& g, const double* p, const double* b) {
+    double s = 0.0;
+    for (int d = 0; d < D; ++d) {
+        double lo = b[d], hi = b[D + d];
+        double x = p[d];
+        double gap = fmax(fmax(lo - x, x - hi), 0.0);
+        if (g.periodic) {
+            double l = g.len[d];
+            double x1 = x - l, x2 = x + l;
+            gap = fmin(fmin(gap, fmax(fmax(lo - x1, x1 - hi), 0.0)), fmax(fmax(lo - x2, x2 - hi), 0.0));
+        }
+        s += gap * gap;
+    }
+    return s;
+}
+
+template <int D>
+ZT_HD u64 zd_cells_morton(const u64* c) {
+    return D == 2 ? zt_spread2(c[0]) << 1 | zt_spread2(c[1]) : zt_spread3(c[0]) << 2 | zt_spread3(c[1]) << 1 | zt_spread3(c[2]);
+}
+
+// Visits every rank near point p (key `key`, radius `radius`): `f(rank)` in rank order.
+template <int D, class F>
+ZT_HD void zd_near_ranks(const ZdRanges& g, const double* p, u64 key, double radius, F f) {
+    if (g.ranks == 1) return;
+    double r = radius * (1.0 + 1e-9);
+    if (r <= g.max_r && g.interior[key >> g.shift]) return;
+    const int bits = D == 2 ? 32 : 21;
+    const long long max_cell = (1ll << bits) - 1;
+    long long qlo[3] = {0, 0, 0}, qhi[3] = {0, 0, 0};
+    bool wraps = !(r < g.half_box);
+    for (int d = 0; d < D; ++d) {
+        double lo = floor((p[d] - r - g.q.lo[d]) * g.q.scale[d] - 2.0);
+        double hi = floor((p[d] + r - g.q.lo[d]) * g.q.scale[d] + 2.0);
+        // Finite: x - x is 0 (NaN for infinities and NaN).
+        if (!(lo - lo == 0.0 && hi - hi == 0.0)) {
+            wraps = true;
+            break;
+        }
+        const double big = (double)(1ll << 62);
+        long long l = (long long)fmax(lo, -big), h = (long long)fmin(hi, big);
+        if (g.periodic) {
+            wraps |= l < 0 || h > max_cell;
+        } else {
+            l = l < 0 ? 0 : (l > max_cell ? max_cell : l);
+            h = h < 0 ? 0 : (h > max_cell ? max_cell : h);
+        }
+        qlo[d] = l;
+        qhi[d] = h;
+    }
+    u32 cand_lo = 0, cand_hi = g.ranks - 1;
+    if (!wraps) {
+        u32 lev = 0;
+        for (int d = 0; d < D; ++d) {
+            u64 span = (u64)(qhi[d] - qlo[d]);
+            u32 bl = span == 0 ? 0 : 64 - __clzll((long long)span);
+            lev = bl > lev ? bl : lev;
+        }
+        u64 lc[3], hc[3];
+        for (int d = 0; d < D; ++d) {
+            lc[d] = (u64)qlo[d] >> lev;
+            hc[d] = (u64)qhi[d] >> lev;
+        }
+        u32 sh = D * lev;
+        u128 klo = sh >= 128 ? 0 : (u128)zd_cells_morton<D>(lc) << sh;
+        u128 khi = sh >= 128 ? 0 : ((u128)zd_cells_morton<D>(hc) + 1) << sh;
+        if (klo >= zd_start(g, g.owner) && khi <= zd_start(g, g.owner + 1)) return;
+        cand_lo = zd_partition(g, klo, false);
+        u32 c = zd_partition(g, khi, true);
+        cand_hi = c < g.ranks - 1 ? c : g.ranks - 1;
+    }
+    double r2 = r * r;
+    for (u32 s = cand_lo; s <= cand_hi; ++s) {
+        if (s == g.owner) continue;
+        for (u32 b = g.box_at[s]; b < g.box_at[s + 1]; ++b) {
+            if (zd_box_dist2<D>(g, p, g.boxes + (u64)2 * D * b) <= r2) {
+                f(s);
+                break;
+            }
+        }
+    }
+}
+
+// Per row: its point, the radius (fixed, or widened from the squared radius as
+// `widened_radius`), then the near ranks: counted (pass 0, into counts) or written as
+// (rank << 32 | row) at at[row] (pass 1).
+template <class T, int D>
+ZT_HD void zd_near(const T* pos, const u64* keys, u32 n, const T* r2, double fixed, ZdRanges g, u32 pass, u32* counts, const u32* at, u64* pairs) {
+    ZD_INDEX;
+    if (i >= n) return;
+    double p[3];
+    for (int d = 0; d < D; ++d) p[d] = (double)pos[(u64)i * D + d];
+    double radius = fixed;
+    if (r2) {
+        double mag = g.span;
+        for (int d = 0; d < D; ++d) mag = fmax(mag, fabs(p[d]));
+        radius = sqrt((double)r2[i]) * (1.0 + 64.0 * g.eps) + 64.0 * g.eps * mag;
+    }
+    u32 c = 0;
+    zd_near_ranks<D>(g, p, keys[i], radius, [&](u32 s) {
+        if (pass == 1) pairs[at[i] + c] = (u64)s << 32 | i;
+        c++;
+    });
+    if (pass == 0) counts[i] = c;
+}
+
+#define ZD_NEAR_RANKS(suffix, T, D)                                                                                               \
+    extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_near_##suffix(const T* pos, const u64* keys, u32 n, const T* r2,    \
+                                                                            double fixed, ZdRanges g, u32 pass, u32* counts,      \
+                                                                            const u32* at, u64* pairs) {                          \
+        zd_near<T, D>(pos, keys, n, r2, fixed, g, pass, counts, at, pairs);                                                      \
+    }                                                                                                                             \
+    ZT_EXPORT(zd_near_##suffix)
+ZD_NEAR_RANKS(f32_2, float, 2)
+ZD_NEAR_RANKS(f32_3, float, 3)
+ZD_NEAR_RANKS(f64_2, double, 2)
+ZD_NEAR_RANKS(f64_3, double, 3)
+
+// Row and rank of each pair (rank << 32 | row), and the count per rank.
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_pair_rows(const u64* pairs, u32 n, u32* rows, u32* counts) {
+    ZD_INDEX;
+    if (i >= n) return;
+    rows[i] = (u32)(pairs[i] & 0xffffffffull);
+    atomicAdd(&counts[(u32)(pairs[i] >> 32)], 1u);
+}
+ZT_EXPORT(zd_pair_rows)
 
 // The rows with a flag, in order: out[at[i]] = i where flags[i] (at: the flags' scan).
 extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zd_compact_flagged(const u32* flags, const u32* at, u32 n, u32* out) {

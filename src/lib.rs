@@ -98,6 +98,11 @@ pub mod __emulator {
         crate::ffi::device::FAIL.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// A handle on the emulated device, for the Rust API's device calls.
+    pub fn emulated_device() -> crate::CudaDevice {
+        crate::CudaDevice::from_device(std::sync::Arc::new(crate::backend::cuda::emu::EmuDevice::default()))
+    }
+
     /// A copy of host data in emulated device memory, freed on drop.
     pub struct DeviceMemory {
         ptr: u64,

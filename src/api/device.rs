@@ -51,6 +51,13 @@ impl CudaDevice {
         Ok(Self { dev: Arc::new(dev) })
     }
 
+    /// Bytes copied from this device to the host and from the host to it by ztree's calls
+    /// on this handle so far (what crosses PCIe, or NVLink-C2C): per call, the difference
+    /// of two readings.
+    pub fn copied_bytes(&self) -> (u64, u64) {
+        self.dev.tracker().copied()
+    }
+
     pub(crate) fn from_device(dev: Arc<dyn Device>) -> Self {
         Self { dev }
     }

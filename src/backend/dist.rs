@@ -133,6 +133,20 @@ pub(crate) trait DistOps: Backend {
     fn segment_sums(&self, v: &Self::Buf<u32>, segments: &[usize]) -> Result<Vec<usize>>;
     /// Element-wise square roots.
     fn sqrt<T: Real>(&self, v: &Self::Buf<T>) -> Result<Self::Buf<T>>;
+    /// A buffer for `n` elements that an exchange fills (zeroed on the CPU, where untouched
+    /// pages cost nothing).
+    fn landing<T: Elem>(&self, n: usize) -> Result<Self::Buf<T>>;
+    /// The buffer's elements when they are host memory (the CPU's), for MPI in place.
+    fn host_slice<'a, T: Elem>(&self, b: &'a Self::Buf<T>) -> Option<&'a [T]>;
+    fn host_slice_mut<'a, T: Elem>(&self, b: &'a mut Self::Buf<T>) -> Option<&'a mut [T]>;
+    /// The buffer's device address, for a CUDA-aware MPI (None: not device memory).
+    fn device_ptr<T: Elem>(&self, b: &Self::Buf<T>) -> Option<u64>;
+    /// `out.len()` elements of `b` from element `at`, into host memory.
+    fn download_range<T: Elem>(&self, b: &Self::Buf<T>, at: usize, out: &mut [T]) -> Result<()>;
+    /// `data` into `b` from element `at`.
+    fn upload_range<T: Elem>(&self, b: &mut Self::Buf<T>, at: usize, data: &[T]) -> Result<()>;
+    /// `len` elements of `src` from `from` into `dst` from `to` (where they live).
+    fn copy_range<T: Elem>(&self, src: &Self::Buf<T>, from: usize, dst: &mut Self::Buf<T>, to: usize, len: usize) -> Result<()>;
     /// The buffer's elements in host memory (the CPU's: borrowed, no copy).
     fn to_host<'a, T: Elem>(&self, b: &'a Self::Buf<T>) -> Result<Cow<'a, [T]>>;
     /// A buffer holding `v` (the CPU's: `v` itself).

@@ -41,6 +41,16 @@ impl<const D: usize> Decomp<D> {
         Self { quant, box_len, starts, regions, half_box, interior }
     }
 
+    /// Per rank, the boxes (lower, upper corner) covering its key range.
+    pub fn regions(&self) -> &[Vec<[[f64; D]; 2]>] {
+        &self.regions
+    }
+
+    /// Half the smallest periodic box length (infinite when open).
+    pub fn half_box(&self) -> f64 {
+        self.half_box
+    }
+
     /// The periodic box lengths (None: an open domain).
     pub fn box_len(&self) -> Option<[f64; D]> {
         self.box_len

@@ -246,6 +246,59 @@ impl Comm {
         Ok(Received { buf, offsets: roff.iter().map(|&o| o as usize).collect() })
     }
 
+    /// All-to-all between raw buffers, MPI reading and writing them where they are (host
+    /// memory, or device memory for a CUDA-aware MPI): `send_lens[r]` bytes for rank r at
+    /// `send + send_at[r]`, `recv_lens[r]` bytes from rank r to `recv + recv_at[r]`.
+    /// `None` when a count or displacement does not fit MPI's `int` (the caller then
+    /// takes `all_to_all_bytes`, which splits the exchange in rounds). Collective.
+    ///
+    /// # Safety
+    /// The ranges lie in the buffers, which MPI may read (send) and write (recv).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn all_to_all_raw(
+        &self,
+        name: &'static str,
+        send: *const u8,
+        send_lens: &[u64],
+        send_at: &[u64],
+        recv: *mut u8,
+        recv_lens: &[u64],
+        recv_at: &[u64],
+        stats: &mut CommStats,
+    ) -> Option<()> {
+        let limit = i32::MAX as u64;
+        let big = send_lens.iter().chain(send_at).chain(recv_lens).chain(recv_at).fold(0u64, |a, &b| a.max(b));
+        if self.max_u64(&[big])[0] > limit {
+            return None;
+        }
+        let i = |v: &[u64]| v.iter().map(|&x| x as i32).collect::<Vec<i32>>();
+        let (sc, sd, rc, rd) = (i(send_lens), i(send_at), i(recv_lens), i(recv_at));
+        // Never a dangling or null pointer: OpenMPI's MPI_IN_PLACE is (void *) 1.
+        let (one_s, mut one_r) = (0u8, 0u8);
+        let send = if send.is_null() || send as usize == 1 { &one_s as *const u8 } else { send };
+        let recv = if recv.is_null() || recv as usize == 1 { &mut one_r as *mut u8 } else { recv };
+        use mpi::ffi;
+        use mpi::raw::AsRaw;
+        // SAFETY: the caller's promise; the count and displacement arrays have one entry
+        // per rank.
+        unsafe {
+            ffi::MPI_Alltoallv(
+                send.cast(),
+                sc.as_ptr(),
+                sd.as_ptr(),
+                ffi::RSMPI_UINT8_T,
+                recv.cast(),
+                rc.as_ptr(),
+                rd.as_ptr(),
+                ffi::RSMPI_UINT8_T,
+                self.comm.as_raw(),
+            );
+        }
+        let (bytes, msgs) = (0..self.size).filter(|&r| r != self.rank && send_lens[r] > 0).fold((0u64, 0u64), |(b, m), r| (b + send_lens[r], m + 1));
+        stats.add(name, bytes, msgs);
+        Some(())
+    }
+
     /// All-to-all of `send` (`send_lens[r]` bytes for rank r, in rank order) into `recv`
     /// (`recv_lens[r]` bytes from rank r, in rank order; every rank's lengths agree with
     /// its peers'). One round straight between the buffers when every count fits MPI's

@@ -96,9 +96,55 @@ pub(crate) fn plan_of<B: DistOps>(on: On<'_>, rows: B::Buf<u32>, send: Vec<usize
     Plan { rows, send, recv }
 }
 
+/// Whether MPI reads and writes device memory itself (a CUDA-aware MPI): asked of the
+/// library once (`MPIX_Query_cuda_support`, OpenMPI's and MPICH's extension), unless
+/// `ZTREE_CUDA_AWARE_MPI` says (`0`: never hand MPI device pointers; `1`: always, for an MPI
+/// that supports it without the query).
+pub(crate) fn cuda_aware() -> bool {
+    static AWARE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AWARE.get_or_init(|| match std::env::var("ZTREE_CUDA_AWARE_MPI").ok().as_deref() {
+        Some("0") => false,
+        Some("1") => true,
+        _ => query_cuda_support(),
+    })
+}
+
+fn query_cuda_support() -> bool {
+    // SAFETY: looks the symbol up in the process (the MPI library is loaded); calls it
+    // only when found, with its C signature `int MPIX_Query_cuda_support(void)`.
+    unsafe {
+        let f = libc_dlsym(c"MPIX_Query_cuda_support");
+        if f.is_null() {
+            return false;
+        }
+        let f: extern "C" fn() -> i32 = std::mem::transmute(f);
+        f() == 1
+    }
+}
+
+/// `dlsym(RTLD_DEFAULT, name)`.
+unsafe fn libc_dlsym(name: &std::ffi::CStr) -> *mut std::ffi::c_void {
+    unsafe extern "C" {
+        fn dlsym(handle: *mut std::ffi::c_void, symbol: *const std::ffi::c_char) -> *mut std::ffi::c_void;
+    }
+    // SAFETY: RTLD_DEFAULT is the null handle on Linux; `name` is NUL-terminated.
+    unsafe { dlsym(std::ptr::null_mut(), name.as_ptr()) }
+}
+
+fn prefix(v: &[usize]) -> Vec<usize> {
+    let mut out = Vec::with_capacity(v.len() + 1);
+    out.push(0);
+    for &x in v {
+        out.push(out.last().unwrap() + x);
+    }
+    out
+}
+
 /// Sends `send` (`send_lens[r]` rows of `width` elements for rank r, in rank order) and
-/// returns what arrived (`recv_lens[r]` rows from rank r, in rank order). Collective; a
-/// failure to stage the bytes on any rank is every rank's error.
+/// returns what arrived (`recv_lens[r]` rows from rank r, in rank order). This rank's own
+/// rows are copied where they live; MPI reads and writes host columns in place, device
+/// columns in place with a CUDA-aware MPI, else through host copies of the other ranks'
+/// rows alone. Collective; a failure to stage the bytes on any rank is every rank's error.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn exchange<B: DistOps, T: Elem>(
     on: On<'_>,
@@ -110,22 +156,75 @@ pub(crate) fn exchange<B: DistOps, T: Elem>(
     width: usize,
     cs: &mut CommStats,
 ) -> Result<B::Buf<T>> {
-    let comm = on.comm;
-    let host = comm.agree(b.to_host(send))?;
-    let size = std::mem::size_of::<T>() * width;
-    let bytes = |lens: &[usize]| lens.iter().map(|&l| (l * size) as u64).collect::<Vec<u64>>();
-    let total: usize = recv_lens.iter().sum::<usize>() * width;
-    let mut recv: Vec<T> = vec![T::FILL; total];
-    // SAFETY: `Elem` types are plain data: their bytes may be read and written as such.
-    let (sb, rb) = unsafe {
-        (
-            std::slice::from_raw_parts(host.as_ptr().cast::<u8>(), std::mem::size_of_val(&host[..])),
-            std::slice::from_raw_parts_mut(recv.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(&recv[..])),
-        )
+    let (comm, me, p) = (on.comm, on.comm.rank(), on.comm.size());
+    let rows = |v: &[usize]| v.iter().map(|&l| l * width).collect::<Vec<usize>>();
+    let (sl, rl) = (rows(send_lens), rows(recv_lens));
+    let (so, ro) = (prefix(&sl), prefix(&rl));
+    let size = std::mem::size_of::<T>();
+    // The landing column, this rank's own rows in it.
+    let mut recv = comm.agree(b.landing::<T>(ro[p]).and_then(|mut r| {
+        b.copy_range(send, so[me], &mut r, ro[me], sl[me])?;
+        Ok(r)
+    }))?;
+    // What MPI moves: the other ranks' rows (this rank's count 0).
+    let bytes =
+        |v: &[usize], mine: bool| -> Vec<u64> { v.iter().enumerate().map(|(r, &x)| if r == me && !mine { 0 } else { (x * size) as u64 }).collect() };
+    let (send_bytes, recv_bytes) = (bytes(&sl, false), bytes(&rl, false));
+    let aware = cuda_aware();
+    // Send side: the column itself (host, or device with a CUDA-aware MPI), or a host copy
+    // of the rows before and after this rank's own. (Every rank agrees on its staging,
+    // whatever it needed: ranks with host and with device columns make the same
+    // collectives.)
+    let direct = b.host_slice(send).map(|h| h.as_ptr().cast::<u8>()).or_else(|| aware.then(|| b.device_ptr(send)).flatten().map(|d| d as *const u8));
+    let staged_send: Vec<T> = comm.agree(match direct {
+        Some(_) => Ok(Vec::new()),
+        None => (|| {
+            let mut v = vec![T::FILL; so[p] - sl[me]];
+            b.download_range(send, 0, &mut v[..so[me]])?;
+            b.download_range(send, so[me + 1], &mut v[so[me]..])?;
+            Ok(v)
+        })(),
+    })?;
+    let skip = |off: &[usize], own: usize| -> Vec<u64> { (0..p).map(|r| ((if r > me { off[r] - own } else { off[r] }) * size) as u64).collect() };
+    let (sptr, sat) = match direct {
+        Some(ptr) => (ptr, bytes(&so[..p], true)),
+        None => (staged_send.as_ptr().cast::<u8>(), skip(&so, sl[me])),
     };
-    comm.all_to_all_bytes(name, sb, &bytes(send_lens), rb, &bytes(recv_lens), cs);
-    drop(host);
-    comm.agree(b.upload_host(recv))
+    // Receive side likewise.
+    let through_host = b.host_slice_mut(&mut recv).is_none() && !(aware && b.device_ptr(&recv).is_some());
+    let mut staged_recv: Vec<T> = if through_host { vec![T::FILL; ro[p] - rl[me]] } else { Vec::new() };
+    let (rptr, rat): (*mut u8, Vec<u64>) = if through_host {
+        (staged_recv.as_mut_ptr().cast(), skip(&ro, rl[me]))
+    } else {
+        let ptr = match b.host_slice_mut(&mut recv) {
+            Some(h) => h.as_mut_ptr().cast(),
+            None => b.device_ptr(&recv).unwrap() as *mut u8,
+        };
+        (ptr, bytes(&ro[..p], true))
+    };
+    // SAFETY: every range lies in its buffer (the displacements are the prefix sums of
+    // the lengths, this rank's own skipped), which lives until the call returns.
+    let done = unsafe { comm.all_to_all_raw(name, sptr, &send_bytes, &sat, rptr, &recv_bytes, &rat, cs) };
+    if done.is_none() {
+        // Beyond MPI's int: through host copies, in rounds.
+        let host = comm.agree(b.to_host(send))?;
+        // SAFETY: `Elem` types are plain data.
+        let sb = unsafe { std::slice::from_raw_parts(host.as_ptr().cast::<u8>(), std::mem::size_of_val(&host[..])) };
+        let mut all = vec![T::FILL; ro[p]];
+        // SAFETY: as above.
+        let rb = unsafe { std::slice::from_raw_parts_mut(all.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(&all[..])) };
+        comm.all_to_all_bytes(name, sb, &bytes(&sl, true), rb, &bytes(&rl, true), cs);
+        return comm.agree(b.upload_host(all));
+    }
+    comm.agree(if through_host {
+        (|| {
+            b.upload_range(&mut recv, 0, &staged_recv[..ro[me]])?;
+            b.upload_range(&mut recv, ro[me + 1], &staged_recv[ro[me]..])
+        })()
+    } else {
+        Ok(())
+    })?;
+    Ok(recv)
 }
 
 /// A plan's column, gathered in plan order by the caller, to the ranks of the plan.

@@ -174,6 +174,37 @@ impl DistOps for Cpu {
         Ok(v.par_iter().map(|&x| x.sqrt()).collect())
     }
 
+    fn landing<T: Elem>(&self, n: usize) -> Result<Vec<T>> {
+        Ok(vec![T::FILL; n])
+    }
+
+    fn host_slice<'a, T: Elem>(&self, b: &'a Vec<T>) -> Option<&'a [T]> {
+        Some(b)
+    }
+
+    fn host_slice_mut<'a, T: Elem>(&self, b: &'a mut Vec<T>) -> Option<&'a mut [T]> {
+        Some(b)
+    }
+
+    fn device_ptr<T: Elem>(&self, _b: &Vec<T>) -> Option<u64> {
+        None
+    }
+
+    fn download_range<T: Elem>(&self, b: &Vec<T>, at: usize, out: &mut [T]) -> Result<()> {
+        out.copy_from_slice(&b[at..at + out.len()]);
+        Ok(())
+    }
+
+    fn upload_range<T: Elem>(&self, b: &mut Vec<T>, at: usize, data: &[T]) -> Result<()> {
+        b[at..at + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn copy_range<T: Elem>(&self, src: &Vec<T>, from: usize, dst: &mut Vec<T>, to: usize, len: usize) -> Result<()> {
+        dst[to..to + len].copy_from_slice(&src[from..from + len]);
+        Ok(())
+    }
+
     fn to_host<'a, T: Elem>(&self, b: &'a Vec<T>) -> Result<Cow<'a, [T]>> {
         Ok(Cow::Borrowed(&b[..]))
     }

@@ -52,6 +52,9 @@ pub(crate) const LEAF_WARPS: u32 = 4;
 #[derive(Default)]
 pub(crate) struct AllocTracker {
     state: std::sync::Mutex<Allocs>,
+    /// Bytes copied to the host and to the device so far (what crosses PCIe).
+    to_host: std::sync::atomic::AtomicU64,
+    to_device: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default)]
@@ -86,6 +89,16 @@ impl AllocTracker {
     }
     pub(crate) fn peak(&self) -> usize {
         self.state().peak
+    }
+    /// Counts a copy of `bytes` to the host (`to_host`) or to the device.
+    pub(crate) fn on_copy(&self, bytes: usize, to_host: bool) {
+        let c = if to_host { &self.to_host } else { &self.to_device };
+        c.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+    /// Bytes copied to the host and to the device since the tracker was made.
+    pub(crate) fn copied(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.to_host.load(Relaxed), self.to_device.load(Relaxed))
     }
 }
 

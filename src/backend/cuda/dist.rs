@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::backend::{Cuda, DevField, DevOut, DevPoints, FieldType};
 use super::catalogue::{field_words, job_words};
-use super::device::{Arg, BLOCK, DevBuf, Device, blocks, u32_pair};
+use super::device::{Arg, BLOCK, DevBuf, DevPtr, Device, blocks, u32_pair};
 use super::prims::{self, Strided, instance};
 use super::walk::{counts_to_offsets, metric_arg, tree_arg};
 use crate::backend::dist::{DistOps, Fragments, GroupFields, MergeJob, MergeRows, Reach};
@@ -192,44 +192,64 @@ impl DistOps for Cuda {
                 &own_keys
             }
         };
-        // The device's interior test first: only the rows it leaves come to the host.
+        // kernels/dist.cu `zd_near_ranks`, the twin of `Decomp::near_ranks`: the ranges,
+        // their boxes and the interior table on the device; the pairs counted, written as
+        // (rank << 32 | row) and sorted.
         let (shift, max_r, interior) = decomp.interior();
         let table = self.upload(&interior.iter().map(|&f| f as u8).collect::<Vec<u8>>())?;
+        let starts = self.upload(&decomp.starts().iter().flat_map(|&s| [(s >> 64) as u64, s as u64]).collect::<Vec<u64>>())?;
+        let mut box_at = vec![0u32];
+        let mut boxes: Vec<f64> = Vec::new();
+        for r in decomp.regions() {
+            for b in r {
+                boxes.extend(b[0]);
+                boxes.extend(b[1]);
+            }
+            box_at.push(n32(boxes.len() / (2 * D))?);
+        }
+        let (box_at, boxes) = (self.upload(&box_at)?, self.upload(&boxes)?);
         let eps = if T::IS_F64 { f64::EPSILON } else { f32::EPSILON as f64 };
-        let span = decomp.box_len().map_or(0.0, |l| l.iter().fold(0.0f64, |a, &b| a.max(b)));
+        let box_len = decomp.box_len();
+        let span = box_len.map_or(0.0, |l| l.iter().fold(0.0f64, |a, &b| a.max(b)));
+        let (lo, scale) = decomp.quant.parts();
+        let mut g: Vec<u64> = vec![starts.ptr(), box_at.ptr(), boxes.ptr(), table.ptr()];
+        g.extend((0..3).map(|d| if d < D { lo[d].to_bits() } else { 0 }));
+        g.extend((0..3).map(|d| if d < D { scale[d].to_bits() } else { 0 }));
+        g.extend((0..3).map(|d| box_len.filter(|_| d < D).map_or(0, |l| l[d].to_bits())));
+        g.extend([decomp.half_box().to_bits(), max_r.to_bits(), span.to_bits(), eps.to_bits()]);
+        g.push(u32_pair(n32(decomp.ranks())?, shift));
+        g.push(u32_pair(box_len.is_some() as u32, n32(me)?));
         let (r2, fixed) = match &reach {
             Reach::Fixed(l) => (0u64, *l),
             Reach::Squared(r2) => (r2.ptr(), 0.0),
         };
-        let params = vec![u32_pair(shift, (r2 != 0) as u32), fixed.to_bits(), max_r.to_bits(), span.to_bits(), eps.to_bits()];
-        let flags: DevBuf<u32> = DevBuf::new(&self.dev, n + 1)?;
-        let kernel = instance::<T, D>(["zd_near_flags_f32_2", "zd_near_flags_f32_3", "zd_near_flags_f64_2", "zd_near_flags_f64_3"])?;
-        let args = [pos.arg(), keys.arg(), Arg::U32(n32(n)?), Arg::Ptr(r2), Arg::Words(params), table.arg(), flags.arg()];
-        launch(&self.dev, kernel, n, &args)?;
-        let cand = self.flagged_rows(&flags, n)?;
-        let rows = cand.to_vec()?;
-        // The exact test on the host, for those rows.
-        let cpos = self.gather(pos, &cand, 1)?.to_vec()?;
-        let ckeys = self.gather(keys, &cand, 1)?.to_vec()?;
-        let cr2: Option<Vec<T>> = match &reach {
-            Reach::Squared(r2) => Some(self.gather(*r2, &cand, 1)?.to_vec()?),
-            Reach::Fixed(_) => None,
+        let kernel = instance::<T, D>(["zd_near_f32_2", "zd_near_f32_3", "zd_near_f64_2", "zd_near_f64_3"])?;
+        let counts: DevBuf<u32> = DevBuf::new(&self.dev, n + 1)?;
+        let run = |pass: u32, at: &DevBuf<u32>, pairs: DevPtr| {
+            let args = [
+                pos.arg(),
+                keys.arg(),
+                Arg::U32(n32(n)?),
+                Arg::Ptr(r2),
+                Arg::Words(vec![fixed.to_bits()]),
+                Arg::Words(g.clone()),
+                Arg::U32(pass),
+                counts.arg(),
+                at.arg(),
+                Arg::Ptr(pairs),
+            ];
+            launch(&self.dev, kernel, n, &args)
         };
-        let mut pairs: Vec<(u32, u32)> = Vec::new();
-        let mut near = Vec::new();
-        for (j, &row) in rows.iter().enumerate() {
-            let x: [f64; D] = std::array::from_fn(|d| cpos[j][d].to_f64());
-            let radius = match &cr2 {
-                None => fixed,
-                Some(r2) => crate::backend::dist::widened_radius(r2[j].to_f64(), &x, span, eps),
-            };
-            decomp.near_ranks(&x, ckeys[j], radius, me, &mut near);
-            pairs.extend(near.iter().map(|&s| (s, row)));
-        }
-        pairs.sort_unstable();
-        let mut counts = vec![0usize; decomp.ranks()];
-        pairs.iter().for_each(|&(s, _)| counts[s as usize] += 1);
-        Ok((self.upload(&pairs.iter().map(|p| p.1).collect::<Vec<u32>>())?, counts))
+        run(0, &counts, 0)?;
+        let total = self.scan_flags(&counts, n)?;
+        let mut pairs: DevBuf<u64> = DevBuf::new(&self.dev, total)?;
+        run(1, &counts, pairs.ptr())?;
+        let mut order = prims::iota(&self.dev, total)?;
+        prims::sort_pairs(&self.dev, &mut pairs, &mut order, 64)?;
+        let rows: DevBuf<u32> = DevBuf::new(&self.dev, total)?;
+        let per_rank: DevBuf<u32> = DevBuf::zeros(&self.dev, decomp.ranks())?;
+        launch(&self.dev, "zd_pair_rows", total, &[pairs.arg(), Arg::U32(n32(total)?), rows.arg(), per_rank.arg()])?;
+        Ok((rows, per_rank.to_vec()?.into_iter().map(|c| c as usize).collect()))
     }
 
     fn gather<T: Elem>(&self, src: &DevBuf<T>, rows: &DevBuf<u32>, width: usize) -> Result<DevBuf<T>> {
@@ -278,6 +298,53 @@ impl DistOps for Cuda {
         let k = if T::IS_F64 { "zd_sqrt_f64" } else { "zd_sqrt_f32" };
         launch(&self.dev, k, v.len(), &[v.arg(), Arg::U32(n32(v.len())?), out.arg()])?;
         Ok(out)
+    }
+
+    fn landing<T: Elem>(&self, n: usize) -> Result<DevBuf<T>> {
+        DevBuf::new(&self.dev, n)
+    }
+
+    fn host_slice<'a, T: Elem>(&self, _b: &'a DevBuf<T>) -> Option<&'a [T]> {
+        None
+    }
+
+    fn host_slice_mut<'a, T: Elem>(&self, _b: &'a mut DevBuf<T>) -> Option<&'a mut [T]> {
+        None
+    }
+
+    fn device_ptr<T: Elem>(&self, b: &DevBuf<T>) -> Option<u64> {
+        Some(b.ptr())
+    }
+
+    fn download_range<T: Elem>(&self, b: &DevBuf<T>, at: usize, out: &mut [T]) -> Result<()> {
+        assert!(at + out.len() <= b.len());
+        if out.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the range lies in the buffer; every bit pattern of an `Elem` is a value.
+        unsafe {
+            self.dev.download(std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), size_of_val(out)), b.ptr() + (at * size_of::<T>()) as u64)
+        }
+    }
+
+    fn upload_range<T: Elem>(&self, b: &mut DevBuf<T>, at: usize, data: &[T]) -> Result<()> {
+        assert!(at + data.len() <= b.len());
+        if data.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the range lies in the buffer.
+        unsafe { self.dev.upload(b.ptr() + (at * size_of::<T>()) as u64, super::device::bytes_of(data)) }
+    }
+
+    fn copy_range<T: Elem>(&self, src: &DevBuf<T>, from: usize, dst: &mut DevBuf<T>, to: usize, len: usize) -> Result<()> {
+        assert!(from + len <= src.len() && to + len <= dst.len());
+        if len == 0 {
+            return Ok(());
+        }
+        let (w, k, _) = words_of::<T>();
+        let iota = prims::iota(&self.dev, len)?;
+        let (s, d) = (src.ptr() + (from * size_of::<T>()) as u64, dst.ptr() + (to * size_of::<T>()) as u64);
+        launch(&self.dev, k, len * w, &[Arg::Ptr(s), iota.arg(), Arg::U32(n32(len)?), Arg::U32(n32(w)?), Arg::Ptr(d)])
     }
 
     fn to_host<'a, T: Elem>(&self, b: &'a DevBuf<T>) -> Result<Cow<'a, [T]>> {

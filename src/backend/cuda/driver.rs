@@ -307,6 +307,7 @@ impl Device for CudaDevice {
     }
 
     unsafe fn upload(&self, dst: DevPtr, src: &[u8]) -> Result<()> {
+        self.tracker().on_copy(src.len(), false);
         let _gate = self.gate();
         self.current()?;
         // SAFETY: the caller guarantees the range; synchronous so `src` may go at once.
@@ -317,6 +318,7 @@ impl Device for CudaDevice {
     }
 
     unsafe fn download(&self, dst: &mut [u8], src: DevPtr) -> Result<()> {
+        self.tracker().on_copy(dst.len(), true);
         let _gate = self.gate();
         self.current()?;
         // SAFETY: the caller guarantees the range; waits for the copy.

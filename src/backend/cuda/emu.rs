@@ -93,12 +93,14 @@ impl Device for EmuDevice {
     }
 
     unsafe fn upload(&self, dst: DevPtr, src: &[u8]) -> Result<()> {
+        self.live.on_copy(src.len(), false);
         // SAFETY: the caller guarantees `dst` holds `src.len()` bytes.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
         Ok(())
     }
 
     unsafe fn download(&self, dst: &mut [u8], src: DevPtr) -> Result<()> {
+        self.live.on_copy(dst.len(), true);
         // SAFETY: the caller guarantees `src` holds `dst.len()` bytes.
         unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
         Ok(())

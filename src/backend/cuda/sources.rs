@@ -27,8 +27,9 @@ const HEADERS: &[(&str, &str)] = &[
 ];
 
 /// NVRTC options every module is compiled with: no multiply-add contraction, so that the
-/// device computes every distance exactly as the CPU does.
-pub(crate) const NVRTC_OPTIONS: &[&str] = &["--fmad=false", "--std=c++17"];
+/// device computes every distance exactly as the CPU does; 128-bit integers (the ranks' key
+/// ranges in kernels/dist.cu).
+pub(crate) const NVRTC_OPTIONS: &[&str] = &["--fmad=false", "--std=c++17", "--device-int128"];
 
 /// Module `name`'s source with its `#include "header"` lines replaced by the headers'
 /// text (each once), for NVRTC, which sees no files.
