@@ -30,6 +30,7 @@ extern crate self as ztree;
 
 mod api;
 mod backend;
+mod base;
 mod error;
 mod ffi;
 mod fof;

@@ -10,7 +10,8 @@ pub(crate) mod dist;
 mod fof;
 mod knn;
 
+pub use crate::base::{Timings, WalkStats};
 pub use config::{Config, TreeParams};
-pub use context::{Context, Timings, WalkStats};
+pub use context::Context;
 #[cfg(feature = "mpi")]
 pub use dist::Dist;

@@ -18,8 +18,8 @@ pub(crate) mod dist;
 #[cfg(feature = "mpi")]
 pub(crate) use dist::DistOps;
 
-use crate::api::TreeParams;
-pub(crate) use crate::api::config::LeafJob;
+pub(crate) use crate::base::Elem;
+use crate::base::{LeafJob, TreeParams};
 use crate::error::Result;
 use crate::fof::catalogue::{Catalogue, CatalogueRequest};
 use crate::geom::Real;
@@ -28,26 +28,6 @@ use crate::geom::morton::Quantizer;
 use crate::input::{Bounds, Domain};
 use crate::pipeline::knn::LeafFields;
 use crate::pipeline::{KnnSinks, Lists, PointTypes, Prepared, Tree};
-
-/// Plain element types a back end's buffers hold. (`pub` in a private module: nameable
-/// only inside the crate, usable as a supertrait of the public `Real`.)
-///
-/// # Safety
-/// Plain data: every bit pattern of the type's size is a value of it (a back end may
-/// reuse a spent buffer's memory for another element type of the same size and alignment).
-pub unsafe trait Elem: Copy + Send + Sync + std::fmt::Debug + 'static {
-    /// The value new buffers are filled with.
-    const FILL: Self;
-}
-macro_rules! elem {
-    // SAFETY: integers and floats: every bit pattern is a value.
-    ($($t:ty),*) => {$(unsafe impl Elem for $t { const FILL: Self = 0 as $t; })*};
-}
-elem!(u8, u32, u64, i64, f32, f64);
-// SAFETY: an array of plain data is plain data.
-unsafe impl<T: Elem, const D: usize> Elem for [T; D] {
-    const FILL: Self = [T::FILL; D];
-}
 
 /// The stages of the pipeline, in the order `pipeline` runs them.
 pub(crate) trait Backend: Sync + Sized {
@@ -237,7 +217,7 @@ pub(crate) trait Backend: Sync + Sized {
         roots: &Self::Buf<u32>,
         req: &CatalogueRequest<'_, Self, D>,
         labels: &Self::Out<'_, i64>,
-        timings: &mut crate::api::Timings,
+        timings: &mut crate::base::Timings,
     ) -> Result<(Catalogue<D>, crate::fof::catalogue::ReduceStats)>;
 }
 

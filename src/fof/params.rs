@@ -2,7 +2,7 @@
 //! statistics.
 
 use super::catalogue::{Catalogue, CatalogueOrder};
-use crate::api::{Timings, WalkStats};
+use crate::base::{Timings, WalkStats};
 use crate::error::{Error, Result};
 use crate::input::validate::{check_ids, check_masses, check_vectors};
 use crate::input::{Domain, ParticleIds, ScalarField, VectorField};

@@ -9,7 +9,7 @@ use std::ops::{Add, Mul, Neg, Sub};
 /// and `f64` only (sealed).
 pub trait Real:
     sealed::Sealed
-    + crate::backend::Elem
+    + crate::base::Elem
     + Copy
     + Send
     + Sync

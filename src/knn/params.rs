@@ -1,6 +1,6 @@
 //! What a kNN call is: its parameters, outputs and statistics.
 
-use crate::api::{Timings, WalkStats};
+use crate::base::{Timings, WalkStats};
 use crate::error::{Error, Result, check_len};
 use crate::input::ScalarField;
 use crate::input::validate::check_scalar;

@@ -29,7 +29,8 @@ pub(crate) mod fof;
 pub(crate) mod knn;
 mod route;
 
-use crate::api::{Context, Timings};
+use crate::api::Context;
+use crate::base::Timings;
 
 pub(crate) use comm::Comm;
 pub use comm::{CommStage, CommStats};

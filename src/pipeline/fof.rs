@@ -1,8 +1,9 @@
 //! The FoF job's stage order: prepare, the leaves' own pairs, the walk down the planes,
 //! the leaf pass, contraction into roots; then the catalogue.
 
-use crate::api::{Timings, TreeParams, WalkStats};
-use crate::backend::{Backend, Ingest, LeafJob};
+use crate::backend::{Backend, Ingest};
+use crate::base::LeafJob;
+use crate::base::{Timings, TreeParams, WalkStats};
 use crate::error::Result;
 use crate::fof::FofStats;
 use crate::fof::catalogue::{Catalogue, CatalogueRequest};

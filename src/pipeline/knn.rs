@@ -1,8 +1,9 @@
 //! The kNN job's stage order: prepare, fields into z-order, the walk down the planes, the
 //! leaf pass (which writes every query's neighbours and reductions to the sinks).
 
-use crate::api::{Timings, TreeParams, WalkStats};
-use crate::backend::{Backend, Ingest, LeafJob};
+use crate::backend::{Backend, Ingest};
+use crate::base::LeafJob;
+use crate::base::{Timings, TreeParams, WalkStats};
 use crate::error::Result;
 use crate::geom::Real;
 use crate::geom::metric::{Metric, Open, Periodic};

@@ -10,6 +10,7 @@
 
 pub(crate) mod fof;
 pub(crate) mod knn;
+pub(crate) mod planes;
 mod prepare;
 mod tree;
 #[cfg(test)]
@@ -51,7 +52,7 @@ impl<'a, B: Backend + 'a, T: Elem> Default for KnnSinks<'a, B, T> {
 
 /// One timed stage of a call: `f`, then the back end's end of stage (where the CUDA back end
 /// may wait for the stage's device work), billed to `name` in `timings`.
-pub(crate) fn stage<B: Backend, R>(b: &B, timings: &mut crate::api::Timings, name: &'static str, f: impl FnOnce() -> R) -> R {
+pub(crate) fn stage<B: Backend, R>(b: &B, timings: &mut crate::base::Timings, name: &'static str, f: impl FnOnce() -> R) -> R {
     timings.time(name, || {
         let r = f();
         b.end_stage();

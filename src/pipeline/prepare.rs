@@ -2,8 +2,8 @@
 //! levels → gather → refine → types → planes → tree (docs/DESIGN.md §1); a self-query with
 //! no runs to refine chooses its planes before the gather.
 
-use crate::api::{Timings, TreeParams};
 use crate::backend::{Backend, Ingest};
+use crate::base::{Timings, TreeParams};
 use crate::error::{Error, Result};
 use crate::geom::Real;
 use crate::geom::morton::Quantizer;

@@ -6,8 +6,8 @@ use crate::test_common as common;
 use common::*;
 
 use super::prepare;
-use crate::api::{Timings, TreeParams};
 use crate::backend::cpu::Cpu;
+use crate::base::{Timings, TreeParams};
 use crate::geom::Real;
 use crate::input::Domain;
 

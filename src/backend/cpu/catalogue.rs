@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use super::par::{DisjointSlice, chunk_ranges};
 use super::sort::local_sort;
-use crate::api::Timings;
+use crate::base::Timings;
 use crate::fof::catalogue::{self, Catalogue, CatalogueOrder, Member, ReduceStats, Row};
 use crate::geom::Real;
 use crate::input::{ParticleIds, ScalarField, VectorField};

@@ -7,8 +7,8 @@ use rayon::prelude::*;
 
 use super::par::{DisjointSlice, chunk_ranges, filled};
 use super::{Cpu, knn};
-use crate::backend::Elem;
 use crate::backend::dist::{DistOps, Fragments, GroupFields, MergeJob, MergeRows, Reach, widened_radius};
+use crate::base::Elem;
 use crate::error::Result;
 use crate::fof::catalogue::{Member, Row, reduce_group};
 use crate::geom::Real;

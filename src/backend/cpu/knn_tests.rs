@@ -354,7 +354,7 @@ const DEEP: TreeParams = TreeParams { leaf_size: 8, coarsening: 4, top_target: 8
 /// Every query of a node has k sources within the node's cap (brute force over the
 /// sources), on every plane the node passes use, for self-queries and separate queries.
 fn caps_hold<T: Real>() {
-    use crate::api::Timings;
+    use crate::base::Timings;
     use crate::pipeline::prepare;
     for shape in ["uniform", "clustered", "duplicates"] {
         let src = points::<T>(shape, 1500, 3);

@@ -26,8 +26,8 @@ mod topk16;
 pub(crate) mod tree;
 mod walk;
 
-use crate::api::{Timings, TreeParams};
 use crate::backend::{Backend, Elem, LeafJob};
+use crate::base::{Timings, TreeParams};
 use crate::error::Result;
 use crate::fof::catalogue::{Catalogue, CatalogueRequest, ReduceStats};
 use crate::geom::Real;

@@ -11,7 +11,7 @@
 use rayon::prelude::*;
 
 use super::par::{DisjointSlice, chunk_ranges};
-use crate::backend::Elem;
+use crate::base::Elem;
 
 /// Below this many rows the leaf pass writes the arrays in input order itself (they
 /// stay in cache there).

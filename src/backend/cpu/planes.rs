@@ -7,8 +7,9 @@ use rayon::prelude::*;
 
 use super::Cpu;
 use super::par::filter_indices;
-use crate::api::TreeParams;
+use crate::base::TreeParams;
 use crate::pipeline::PointTypes;
+use crate::pipeline::planes::{cap_from_cells, relaxed};
 
 /// Per-type counts and starts of merged point ranges.
 pub(super) trait TypeCounts {
@@ -299,13 +300,6 @@ pub(crate) fn plan(levels: &[u8], n: usize, types: PointTypes<'_, Cpu>, params: 
     (TreePlan { n, planes }, scratch)
 }
 
-/// A regularisation level cap one coarsening step up (cells `coarsening` times larger;
-/// none yet: the largest).
-pub(crate) fn relaxed(cap: Option<u8>, params: &TreeParams) -> Option<u8> {
-    let step = (params.coarsening as f64).log2().ceil() as u8;
-    Some(cap.map_or(u8::MAX - 64, |c| c.saturating_add(step).min(u8::MAX - 64)))
-}
-
 /// The gaps kept as splits of a plane: chosen among all `n` gaps (`all`: the leaves'
 /// plane) or among the plane below's `splits` (planes nest).
 fn select_splits(all: Option<usize>, splits: &[u32], keep: impl Fn(usize) -> bool + Sync) -> Vec<u32> {
@@ -364,62 +358,6 @@ fn regularisation_cap(levels: &[u8], splits: &[u32], n: usize, params: &TreePara
         })
         .collect();
     (cap_from_cells(&nodes, n, params), nodes)
-}
-
-/// The regularisation cap from every node's (primary bit length of its cell, point count)
-/// (shared with the device back end, which reduces the nodes on the device).
-pub(crate) fn cap_from_cells(nodes: &[(u8, u32)], n: usize, params: &TreeParams) -> Option<u8> {
-    // Nodes with the same (bit length, count) are interchangeable here: group them (one
-    // sort of packed integers, not a comparison sort of all nodes by a computed density:
-    // 3e6 leaves at 1e8 points made that the bulk of the GPU's tree stage), then take
-    // the groups densest first (count per volume, the volume of a cell of bit length g
-    // being 2^g; ties by (g, count), so the order is one and the same everywhere).
-    // Small counts (the leaves' plane, where the nodes are many): a histogram instead.
-    let max_c = nodes.par_iter().map(|x| x.1).max().unwrap_or(0) as usize;
-    if max_c < 1 << 12 && nodes.len() > 1 << 12 {
-        let w = max_c + 1;
-        let mut hist = vec![0u64; 65 * w];
-        for &(g, c) in nodes {
-            hist[g.min(64) as usize * w + c as usize] += 1;
-        }
-        let groups = hist.iter().enumerate().filter(|e| *e.1 > 0).map(|(i, &m)| ((i / w) as u8, (i % w) as u32, m)).collect();
-        return cap_from_groups(groups, n, params);
-    }
-    let mut keys: Vec<u64> = nodes.par_iter().map(|&(g, c)| (g as u64) << 32 | c as u64).collect();
-    keys.par_sort_unstable();
-    let mut groups: Vec<(u8, u32, u64)> = Vec::new();
-    for k in keys {
-        let (g, c) = ((k >> 32) as u8, k as u32);
-        match groups.last_mut() {
-            Some(last) if last.0 == g && last.1 == c => last.2 += 1,
-            _ => groups.push((g, c, 1)),
-        }
-    }
-    cap_from_groups(groups, n, params)
-}
-
-/// `cap_from_cells` from the cells grouped: (bit length, count, how many nodes), each
-/// pair once, in any order (the GPU builds them as a histogram).
-pub(crate) fn cap_from_groups(mut groups: Vec<(u8, u32, u64)>, n: usize, params: &TreeParams) -> Option<u8> {
-    let max_g = groups.iter().map(|x| x.0).max().unwrap_or(0);
-    let dens = |&(g, c, _): &(u8, u32, u64)| (c as f64).log2() - g as f64;
-    groups.sort_by(|a, b| dens(b).total_cmp(&dens(a)).then((a.0, a.1).cmp(&(b.0, b.1))));
-    // The densest nodes holding 90% of the points: their mean volume.
-    let want = (0.9 * n as f64).ceil() as u64;
-    let (mut acc, mut vol, mut cnt) = (0u64, 0.0f64, 0u64);
-    for (g, c, m) in groups {
-        if acc >= want {
-            break;
-        }
-        // Nodes of the group are taken while fewer than `want` points are.
-        let t = if c == 0 { m } else { m.min((want - acc).div_ceil(c as u64)) };
-        acc += t * c as u64;
-        vol += t as f64 * (g as f64).exp2();
-        cnt += t;
-    }
-    let mean = vol / cnt.max(1) as f64;
-    let cap = (params.max_volume_factor * mean).log2().floor().clamp(0.0, 63.0) as u8;
-    if max_g > cap { Some(cap) } else { None }
 }
 
 #[cfg(test)]

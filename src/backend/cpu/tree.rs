@@ -6,37 +6,10 @@ use rayon::prelude::*;
 use super::Cpu;
 use super::par::DisjointSlice;
 use super::planes::{TreePlan, TypeCounts};
-use crate::api::TreeParams;
+use crate::base::TreeParams;
 use crate::geom::real::{Real, fmax, fmin};
+use crate::pipeline::planes::{push_super_plane, union_box};
 use crate::pipeline::{Plane, PointTypes, Tree};
-
-impl<T: Real, const D: usize> Tree<Cpu, T, D> {
-    /// Children of `node`: global node indices (empty for leaves).
-    #[inline(always)]
-    pub fn children(&self, node: usize) -> std::ops::Range<usize> {
-        let s = self.child_start[node] as usize;
-        s..s + self.child_count[node] as usize
-    }
-
-    /// Whether the query columns are the source columns (a self-query tree built without
-    /// its own query columns).
-    #[inline(always)]
-    pub fn shares_queries(&self) -> bool {
-        self.qry_count.len() < self.src_count.len()
-    }
-
-    /// The queries of `node`: (first, count) in the query arrays.
-    #[inline(always)]
-    pub fn qry_range(&self, node: usize) -> (u32, u32) {
-        if self.shares_queries() { (self.src_start[node], self.src_count[node]) } else { (self.qry_start[node], self.qry_count[node]) }
-    }
-
-    /// The tight bounds of the queries of `node`.
-    #[inline(always)]
-    pub fn qry_box(&self, node: usize) -> (&[T; D], &[T; D]) {
-        if self.shares_queries() { (&self.src_lo[node], &self.src_hi[node]) } else { (&self.qry_lo[node], &self.qry_hi[node]) }
-    }
-}
 
 /// The nodes of the planned planes over the z-ordered points (`src_pos`/`qry_pos`: the
 /// sources and queries, the same arrays in a self-query), and the super plane above.
@@ -183,50 +156,6 @@ fn reserve_nodes<T: Real, const D: usize>(tree: &mut Tree<Cpu, T, D>, n: usize, 
         tree.qry_count.reserve_exact(n);
         tree.qry_lo.reserve_exact(n);
         tree.qry_hi.reserve_exact(n);
-    }
-}
-
-pub(crate) fn push_super_plane<T: Real, const D: usize>(tree: &mut Tree<Cpu, T, D>, group: usize) {
-    let top = *tree.planes.last().unwrap();
-    let queries = !tree.shares_queries();
-    let first = tree.start.len();
-    let len = top.len.div_ceil(group);
-    for g in 0..len {
-        let c0 = top.first + g * group;
-        let c1 = (c0 + group).min(top.first + top.len);
-        let mut b = ([T::INFINITY; D], [T::NEG_INFINITY; D], [T::INFINITY; D], [T::NEG_INFINITY; D]);
-        let (mut sc, mut qc) = (0, 0);
-        for c in c0..c1 {
-            union_box(&mut b.0, &mut b.1, &tree.src_lo[c], &tree.src_hi[c]);
-            sc += tree.src_count[c];
-            if queries {
-                union_box(&mut b.2, &mut b.3, &tree.qry_lo[c], &tree.qry_hi[c]);
-                qc += tree.qry_count[c];
-            }
-        }
-        tree.start.push(tree.start[c0]);
-        tree.src_start.push(tree.src_start[c0]);
-        tree.src_count.push(sc);
-        tree.src_lo.push(b.0);
-        tree.src_hi.push(b.1);
-        if queries {
-            tree.qry_start.push(tree.qry_start[c0]);
-            tree.qry_count.push(qc);
-            tree.qry_lo.push(b.2);
-            tree.qry_hi.push(b.3);
-        }
-        tree.child_start.push(c0 as u32);
-        tree.child_count.push((c1 - c0) as u32);
-    }
-    tree.planes.push(Plane { first, len, capacity: top.capacity.saturating_mul(group as u64) });
-    tree.level_caps.push(None);
-}
-
-#[inline]
-fn union_box<T: Real, const D: usize>(lo: &mut [T; D], hi: &mut [T; D], l: &[T; D], h: &[T; D]) {
-    for d in 0..D {
-        lo[d] = fmin(lo[d], l[d]);
-        hi[d] = fmax(hi[d], h[d]);
     }
 }
 

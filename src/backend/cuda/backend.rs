@@ -13,9 +13,8 @@ use std::sync::Arc;
 use super::device::{DevBuf, DevPtr, Device};
 use super::prims::{self, Strided};
 use super::{catalogue, fof, refine, tree, walk};
-use crate::api::{Timings, TreeParams};
-use crate::backend::cpu::Cpu;
 use crate::backend::{Backend, Elem, Ingest, LeafJob};
+use crate::base::{Timings, TreeParams};
 use crate::error::{Error, Result};
 use crate::fof::catalogue::{Catalogue, CatalogueRequest, ReduceStats};
 use crate::geom::Real;
@@ -23,6 +22,7 @@ use crate::geom::metric::Metric;
 use crate::geom::morton::Quantizer;
 use crate::input::{Bounds, Domain};
 use crate::pipeline::knn::LeafFields;
+use crate::pipeline::planes::{HostTree, host_tree};
 use crate::pipeline::{KnnSinks, Lists, PointTypes, Prepared, Tree};
 
 /// The CUDA back end on one device (real or emulated).
@@ -176,7 +176,7 @@ impl Cuda {
         }
         Ok((0..p.n).map(|i| std::array::from_fn(|d| coords[d][i])).collect())
     }
-    fn dev_tree<T: Real, const D: usize>(&self, t: Tree<Cpu, T, D>) -> Result<Tree<Cuda, T, D>> {
+    fn dev_tree<T: Real, const D: usize>(&self, t: HostTree<T, D>) -> Result<Tree<Cuda, T, D>> {
         // The kernels read query columns: a self-query tree's are its source columns.
         let shared = t.shares_queries();
         let q = |qry: &Vec<u32>, src: &Vec<u32>| self.dev(if shared { src } else { qry });
@@ -307,9 +307,7 @@ impl Backend for Cuda {
         };
         let qp = qry_pos.map(|q| self.host_arr(q)).transpose()?;
         let hlevels = self.host(levels)?;
-        let plan = Cpu.plan_tree(&hlevels, 0, htypes, params, Vec::new(), &mut Vec::new())?;
-        let t = Cpu.build_tree(plan, &hlevels, htypes, &self.host_arr(src_pos)?, qp.as_ref(), params)?;
-        self.dev_tree(t)
+        self.dev_tree(host_tree(&hlevels, htypes, &self.host_arr(src_pos)?, qp.as_ref(), params)?)
     }
     fn gather_scalar(&self, f: DevField<'_>, orig: &DevBuf<u32>) -> Result<DevBuf<f64>> {
         match f.ty {

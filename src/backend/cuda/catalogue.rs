@@ -9,7 +9,7 @@ use super::backend::{Cuda, DevField, DevOut, FieldType};
 use super::device::{Arg, BLOCK, DevBuf, Device, blocks};
 use super::prims::{self, instance};
 use super::walk::{WARPS, counts_to_offsets};
-use crate::api::Timings;
+use crate::base::Timings;
 use crate::error::Result;
 use crate::fof::catalogue::{self, Catalogue, CatalogueRequest, ReduceStats, Row};
 use crate::geom::Real;

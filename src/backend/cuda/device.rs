@@ -6,7 +6,7 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::backend::Elem;
+use crate::base::Elem;
 use crate::error::{Error, Result};
 
 /// A device address.

@@ -9,8 +9,8 @@ use super::backend::{Cuda, DevField, DevOut, DevPoints, FieldType};
 use super::device::{DevBuf, Device};
 use super::prims::Strided;
 use super::tests::devices;
-use crate::api::TreeParams;
 use crate::backend::cpu::{Cpu, DisjointSlice};
+use crate::base::TreeParams;
 use crate::fof::catalogue::{CatalogueOrder, CatalogueRequest};
 use crate::geom::Real;
 use crate::input::Domain;
@@ -110,7 +110,7 @@ fn trace(what: std::fmt::Arguments<'_>) {
     }
 }
 
-fn out<T: crate::backend::Elem>(b: &DevBuf<T>) -> DevOut<'_, T> {
+fn out<T: crate::base::Elem>(b: &DevBuf<T>) -> DevOut<'_, T> {
     // SAFETY: the buffer is `len` elements, written only by this call.
     unsafe { DevOut::new(b.ptr(), b.len()) }
 }
@@ -456,7 +456,7 @@ fn planes_on_the_device_equal_the_cpu_planes() {
     /// Returns whether the regularisation capped a plane.
     fn check<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, pts: &[[T; D]], qry: Option<&[[T; D]]>, params: &TreeParams) -> bool {
         let domain = Domain::Open;
-        let mut timings = crate::api::Timings::default();
+        let mut timings = crate::base::Timings::default();
         let host = match qry {
             None => crate::pipeline::prepare(&Cpu, &domain, &pts.to_vec(), None::<&Vec<[T; D]>>, params, &mut timings).unwrap(),
             Some(q) => crate::pipeline::prepare(&Cpu, &domain, &pts.to_vec(), Some(&q.to_vec()), params, &mut timings).unwrap(),

@@ -10,12 +10,11 @@ use std::sync::Arc;
 use super::backend::Cuda;
 use super::device::{Arg, BLOCK, DevBuf, DevPtr, Device, blocks, bytes_of, u32_pair};
 use super::walk::{WARPS, counts_to_offsets};
-use crate::api::TreeParams;
-use crate::backend::Elem;
-use crate::backend::cpu::planes::{cap_from_cells, cap_from_groups, relaxed};
-use crate::backend::cpu::tree::push_super_plane;
+use crate::base::Elem;
+use crate::base::TreeParams;
 use crate::error::Result;
 use crate::geom::Real;
+use crate::pipeline::planes::{HostTree, cap_from_cells, cap_from_groups, push_super_plane, relaxed};
 use crate::pipeline::{Plane, PointTypes, Tree};
 
 /// Fan-out and depth limit of the max pyramid (`ZT_PYR`, `ZT_PYR_DEPTH`).
@@ -244,7 +243,7 @@ pub(crate) fn build<T: Real, const D: usize>(
     let words = staging.to_vec()?;
     let mut at = 0;
     let len = top.len;
-    let mut host = Tree::<crate::backend::cpu::Cpu, T, D> {
+    let mut host = HostTree::<T, D> {
         planes: vec![Plane { first: 0, ..top }],
         start: take(&words, &mut at, len),
         src_start: take(&words, &mut at, len),
