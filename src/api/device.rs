@@ -12,12 +12,12 @@ use crate::backend::cuda::backend::{Cuda, DevField, DevOut, DevPoints, FieldType
 use crate::backend::cuda::device::{Device, HeldMemory};
 use crate::backend::cuda::prims::{self, Strided};
 use crate::error::{Error, Result, check_len};
-use crate::fof::catalogue::CatalogueRequest;
 use crate::fof::{Catalogue, FofParams, FofStats};
 use crate::geom::Real;
 use crate::input::Domain;
 use crate::knn::{KnnStats, OutputOrder};
 use crate::pipeline::KnnSinks;
+use crate::pipeline::catalogue::CatalogueRequest;
 use crate::pipeline::knn::KnnFields;
 
 /// A CUDA device a context computes on, with the stream its work is queued on. Kernels

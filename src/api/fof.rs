@@ -3,10 +3,10 @@
 use super::Context;
 use crate::backend::cpu::{Cpu, DisjointSlice};
 use crate::error::{Result, check_len};
-use crate::fof::catalogue::CatalogueRequest;
 use crate::fof::{Catalogue, Fof, FofFields, FofParams, FofStats};
 use crate::geom::Real;
 use crate::input::{Domain, PointSource};
+use crate::pipeline::catalogue::CatalogueRequest;
 
 impl Context {
     /// Friends-of-friends groups of `points`: per-particle labels (input order) and the

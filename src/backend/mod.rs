@@ -21,11 +21,11 @@ pub(crate) use dist::DistOps;
 pub(crate) use crate::base::Elem;
 use crate::base::{LeafJob, TreeParams};
 use crate::error::Result;
-use crate::fof::catalogue::{Catalogue, CatalogueRequest};
 use crate::geom::Real;
 use crate::geom::metric::Metric;
 use crate::geom::morton::Quantizer;
 use crate::input::{Bounds, Domain};
+use crate::pipeline::catalogue::{CatalogueRequest, Counted, GroupRows, Grouped, MemberLists};
 use crate::pipeline::knn::LeafFields;
 use crate::pipeline::{KnnSinks, Lists, PointTypes, Prepared, Tree};
 
@@ -210,15 +210,44 @@ pub(crate) trait Backend: Sync + Sized {
     ) -> Result<u64>;
     /// Every point's root: the z-index of its group's first point.
     fn fof_contract(&self, links: Self::Links) -> Result<Self::Buf<u32>>;
-    /// The catalogue of the groups, and each particle's label (input order) in `labels`.
-    fn catalogue<T: Real, const D: usize>(
+    /// The catalogue's root -> kept group map (`pipeline::catalogue`).
+    type GroupSlots: Send + Sync;
+    /// The kept groups' members in group order.
+    type GroupMembers: Send + Sync;
+    /// Members per root; the groups (roots) and the kept ones (at least `min_members`),
+    /// numbered in z-order of their roots.
+    fn catalogue_count(&self, roots: &Self::Buf<u32>, min_members: usize) -> Result<Counted<Self::GroupSlots>>;
+    /// The kept groups' members, group after group.
+    fn catalogue_order<T: Real, const D: usize>(
         &self,
         zs: &Prepared<Self, T, D>,
         roots: &Self::Buf<u32>,
+        counted: &mut Counted<Self::GroupSlots>,
+    ) -> Result<Grouped<Self::GroupMembers>>;
+    /// One row per kept group (`fof::catalogue::reduce_group` over its members in
+    /// ascending input index).
+    fn catalogue_rows<T: Real, const D: usize>(
+        &self,
+        zs: &Prepared<Self, T, D>,
+        members: &Self::GroupMembers,
+        kept: usize,
         req: &CatalogueRequest<'_, Self, D>,
+    ) -> Result<GroupRows<Self, D>>;
+    /// Every particle's label (input order): its kept group's tag, or -1.
+    fn catalogue_labels<T: Real, const D: usize>(
+        &self,
+        zs: &Prepared<Self, T, D>,
+        roots: &Self::Buf<u32>,
+        slots: &Self::GroupSlots,
+        tags: &Self::Buf<i64>,
         labels: &Self::Out<'_, i64>,
-        timings: &mut crate::base::Timings,
-    ) -> Result<(Catalogue<D>, crate::fof::catalogue::ReduceStats)>;
+    ) -> Result<()>;
+    /// The kept groups' members' input indices, on the host.
+    fn catalogue_members<'a, T: Real, const D: usize>(
+        &'a self,
+        zs: &'a Prepared<Self, T, D>,
+        members: &'a Self::GroupMembers,
+    ) -> Result<MemberLists<'a>>;
 }
 
 /// Reading the caller's positions of representation `P`.

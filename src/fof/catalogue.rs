@@ -1,5 +1,5 @@
 //! The FoF group catalogue (docs/DESIGN.md §5, paper IV-B): its rows and definitions.
-//! Back ends reduce it (`Backend::catalogue`).
+//! The pipeline reduces it (`pipeline::catalogue`, each sub-stage on the back end).
 //!
 //! A group's row depends only on its members, never on how they are split over threads
 //! or ranks: every sum runs over the members in one canonical order, ascending global
@@ -23,7 +23,6 @@
 //! - tag: the minimum particle id of the group when ids are given, else its smallest input
 //!   index.
 
-use crate::backend::Backend;
 use crate::geom::metric::min_image;
 
 /// Order of the catalogue's rows.
@@ -99,25 +98,6 @@ impl<const D: usize> Catalogue<D> {
         }
         &self.member_indices[self.member_offsets[g] as usize..self.member_offsets[g + 1] as usize]
     }
-}
-
-/// What the catalogue stage reads besides the points and their roots.
-pub(crate) struct CatalogueRequest<'a, B: Backend + 'a, const D: usize> {
-    pub box_len: Option<[f64; D]>,
-    pub velocities: Option<B::Vectors<'a, D>>,
-    pub masses: Option<B::Scalar<'a>>,
-    pub particle_mass: f64,
-    pub ids: Option<B::Ids<'a>>,
-    pub min_members: usize,
-    pub order: CatalogueOrder,
-    pub members: bool,
-}
-
-/// What the catalogue stage did.
-pub(crate) struct ReduceStats {
-    pub groups_total: usize,
-    pub particles_in_groups: usize,
-    pub scratch_bytes: usize,
 }
 
 /// One member as the row reduction reads it.

@@ -1,12 +1,13 @@
 //! The FoF job's stage order: prepare, the leaves' own pairs, the walk down the planes,
 //! the leaf pass, contraction into roots; then the catalogue.
 
+use super::catalogue::{self, CatalogueRequest};
 use crate::backend::{Backend, Ingest};
 use crate::base::LeafJob;
 use crate::base::{Timings, TreeParams, WalkStats};
 use crate::error::Result;
 use crate::fof::FofStats;
-use crate::fof::catalogue::{Catalogue, CatalogueRequest};
+use crate::fof::catalogue::Catalogue;
 use crate::geom::Real;
 use crate::geom::metric::{Metric, Open, Periodic};
 use crate::input::Domain;
@@ -32,7 +33,7 @@ where
 {
     let mut timings = Timings::default();
     let (zs, roots, walk) = link(b, domain, points, None, l, params, &mut timings)?;
-    let (cat, cstats) = b.catalogue(&zs, &roots, req, labels, &mut timings)?;
+    let (cat, cstats) = catalogue::reduce(b, &zs, &roots, req, labels, &mut timings)?;
     let n = zs.n_sources();
     // The union–find and the catalogue's scratch are never held at once.
     let link_bytes = 4 * n + zs.tree.num_nodes();

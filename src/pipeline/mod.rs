@@ -8,6 +8,7 @@
 //! Each stage is a `Backend` method; this module only orders them, times them and keeps
 //! the small host-side state (plane sizes, statistics).
 
+pub(crate) mod catalogue;
 pub(crate) mod fof;
 pub(crate) mod knn;
 pub(crate) mod planes;

@@ -27,12 +27,12 @@ pub(crate) mod tree;
 mod walk;
 
 use crate::backend::{Backend, Elem, LeafJob};
-use crate::base::{Timings, TreeParams};
+use crate::base::TreeParams;
 use crate::error::Result;
-use crate::fof::catalogue::{Catalogue, CatalogueRequest, ReduceStats};
 use crate::geom::Real;
 use crate::geom::metric::Metric;
 use crate::input::{ParticleIds, ScalarField, VectorField};
+use crate::pipeline::catalogue::{CatalogueRequest, Counted, GroupRows, Grouped, MemberLists};
 use crate::pipeline::knn::LeafFields;
 use crate::pipeline::{KnnSinks, Lists, PointTypes, Prepared, Tree};
 
@@ -248,27 +248,53 @@ impl Backend for Cpu {
         Ok(links.uf.contract())
     }
 
-    fn catalogue<T: Real, const D: usize>(
+    type GroupSlots = catalogue::Slots;
+    type GroupMembers = catalogue::Members;
+    fn catalogue_count(&self, roots: &Vec<u32>, min_members: usize) -> Result<Counted<catalogue::Slots>> {
+        Ok(catalogue::count(roots, min_members))
+    }
+    fn catalogue_order<T: Real, const D: usize>(
+        &self,
+        _zs: &Prepared<Self, T, D>,
+        roots: &Vec<u32>,
+        counted: &mut Counted<catalogue::Slots>,
+    ) -> Result<Grouped<catalogue::Members>> {
+        Ok(catalogue::order(roots, &counted.slots))
+    }
+    fn catalogue_rows<T: Real, const D: usize>(
         &self,
         zs: &Prepared<Self, T, D>,
-        roots: &Vec<u32>,
+        members: &catalogue::Members,
+        _kept: usize,
         req: &CatalogueRequest<'_, Self, D>,
-        labels: &DisjointSlice<'_, i64>,
-        timings: &mut Timings,
-    ) -> Result<(Catalogue<D>, ReduceStats)> {
-        let r = catalogue::Reduce {
+    ) -> Result<GroupRows<Self, D>> {
+        let r = catalogue::RowInputs {
             pos: &zs.src_pos,
             orig: &zs.src_orig,
-            roots,
             box_len: req.box_len,
             velocities: req.velocities,
             masses: req.masses,
             particle_mass: req.particle_mass,
             ids: req.ids,
-            min_members: req.min_members,
-            order: req.order,
-            members: req.members,
         };
-        Ok(catalogue::reduce(&r, labels, timings))
+        Ok(catalogue::rows(&r, members))
+    }
+    fn catalogue_labels<T: Real, const D: usize>(
+        &self,
+        zs: &Prepared<Self, T, D>,
+        roots: &Vec<u32>,
+        slots: &catalogue::Slots,
+        tags: &Vec<i64>,
+        labels: &DisjointSlice<'_, i64>,
+    ) -> Result<()> {
+        catalogue::labels(&zs.src_orig, roots, slots, tags, labels);
+        Ok(())
+    }
+    fn catalogue_members<'a, T: Real, const D: usize>(
+        &'a self,
+        zs: &'a Prepared<Self, T, D>,
+        members: &'a catalogue::Members,
+    ) -> Result<MemberLists<'a>> {
+        Ok(catalogue::member_lists(&zs.src_orig, members))
     }
 }

@@ -14,13 +14,13 @@ use super::device::{DevBuf, DevPtr, Device};
 use super::prims::{self, Strided};
 use super::{catalogue, fof, refine, tree, walk};
 use crate::backend::{Backend, Elem, Ingest, LeafJob};
-use crate::base::{Timings, TreeParams};
+use crate::base::TreeParams;
 use crate::error::{Error, Result};
-use crate::fof::catalogue::{Catalogue, CatalogueRequest, ReduceStats};
 use crate::geom::Real;
 use crate::geom::metric::Metric;
 use crate::geom::morton::Quantizer;
 use crate::input::{Bounds, Domain};
+use crate::pipeline::catalogue::{CatalogueRequest, Counted, GroupRows, Grouped, MemberLists};
 use crate::pipeline::knn::LeafFields;
 use crate::pipeline::planes::{HostTree, host_tree};
 use crate::pipeline::{KnnSinks, Lists, PointTypes, Prepared, Tree};
@@ -378,15 +378,44 @@ impl Backend for Cuda {
     fn fof_contract(&self, links: Self::Links) -> Result<DevBuf<u32>> {
         fof::contract(&self.dev, links)
     }
-    fn catalogue<T: Real, const D: usize>(
+    type GroupSlots = catalogue::Slots;
+    type GroupMembers = catalogue::Members;
+    fn catalogue_count(&self, roots: &DevBuf<u32>, min_members: usize) -> Result<Counted<catalogue::Slots>> {
+        catalogue::count(self, roots, min_members)
+    }
+    fn catalogue_order<T: Real, const D: usize>(
         &self,
         zs: &Prepared<Self, T, D>,
         roots: &DevBuf<u32>,
+        counted: &mut Counted<catalogue::Slots>,
+    ) -> Result<Grouped<catalogue::Members>> {
+        catalogue::order(self, zs, roots, counted)
+    }
+    fn catalogue_rows<T: Real, const D: usize>(
+        &self,
+        zs: &Prepared<Self, T, D>,
+        members: &catalogue::Members,
+        kept: usize,
         req: &CatalogueRequest<'_, Self, D>,
+    ) -> Result<GroupRows<Self, D>> {
+        catalogue::rows(self, zs, members, kept, req)
+    }
+    fn catalogue_labels<T: Real, const D: usize>(
+        &self,
+        zs: &Prepared<Self, T, D>,
+        roots: &DevBuf<u32>,
+        slots: &catalogue::Slots,
+        tags: &DevBuf<i64>,
         labels: &DevOut<'_, i64>,
-        timings: &mut Timings,
-    ) -> Result<(Catalogue<D>, ReduceStats)> {
-        catalogue::reduce(self, zs, roots, req, labels, timings)
+    ) -> Result<()> {
+        catalogue::labels(self, zs, roots, slots, tags, labels)
+    }
+    fn catalogue_members<'a, T: Real, const D: usize>(
+        &'a self,
+        _zs: &'a Prepared<Self, T, D>,
+        members: &'a catalogue::Members,
+    ) -> Result<MemberLists<'a>> {
+        catalogue::member_lists(members)
     }
 }
 

@@ -1,19 +1,21 @@
-//! Host driver of the catalogue kernels (kernels/catalogue.cu): group sizes, kept groups,
-//! members sorted into canonical order on the device, one row per group reduced on the
-//! device, labels written into the caller's device array. The rows (one per kept group)
-//! and, when asked for, the member lists come to the host: they are the catalogue.
+//! The FoF catalogue's sub-stages on the device (`pipeline::catalogue` runs them; kernels
+//! in kernels/catalogue.cu): group sizes, kept groups, members sorted into canonical
+//! order, one row per group reduced, labels written into the caller's device array. The
+//! rows (one per kept group) and, when asked for, the member lists come to the host: they
+//! are the catalogue.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::backend::{Cuda, DevField, DevOut, FieldType};
 use super::device::{Arg, BLOCK, DevBuf, Device, blocks};
 use super::prims::{self, instance};
 use super::walk::{WARPS, counts_to_offsets};
-use crate::base::Timings;
 use crate::error::Result;
-use crate::fof::catalogue::{self, Catalogue, CatalogueRequest, ReduceStats, Row};
+use crate::fof::catalogue::Row;
 use crate::geom::Real;
 use crate::pipeline::Prepared;
+use crate::pipeline::catalogue::{CatalogueRequest, Counted, GroupRows, Grouped, MemberLists};
 
 /// `ZtField`: a caller field by input index (type code as in kernels/catalogue.cu).
 pub(crate) fn field_words(f: Option<&DevField<'_>>) -> [u64; 3] {
@@ -39,77 +41,98 @@ fn launch_points(dev: &Arc<dyn Device>, kernel: &'static str, n: usize, args: &[
     unsafe { dev.launch("catalogue", kernel, blocks(n, BLOCK as usize)?, args) }
 }
 
-pub(crate) fn reduce<T: Real, const D: usize>(
+/// Root -> kept group on the device (`slot`: group index, `u32::MAX` when not kept) and
+/// the kept groups' sizes (`ng + 1`, turned into offsets by `order`).
+pub(crate) struct Slots {
+    slot: DevBuf<u32>,
+    sizes: Option<DevBuf<u32>>,
+}
+
+/// The kept groups' members in canonical order: `keys` = group << 32 | input index,
+/// sorted; `members_z` their z-indices; group g at `offsets[g]..offsets[g + 1]`.
+pub(crate) struct Members {
+    offsets: DevBuf<u32>,
+    keys: DevBuf<u64>,
+    members_z: DevBuf<u32>,
+}
+
+/// Group sizes, the groups, the kept groups and their slots.
+pub(crate) fn count(cuda: &Cuda, roots: &DevBuf<u32>, min_members: usize) -> Result<Counted<Slots>> {
+    let dev = &cuda.dev;
+    let n = roots.len();
+    let n32 = Arg::U32(n as u32);
+    let min = Arg::U32(min_members.min(u32::MAX as usize) as u32);
+    let cnt: DevBuf<u32> = DevBuf::zeros(dev, n)?;
+    launch_points(dev, "zt_cat_count", n, &[roots.arg(), n32.clone(), cnt.arg()])?;
+    let (is_root, is_kept): (DevBuf<u32>, DevBuf<u32>) = (DevBuf::new(dev, n + 1)?, DevBuf::new(dev, n + 1)?);
+    launch_points(dev, "zt_cat_flags", n, &[roots.arg(), n32.clone(), cnt.arg(), min.clone(), is_root.arg(), is_kept.arg()])?;
+    let groups_total = counts_to_offsets(dev, &is_root, n)?;
+    let ng = counts_to_offsets(dev, &is_kept, n)?;
+    let (slot, sizes): (DevBuf<u32>, DevBuf<u32>) = (DevBuf::new(dev, n)?, DevBuf::new(dev, ng + 1)?);
+    launch_points(dev, "zt_cat_slots", n, &[roots.arg(), n32, cnt.arg(), min, is_kept.arg(), slot.arg(), sizes.arg()])?;
+    // Sizes, flags and slots: 4 words per point.
+    Ok(Counted { slots: Slots { slot, sizes: Some(sizes) }, groups_total, kept: ng, scratch_bytes: 16 * n })
+}
+
+/// The members of kept groups in canonical order: (group, input index) sorted.
+pub(crate) fn order<T: Real, const D: usize>(
     cuda: &Cuda,
     zs: &Prepared<Cuda, T, D>,
     roots: &DevBuf<u32>,
-    req: &CatalogueRequest<'_, Cuda, D>,
-    labels: &DevOut<'_, i64>,
-    timings: &mut Timings,
-) -> Result<(Catalogue<D>, ReduceStats)> {
+    counted: &mut Counted<Slots>,
+) -> Result<Grouped<Members>> {
     let dev = &cuda.dev;
     let n = roots.len();
-    assert_eq!(labels.len, n, "one label per particle");
     let n32 = Arg::U32(n as u32);
-    let min = Arg::U32(req.min_members.min(u32::MAX as usize) as u32);
-    // 1. Group sizes, the groups, the kept groups and their slots.
-    let (slot, sizes, groups_total, ng) = crate::pipeline::stage(cuda, timings, "count", || -> Result<_> {
-        let cnt: DevBuf<u32> = DevBuf::zeros(dev, n)?;
-        launch_points(dev, "zt_cat_count", n, &[roots.arg(), n32.clone(), cnt.arg()])?;
-        let (is_root, is_kept): (DevBuf<u32>, DevBuf<u32>) = (DevBuf::new(dev, n + 1)?, DevBuf::new(dev, n + 1)?);
-        launch_points(dev, "zt_cat_flags", n, &[roots.arg(), n32.clone(), cnt.arg(), min.clone(), is_root.arg(), is_kept.arg()])?;
-        let groups_total = counts_to_offsets(dev, &is_root, n)?;
-        let ng = counts_to_offsets(dev, &is_kept, n)?;
-        let (slot, sizes): (DevBuf<u32>, DevBuf<u32>) = (DevBuf::new(dev, n)?, DevBuf::new(dev, ng + 1)?);
-        launch_points(dev, "zt_cat_slots", n, &[roots.arg(), n32.clone(), cnt.arg(), min.clone(), is_kept.arg(), slot.arg(), sizes.arg()])?;
-        Ok((slot, sizes, groups_total, ng))
-    })?;
-    // 2. The members of kept groups in canonical order: (group, input index).
-    let (offsets, keys, members_z) = crate::pipeline::stage(cuda, timings, "group order", || -> Result<_> {
-        let at: DevBuf<u32> = DevBuf::new(dev, n + 1)?;
-        launch_points(dev, "zt_cat_member_flags", n, &[roots.arg(), n32.clone(), slot.arg(), at.arg()])?;
-        let total = counts_to_offsets(dev, &at, n)?;
-        let (mut keys, mut mz): (DevBuf<u64>, DevBuf<u32>) = (DevBuf::new(dev, total)?, DevBuf::new(dev, total)?);
-        launch_points(dev, "zt_cat_member_keys", n, &[roots.arg(), n32.clone(), slot.arg(), zs.src_orig.arg(), at.arg(), keys.arg(), mz.arg()])?;
-        prims::sort_pairs(dev, &mut keys, &mut mz, 64)?;
-        counts_to_offsets(dev, &sizes, ng)?;
-        Ok((sizes, keys, mz))
-    })?;
-    // 3. One row per group.
-    let (rows, tag_dev) = crate::pipeline::stage(cuda, timings, "reduce", || -> Result<_> {
-        let pos: [u64; 3] = std::array::from_fn(|d| zs.src_pos[d.min(D - 1)].ptr());
-        let job = job_words::<D>(pos, 1, req.velocities.as_ref(), req.masses.as_ref(), req.ids.as_ref(), req.particle_mass, req.box_len);
-        reduce_rows::<T, D>(cuda, job, &keys, &members_z, &offsets, ng)
-    })?;
-    // 4. Labels in input order, into the caller's device array.
-    crate::pipeline::stage(cuda, timings, "labels", || {
-        launch_points(dev, "zt_cat_labels", n, &[roots.arg(), n32.clone(), slot.arg(), zs.src_orig.arg(), tag_dev.arg(), Arg::Ptr(labels.ptr)])
-    })?;
-    // 5. Order and member lists (on the host: the catalogue is the host's).
-    let particles_in_groups = keys.len();
-    let cat = crate::pipeline::stage(cuda, timings, "order", || -> Result<_> {
-        let member_lists: Option<(Vec<u64>, Vec<i64>)> = if req.members {
-            let off: Vec<u64> = offsets.to_vec()?.into_iter().map(u64::from).collect();
-            // The sorted keys' low words: each group's input indices, ascending.
-            let orig: Vec<i64> = keys.to_vec()?.into_iter().map(|k| (k & 0xffff_ffff) as i64).collect();
-            Some((off, orig))
-        } else {
-            None
-        };
-        let fill = |g: usize, dst: &mut [i64]| {
-            let (off, orig) = member_lists.as_ref().unwrap();
-            dst.copy_from_slice(&orig[off[g] as usize..off[g + 1] as usize]);
-        };
-        Ok(catalogue::assemble(
-            rows,
-            req.order,
-            req.velocities.is_some(),
-            member_lists.as_ref().map(|(off, _)| (&off[..], &fill as &(dyn Fn(usize, &mut [i64]) + Sync))),
-        ))
-    })?;
-    // Device scratch: sizes, flags and slots (4 words per point), keys and z of the members.
-    let scratch_bytes = 16 * n + 12 * particles_in_groups + ng * std::mem::size_of::<Row<D>>();
-    Ok((cat, ReduceStats { groups_total, particles_in_groups, scratch_bytes }))
+    let slot = &counted.slots.slot;
+    let at: DevBuf<u32> = DevBuf::new(dev, n + 1)?;
+    launch_points(dev, "zt_cat_member_flags", n, &[roots.arg(), n32.clone(), slot.arg(), at.arg()])?;
+    let total = counts_to_offsets(dev, &at, n)?;
+    let (mut keys, mut mz): (DevBuf<u64>, DevBuf<u32>) = (DevBuf::new(dev, total)?, DevBuf::new(dev, total)?);
+    launch_points(dev, "zt_cat_member_keys", n, &[roots.arg(), n32, slot.arg(), zs.src_orig.arg(), at.arg(), keys.arg(), mz.arg()])?;
+    prims::sort_pairs(dev, &mut keys, &mut mz, 64)?;
+    let offsets = counted.slots.sizes.take().expect("the groups are ordered once");
+    counts_to_offsets(dev, &offsets, counted.kept)?;
+    Ok(Grouped { members: Members { offsets, keys, members_z: mz }, particles_in_groups: total, scratch_bytes: 12 * total })
+}
+
+/// One row per group, reduced on the device; the tags stay there for the labels.
+pub(crate) fn rows<T: Real, const D: usize>(
+    cuda: &Cuda,
+    zs: &Prepared<Cuda, T, D>,
+    m: &Members,
+    ng: usize,
+    req: &CatalogueRequest<'_, Cuda, D>,
+) -> Result<GroupRows<Cuda, D>> {
+    let pos: [u64; 3] = std::array::from_fn(|d| zs.src_pos[d.min(D - 1)].ptr());
+    let job = job_words::<D>(pos, 1, req.velocities.as_ref(), req.masses.as_ref(), req.ids.as_ref(), req.particle_mass, req.box_len);
+    let (rows, tags) = reduce_rows::<T, D>(cuda, job, &m.keys, &m.members_z, &m.offsets, ng)?;
+    Ok(GroupRows { rows, tags, scratch_bytes: ng * std::mem::size_of::<Row<D>>() })
+}
+
+/// Labels in input order, into the caller's device array.
+pub(crate) fn labels<T: Real, const D: usize>(
+    cuda: &Cuda,
+    zs: &Prepared<Cuda, T, D>,
+    roots: &DevBuf<u32>,
+    slots: &Slots,
+    tags: &DevBuf<i64>,
+    labels: &DevOut<'_, i64>,
+) -> Result<()> {
+    let n = roots.len();
+    assert_eq!(labels.len, n, "one label per particle");
+    let args = [roots.arg(), Arg::U32(n as u32), slots.slot.arg(), zs.src_orig.arg(), tags.arg(), Arg::Ptr(labels.ptr)];
+    launch_points(&cuda.dev, "zt_cat_labels", n, &args)
+}
+
+/// The member lists on the host: the sorted keys' low words are each group's input
+/// indices, ascending.
+pub(crate) fn member_lists(m: &Members) -> Result<MemberLists<'static>> {
+    let off: Vec<u64> = m.offsets.to_vec()?.into_iter().map(u64::from).collect();
+    let orig: Vec<i64> = m.keys.to_vec()?.into_iter().map(|k| (k & 0xffff_ffff) as i64).collect();
+    let starts = off.clone();
+    let fill = move |g: usize, dst: &mut [i64]| dst.copy_from_slice(&orig[starts[g] as usize..starts[g + 1] as usize]);
+    Ok(MemberLists { offsets: Cow::Owned(off), fill: Box::new(fill) })
 }
 
 /// The first element of a caller field failing check `mode` (0: not finite, 1: <= 0, 2: a

@@ -11,10 +11,11 @@ use super::prims::Strided;
 use super::tests::devices;
 use crate::backend::cpu::{Cpu, DisjointSlice};
 use crate::base::TreeParams;
-use crate::fof::catalogue::{CatalogueOrder, CatalogueRequest};
+use crate::fof::catalogue::CatalogueOrder;
 use crate::geom::Real;
 use crate::input::Domain;
 use crate::pipeline::KnnSinks;
+use crate::pipeline::catalogue::CatalogueRequest;
 use crate::pipeline::knn::KnnFields;
 
 struct Lcg(u64);

@@ -14,7 +14,7 @@ use super::edges::Groups;
 use crate::backend::dist::{DistOps, Fragments, GroupFields};
 use crate::base::Timings;
 use crate::error::Result;
-use crate::fof::catalogue::{Member, Row, reduce_group};
+use crate::fof::catalogue::{Member, Row, assemble, reduce_group};
 use crate::fof::{Catalogue, CatalogueOrder, FofParams};
 use crate::geom::Real;
 
@@ -64,30 +64,18 @@ fn get_member<const D: usize>(rd: &mut Reader<'_>) -> (u64, Member<D>) {
     (g, Member { pos: std::array::from_fn(|_| rd.get()), vel: std::array::from_fn(|_| rd.get()), mass: rd.get(), tag: rd.get() })
 }
 
-fn build_catalogue<const D: usize>(mut rows: Vec<(Row<D>, Vec<i64>)>, order: CatalogueOrder, vel: bool, members: bool) -> Catalogue<D> {
-    if order == CatalogueOrder::Gadget {
-        rows.sort_by(|a, b| b.0.count.cmp(&a.0.count).then(a.0.tag.cmp(&b.0.tag)));
-    }
-    let mut c = Catalogue::empty(order, vel);
-    if members {
-        c.member_offsets.push(0);
-    }
-    for (r, m) in rows {
-        c.tag.push(r.tag);
-        c.count.push(r.count);
-        c.mass.push(r.mass);
-        c.centre.push(r.centre);
-        c.inertia_radius.push(r.radius);
-        if vel {
-            c.velocity.push(r.vel);
-            c.dispersion.push(r.disp);
-        }
-        if members {
-            c.member_indices.extend(m);
-            c.member_offsets.push(c.member_indices.len() as u64);
-        }
-    }
-    c
+/// The catalogue of rows in z-order of their homes, each with its member list (empty
+/// unless `members`).
+fn build_catalogue<const D: usize>(rows: Vec<(Row<D>, Vec<i64>)>, order: CatalogueOrder, vel: bool, members: bool) -> Catalogue<D> {
+    let (rows, lists): (Vec<Row<D>>, Vec<Vec<i64>>) = rows.into_iter().unzip();
+    let offsets: Vec<u64> = std::iter::once(0)
+        .chain(lists.iter().scan(0u64, |acc, l| {
+            *acc += l.len() as u64;
+            Some(*acc)
+        }))
+        .collect();
+    let fill = |g: usize, dst: &mut [i64]| dst.copy_from_slice(&lists[g]);
+    assemble(rows, order, vel, members.then_some((&offsets[..], &fill as &(dyn Fn(usize, &mut [i64]) + Sync))))
 }
 
 /// The whole catalogue on rank 0, rows in global z-order (or GADGET order).
