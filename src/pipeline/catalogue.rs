@@ -57,11 +57,14 @@ pub(crate) struct GroupRows<B: Backend, const D: usize> {
     pub scratch_bytes: usize,
 }
 
+/// Writes group `g`'s members' input indices into `out`.
+pub(crate) type FillMembers<'a> = Box<dyn Fn(usize, &mut [i64]) + Sync + 'a>;
+
 /// Each kept group's members' input indices: group `g`'s `offsets[g + 1] - offsets[g]`
 /// of them written, ascending, by `fill(g, out)`.
 pub(crate) struct MemberLists<'a> {
     pub offsets: Cow<'a, [u64]>,
-    pub fill: Box<dyn Fn(usize, &mut [i64]) + Sync + 'a>,
+    pub fill: FillMembers<'a>,
 }
 
 /// The catalogue of the groups `roots` describe (every z-ordered point's root: the
