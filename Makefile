@@ -95,7 +95,7 @@ test-rust: bootstrap
 # ZT_EMU_THREADS=1 for races between blocks). Every kernel on small inputs, the primitives,
 # the distribution layer's kernels and the device calls' checks; last in `make test` (it
 # rebuilds the library's tests for its own feature).
-EMU_CHECK_TESTS = backend::cuda::tests:: backend::cuda::dist_tests::column backend::cuda::dist_tests::ball \
+EMU_CHECK_TESTS = backend::cuda::tests:: backend::cuda::dist_tests::owners backend::cuda::dist_tests::column backend::cuda::dist_tests::ball \
   backend::cuda::dist_tests::fragments backend::cuda::pipeline_tests::small_pipeline backend::cuda::pipeline_tests::input_checks \
   backend::cuda::pipeline_tests::field_checks ffi::device::tests::fof ffi::device::tests::device_scratch
 EMU_SEED ?=

@@ -1,7 +1,7 @@
 // The distribution layer's per-particle work on the device (src/backend/dist.rs
 // `DistOps`, host side src/backend/cuda/dist.rs): key owners and histograms, rows grouped
-// by destination rank, gathers and scatters of columns, the interior test of the ranks'
-// ranges, the kNN ball queries shipped from other ranks and the merge of their answers,
+// by destination rank, gathers and scatters of columns, the near-rank test of the ranks'
+// ranges (interior cells, then the exact box distances), the kNN ball queries shipped from other ranks and the merge of their answers,
 // and the FoF fragments. Each kernel is the twin of the CPU's loop in
 // src/backend/cpu/dist.rs and gives the same bits.
 #include "zt_block.cuh"

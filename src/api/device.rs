@@ -254,17 +254,9 @@ impl Context {
         if sources.is_empty() {
             return Err(Error::NoSources);
         }
-        let (mut stats, zs) = self
+        let (mut stats, _) = self
             .pool
             .install(|| crate::pipeline::knn::run(&cuda, domain, &sources.pts, queries.map(|q| &q.pts), &kf, k, &self.config.tree, &sinks))?;
-        if let Some(p) = &out.permutation {
-            // Which query each row is: the z-order's input indices, or the identity.
-            let nq = queries.map_or(sources.len(), |q| q.len());
-            match out.order {
-                OutputOrder::ZOrder => prims::u32_to_i64(&cuda.dev, zs.queries().1, p.out.ptr)?,
-                OutputOrder::Input => prims::u32_to_i64(&cuda.dev, &prims::iota(&cuda.dev, nq)?, p.out.ptr)?,
-            }
-        }
         stats.scratch_bytes = cuda.dev.tracker().peak() - base;
         Ok(stats)
     }
@@ -369,6 +361,7 @@ pub(crate) fn knn_parts<'a, T: Real>(
         kth: copy(&out.kth_distance),
         density: out.density.as_ref().map(|o| clone_out(&o.out)),
         scalar_mean: out.scalar_mean.as_ref().map(|o| clone_out(&o.out)),
+        permutation: out.permutation.as_ref().map(|o| clone_out(&o.out)),
         zorder: out.order == OutputOrder::ZOrder,
         ..Default::default()
     };

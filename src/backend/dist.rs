@@ -139,8 +139,10 @@ pub(crate) trait DistOps: Backend {
     /// The buffer's elements when they are host memory (the CPU's), for MPI in place.
     fn host_slice<'a, T: Elem>(&self, b: &'a Self::Buf<T>) -> Option<&'a [T]>;
     fn host_slice_mut<'a, T: Elem>(&self, b: &'a mut Self::Buf<T>) -> Option<&'a mut [T]>;
-    /// The buffer's device address, for a CUDA-aware MPI (None: not device memory).
-    fn device_ptr<T: Elem>(&self, b: &Self::Buf<T>) -> Option<u64>;
+    /// The buffer's device address for a CUDA-aware MPI, once the device's queued work
+    /// is done (MPI reads and writes it outside the stream's order); None: not device
+    /// memory.
+    fn device_ptr<T: Elem>(&self, b: &Self::Buf<T>) -> Result<Option<u64>>;
     /// `out.len()` elements of `b` from element `at`, into host memory.
     fn download_range<T: Elem>(&self, b: &Self::Buf<T>, at: usize, out: &mut [T]) -> Result<()>;
     /// `data` into `b` from element `at`.

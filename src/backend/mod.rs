@@ -210,6 +210,9 @@ pub(crate) trait Backend: Sync + Sized {
     ) -> Result<u64>;
     /// Every point's root: the z-index of its group's first point.
     fn fof_contract(&self, links: Self::Links) -> Result<Self::Buf<u32>>;
+    /// Writes `out[r]` = the input index of row `r`'s query: `orig[r]` (rows in z-order),
+    /// or `r` (rows in input order, `orig` None).
+    fn row_queries(&self, orig: Option<&Self::Buf<u32>>, n: usize, out: &Self::Out<'_, i64>) -> Result<()>;
     /// The catalogue's root -> kept group map (`pipeline::catalogue`).
     type GroupSlots: Send + Sync;
     /// The kept groups' members in group order.

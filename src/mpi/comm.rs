@@ -1,6 +1,8 @@
 //! The few collectives the distributed calls use, over rsmpi, with the bytes and messages
-//! of every stage counted. Messages are byte buffers of fixed-size records (`Wire`), so
-//! each stage is one all-to-all whatever the mix of fields.
+//! of every stage counted. Columns (particles, results) go by one `MPI_Alltoallv` of raw
+//! bytes at explicit displacements (`all_to_all_raw`, from host or device memory); the
+//! small host messages (FoF edges, catalogue members and rows) are byte buffers of
+//! fixed-size records (`Wire`).
 
 use mpi::collective::SystemOperation;
 use mpi::datatype::{Partition, PartitionMut};

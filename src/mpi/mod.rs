@@ -5,17 +5,21 @@
 //! allowed). A call then:
 //! 1. agrees on the inputs (`agree`: every rank validates its own; if any fails, all
 //!    return an error) and on the domain (the periodic box, or the global bounding box);
-//! 2. cuts the Morton curve into one key range per rank (`decomp`) and moves every
-//!    particle to the owner of its key in one all-to-all (`route`) — for FoF together with
+//! 2. cuts the Morton curve into one key range per rank (`decomp`, from key histograms
+//!    computed where the particles are) and moves every particle to the owner of its key
+//!    (`route`: one column at a time, only other ranks' rows through MPI) — for FoF then
 //!    the *ghosts*, copies of the particles within the linking length of another rank's
 //!    range, so every linked pair meets on the owner of one of its ends;
 //! 3. runs the pipeline (one tree per call) on what it owns;
 //! 4. settles what crosses ranks: kNN queries whose k-ball reaches another rank's range
-//!    are shipped there and answered from that rank's tree (`knn::{ship, answer,
-//!    merge}`); FoF groups linked through ghosts become edges resolved by a global
-//!    union–find, and their catalogue rows are merged on a home rank (`fof::{ghosts,
-//!    edges, home}`);
+//!    are sent there, answered by ball queries on that rank's tree and merged on their
+//!    owner (`knn`); FoF groups linked through ghosts become edges resolved by a global
+//!    union–find, and the rows of groups spread over ranks are reduced on a home rank
+//!    (`fof::{edges, home}`);
 //! 5. sends per-particle results back to the rank and input position they came from.
+//!
+//! Every step is generic over the back end (`B: DistOps`): with device arrays the columns
+//! stay in device memory and the per-particle work runs on the GPU.
 //!
 //! Ties are broken by the global input index (rank offset + index on that rank), so
 //! results are identical to a single-rank call on the ranks' inputs concatenated in rank

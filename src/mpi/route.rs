@@ -170,12 +170,15 @@ pub(crate) fn exchange<B: DistOps, T: Elem>(
     let bytes =
         |v: &[usize], mine: bool| -> Vec<u64> { v.iter().enumerate().map(|(r, &x)| if r == me && !mine { 0 } else { (x * size) as u64 }).collect() };
     let (send_bytes, recv_bytes) = (bytes(&sl, false), bytes(&rl, false));
+    // Device addresses for a CUDA-aware MPI, taken once the device's queued work (the
+    // column, the own rows' copy) is done.
     let aware = cuda_aware();
+    let (send_dev, recv_dev) = comm.agree(if aware { b.device_ptr(send).and_then(|s| Ok((s, b.device_ptr(&recv)?))) } else { Ok((None, None)) })?;
     // Send side: the column itself (host, or device with a CUDA-aware MPI), or a host copy
     // of the rows before and after this rank's own. (Every rank agrees on its staging,
     // whatever it needed: ranks with host and with device columns make the same
     // collectives.)
-    let direct = b.host_slice(send).map(|h| h.as_ptr().cast::<u8>()).or_else(|| aware.then(|| b.device_ptr(send)).flatten().map(|d| d as *const u8));
+    let direct = b.host_slice(send).map(|h| h.as_ptr().cast::<u8>()).or(send_dev.map(|d| d as *const u8));
     let staged_send: Vec<T> = comm.agree(match direct {
         Some(_) => Ok(Vec::new()),
         None => (|| {
@@ -191,14 +194,14 @@ pub(crate) fn exchange<B: DistOps, T: Elem>(
         None => (staged_send.as_ptr().cast::<u8>(), skip(&so, sl[me])),
     };
     // Receive side likewise.
-    let through_host = b.host_slice_mut(&mut recv).is_none() && !(aware && b.device_ptr(&recv).is_some());
+    let through_host = b.host_slice_mut(&mut recv).is_none() && recv_dev.is_none();
     let mut staged_recv: Vec<T> = if through_host { vec![T::FILL; ro[p] - rl[me]] } else { Vec::new() };
     let (rptr, rat): (*mut u8, Vec<u64>) = if through_host {
         (staged_recv.as_mut_ptr().cast(), skip(&ro, rl[me]))
     } else {
         let ptr = match b.host_slice_mut(&mut recv) {
             Some(h) => h.as_mut_ptr().cast(),
-            None => b.device_ptr(&recv).unwrap() as *mut u8,
+            None => recv_dev.expect("device memory, CUDA-aware") as *mut u8,
         };
         (ptr, bytes(&ro[..p], true))
     };

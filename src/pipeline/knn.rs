@@ -64,6 +64,10 @@ where
     })?;
     let ns = zs.n_sources();
     let nq = B::len(zs.queries().1);
+    if let Some(p) = &sinks.permutation {
+        // Which query each row is: the z-order's input indices, or the identity.
+        super::stage(b, &mut timings, "permutation", || b.row_queries(sinks.zorder.then(|| zs.queries().1), nq, p))?;
+    }
     let field_bytes = [&masses, &scalar, &hint].iter().map(|f| f.as_ref().map_or(0, |f| B::bytes(f))).sum::<usize>();
     let stats = KnnStats {
         sources: ns,

@@ -11,6 +11,7 @@
 pub(crate) mod catalogue;
 pub(crate) mod fof;
 pub(crate) mod knn;
+pub(crate) mod knn_host;
 pub(crate) mod planes;
 mod prepare;
 mod tree;
@@ -41,13 +42,15 @@ pub(crate) struct KnnSinks<'a, B: Backend + 'a, T: Elem> {
     pub kth_d2: Option<B::Out<'a, T>>,
     pub density: Option<B::Out<'a, f64>>,
     pub scalar_mean: Option<B::Out<'a, f64>>,
+    /// Which query each row is (its input index).
+    pub permutation: Option<B::Out<'a, i64>>,
     /// Rows in z-order (else in the queries' input order).
     pub zorder: bool,
 }
 
 impl<'a, B: Backend + 'a, T: Elem> Default for KnnSinks<'a, B, T> {
     fn default() -> Self {
-        Self { indices: None, distances: None, d2: None, kth: None, kth_d2: None, density: None, scalar_mean: None, zorder: false }
+        Self { indices: None, distances: None, d2: None, kth: None, kth_d2: None, density: None, scalar_mean: None, permutation: None, zorder: false }
     }
 }
 

@@ -287,7 +287,9 @@ fn knn_cases(world: &mpi::topology::SimpleCommunicator) -> usize {
 }
 
 /// FoF with the catalogue on device arrays against the serial call: labels, and every row
-/// with its members, gathered on rank 0 and spread over the ranks.
+/// with its members, gathered on rank 0 and spread over the ranks (`host_rank0`: rank 0
+/// passes host arrays, the others device arrays).
+#[allow(clippy::too_many_arguments)]
 fn fof_case(
     world: &mpi::topology::SimpleCommunicator,
     dist: *mut ztree_context,
@@ -296,13 +298,15 @@ fn fof_case(
     kind: &str,
     fp: &ztree_fof_params,
     f32_pos: bool,
+    host_rank0: bool,
 ) -> usize {
     let (rank, size) = (world.rank() as usize, world.size() as usize);
     let off = layout(kind, g.pos.len(), size);
-    let what = format!("FoF {kind}, min {}, {}", fp.min_members, if f32_pos { "f32" } else { "f64" });
+    let mix = if host_rank0 { ", rank 0 on the host" } else { "" };
+    let what = format!("FoF {kind}, min {}, {}{mix}", fp.min_members, if f32_pos { "f32" } else { "f64" });
     let all = particles(g, 0, g.pos.len(), f32_pos, false);
     let (want_labels, want_rows) = fof_rows(serial, &all.p, fp).expect("the serial call");
-    let mine = particles(g, off[rank], off[rank + 1], f32_pos, true);
+    let mine = particles(g, off[rank], off[rank + 1], f32_pos, !(host_rank0 && rank == 0));
     let mut failures = 0;
     for gather in [1, 0] {
         let fpg = ztree_fof_params { gather, ..*fp };
@@ -358,7 +362,11 @@ fn fof_cases(world: &mpi::topology::SimpleCommunicator) -> usize {
                     gather: 1,
                     cuda_stream: std::ptr::null_mut(),
                 };
-                failures += fof_case(world, dist, serial, &g, kind, &fp, f32_pos);
+                failures += fof_case(world, dist, serial, &g, kind, &fp, f32_pos, false);
+                if kind == "balanced" {
+                    // Ranks mixing host (rank 0) and device arrays.
+                    failures += fof_case(world, dist, serial, &g, kind, &fp, f32_pos, true);
+                }
             }
         }
         ztree_destroy(dist);
@@ -405,7 +413,7 @@ fn gadget4(world: &mpi::topology::SimpleCommunicator) -> usize {
         gather: 1,
         cuda_stream: std::ptr::null_mut(),
     };
-    let mut failures = fof_case(world, dist, serial, &g, "balanced", &fp, true);
+    let mut failures = fof_case(world, dist, serial, &g, "balanced", &fp, true, false);
     let (_, rows) = fof_rows(serial, &particles(&g, 0, n, true, false).p, &fp).unwrap();
     if rows.len() != n_groups {
         eprintln!("GADGET-4: {} groups, GADGET-4 has {n_groups}", rows.len());

@@ -186,8 +186,8 @@ impl DistOps for Cpu {
         Some(b)
     }
 
-    fn device_ptr<T: Elem>(&self, _b: &Vec<T>) -> Option<u64> {
-        None
+    fn device_ptr<T: Elem>(&self, _b: &Vec<T>) -> Result<Option<u64>> {
+        Ok(None)
     }
 
     fn download_range<T: Elem>(&self, b: &Vec<T>, at: usize, out: &mut [T]) -> Result<()> {

@@ -35,6 +35,7 @@ use crate::input::{ParticleIds, ScalarField, VectorField};
 use crate::pipeline::catalogue::{CatalogueRequest, Counted, GroupRows, Grouped, MemberLists};
 use crate::pipeline::knn::LeafFields;
 use crate::pipeline::{KnnSinks, Lists, PointTypes, Prepared, Tree};
+use rayon::prelude::*;
 
 pub(crate) use par::DisjointSlice;
 #[cfg(all(test, any(feature = "cuda", feature = "cuda-emu")))]
@@ -248,6 +249,14 @@ impl Backend for Cpu {
         Ok(links.uf.contract())
     }
 
+    fn row_queries(&self, orig: Option<&Vec<u32>>, n: usize, out: &DisjointSlice<'_, i64>) -> Result<()> {
+        // SAFETY: each row written once.
+        match orig {
+            Some(o) => o.par_iter().enumerate().for_each(|(r, &q)| unsafe { out.write(r, q as i64) }),
+            None => (0..n).into_par_iter().for_each(|r| unsafe { out.write(r, r as i64) }),
+        }
+        Ok(())
+    }
     type GroupSlots = catalogue::Slots;
     type GroupMembers = catalogue::Members;
     fn catalogue_count(&self, roots: &Vec<u32>, min_members: usize) -> Result<Counted<catalogue::Slots>> {

@@ -378,6 +378,12 @@ impl Backend for Cuda {
     fn fof_contract(&self, links: Self::Links) -> Result<DevBuf<u32>> {
         fof::contract(&self.dev, links)
     }
+    fn row_queries(&self, orig: Option<&DevBuf<u32>>, n: usize, out: &DevOut<'_, i64>) -> Result<()> {
+        match orig {
+            Some(o) => prims::u32_to_i64(&self.dev, o, out.ptr),
+            None => prims::u32_to_i64(&self.dev, &prims::iota(&self.dev, n)?, out.ptr),
+        }
+    }
     type GroupSlots = catalogue::Slots;
     type GroupMembers = catalogue::Members;
     fn catalogue_count(&self, roots: &DevBuf<u32>, min_members: usize) -> Result<Counted<catalogue::Slots>> {

@@ -145,6 +145,11 @@ pub(crate) trait Device: Send + Sync {
     /// the stage's work when asked to (`ZTREE_CUDA_SYNC_STAGES=1`), so that the stage
     /// breakdown bills each stage its own device time; otherwise nothing.
     fn end_stage(&self) {}
+    /// Waits for the work queued so far (the emulator runs each launch to its end, so it
+    /// has nothing to wait for).
+    fn wait(&self) -> Result<()> {
+        Ok(())
+    }
     /// `true` at the start of a call, `false` at its end (`HeldMemory`; holds nest): the
     /// real device keeps the memory the call frees for its later allocations, and at the
     /// outermost end waits for its stream and hands that memory back.

@@ -1,9 +1,9 @@
 //! The distribution layer's per-particle work on the device (`DistOps`, backend/dist.rs;
 //! kernels/dist.cu). Columns stay in device memory; what comes to the host is what the
 //! host must decide on or what goes to other ranks anyway: histogram bins, counts per
-//! rank, the rows near other ranks' ranges (the exact test of `Decomp::near_ranks` runs on
-//! the host for the rows the device's interior test leaves), the pairs of shipped queries,
-//! the FoF edges and the fragments on them, the kept groups' ranges.
+//! rank, the FoF edges and the fragments on them, the kept groups' ranges and the members
+//! of groups spread over ranks. The near-rank test (`Decomp::near_ranks`) runs on the
+//! device too (`zd_near_*`), giving the pair rows directly.
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
@@ -312,8 +312,9 @@ impl DistOps for Cuda {
         None
     }
 
-    fn device_ptr<T: Elem>(&self, b: &DevBuf<T>) -> Option<u64> {
-        Some(b.ptr())
+    fn device_ptr<T: Elem>(&self, b: &DevBuf<T>) -> Result<Option<u64>> {
+        self.dev.wait()?;
+        Ok(Some(b.ptr()))
     }
 
     fn download_range<T: Elem>(&self, b: &DevBuf<T>, at: usize, out: &mut [T]) -> Result<()> {

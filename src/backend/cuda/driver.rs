@@ -355,6 +355,13 @@ impl Device for CudaDevice {
         }
     }
 
+    fn wait(&self) -> Result<()> {
+        let _gate = self.gate();
+        self.current()?;
+        // SAFETY: the stream belongs to this device's context, current above.
+        unsafe { result::stream::synchronize(self.stream) }.map_err(|e| device_err("cuStreamSynchronize", e))
+    }
+
     fn end_stage(&self) {
         let _gate = self.gate();
         if self.sync_stages && self.current().is_ok() {
