@@ -1,8 +1,8 @@
 //! Moving columns between ranks: the agreed keys of a call, the plan of an exchange (which
 //! rows go to which rank, in what order), and the exchange of one column of a plan, out
-//! to the ranks or its results back. A column lives in the back end's buffers; only the
-//! bytes for other ranks pass through host memory (the CPU's columns are host memory
-//! already, read in place).
+//! to the ranks or its results back. A column lives in the back end's buffers; a rank's
+//! own rows never leave them, and a device column's rows for other ranks pass through
+//! host copies unless MPI is told to read device memory (`cuda_aware`).
 
 use super::decomp::global_bounds;
 use super::{CommStats, On};
@@ -96,41 +96,17 @@ pub(crate) fn plan_of<B: DistOps>(on: On<'_>, rows: B::Buf<u32>, send: Vec<usize
     Plan { rows, send, recv }
 }
 
-/// Whether MPI reads and writes device memory itself (a CUDA-aware MPI): asked of the
-/// library once (`MPIX_Query_cuda_support`, OpenMPI's and MPICH's extension), unless
-/// `ZTREE_CUDA_AWARE_MPI` says (`0`: never hand MPI device pointers; `1`: always, for an MPI
-/// that supports it without the query).
+/// Whether MPI is handed device pointers (a CUDA-aware MPI): only when
+/// `ZTREE_CUDA_AWARE_MPI=1`. Not by default, even where the MPI says it is CUDA-aware
+/// (`MPIX_Query_cuda_support`): ztree's device buffers come from a stream-ordered memory
+/// pool, which some transports cannot map (CUDA IPC handles of pool memory), so the
+/// caller opts in for an MPI known to take them.
 pub(crate) fn cuda_aware() -> bool {
     static AWARE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AWARE.get_or_init(|| match std::env::var("ZTREE_CUDA_AWARE_MPI").ok().as_deref() {
-        Some("0") => false,
-        Some("1") => true,
-        _ => query_cuda_support(),
-    })
+    *AWARE.get_or_init(|| std::env::var("ZTREE_CUDA_AWARE_MPI").is_ok_and(|v| v == "1"))
 }
 
-fn query_cuda_support() -> bool {
-    // SAFETY: looks the symbol up in the process (the MPI library is loaded); calls it
-    // only when found, with its C signature `int MPIX_Query_cuda_support(void)`.
-    unsafe {
-        let f = libc_dlsym(c"MPIX_Query_cuda_support");
-        if f.is_null() {
-            return false;
-        }
-        let f: extern "C" fn() -> i32 = std::mem::transmute(f);
-        f() == 1
-    }
-}
-
-/// `dlsym(RTLD_DEFAULT, name)`.
-unsafe fn libc_dlsym(name: &std::ffi::CStr) -> *mut std::ffi::c_void {
-    unsafe extern "C" {
-        fn dlsym(handle: *mut std::ffi::c_void, symbol: *const std::ffi::c_char) -> *mut std::ffi::c_void;
-    }
-    // SAFETY: RTLD_DEFAULT is the null handle on Linux; `name` is NUL-terminated.
-    unsafe { dlsym(std::ptr::null_mut(), name.as_ptr()) }
-}
-
+/// The offsets of consecutive runs of lengths `v` (`v.len() + 1` of them).
 fn prefix(v: &[usize]) -> Vec<usize> {
     let mut out = Vec::with_capacity(v.len() + 1);
     out.push(0);
@@ -161,6 +137,7 @@ pub(crate) fn exchange<B: DistOps, T: Elem>(
     let (sl, rl) = (rows(send_lens), rows(recv_lens));
     let (so, ro) = (prefix(&sl), prefix(&rl));
     let size = std::mem::size_of::<T>();
+    debug_assert_eq!(send_lens[me], recv_lens[me], "a rank keeps the rows it sends itself");
     // The landing column, this rank's own rows in it.
     let mut recv = comm.agree(b.landing::<T>(ro[p]).and_then(|mut r| {
         b.copy_range(send, so[me], &mut r, ro[me], sl[me])?;

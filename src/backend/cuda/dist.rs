@@ -54,6 +54,8 @@ fn width_of<T: Elem>() -> Result<u32> {
 /// are not a multiple of 8: f32 points), so many per element, and the kernels' suffix.
 fn words_of<T: Elem>() -> (usize, &'static str, &'static str) {
     let s = size_of::<T>();
+    // Whole 4-byte words only (u8 columns have no column kernel).
+    assert!(s.is_multiple_of(4), "no column kernel for {s}-byte elements");
     if s.is_multiple_of(8) { (s / 8, "zd_gather8", "zd_scatter8") } else { (s / 4, "zd_gather4", "zd_scatter4") }
 }
 

@@ -73,49 +73,90 @@ fn decomp_of<const D: usize>(domain: &Domain<D>, pts: &[[f64; D]], ranks: usize,
     (Decomp::from_starts(quant, domain.box_lengths(), starts), keys)
 }
 
+/// Owners, rows by rank, histograms and near-rank pairs of `pts` in `domain`, for each
+/// rank count and ball radius, CUDA against CPU.
+fn owners_case<const D: usize>(cuda: &Cuda, domain: &Domain<D>, ranks_list: &[usize], reaches: &[f64], rng: &mut Rng) {
+    let d = &cuda.dev;
+    for (name, pts) in inputs::<D>(1.0) {
+        let what = format!("{name}, D = {D}, {}", if domain.box_lengths().is_some() { "periodic" } else { "open" });
+        for &ranks in ranks_list {
+            let (decomp, keys) = decomp_of(domain, &pts, ranks, rng);
+            let dk = dev(d, &keys);
+            let owners = Cpu.key_owners(&keys, decomp.starts()).unwrap();
+            assert_eq!(host(&cuda.key_owners(&dk, decomp.starts()).unwrap()), owners, "{what} {ranks}: owners");
+            let (rows, counts) = Cpu.group_by_rank(&owners, ranks).unwrap();
+            let (drows, dcounts) = cuda.group_by_rank(&dev(d, &owners), ranks).unwrap();
+            assert_eq!((host(&drows), dcounts), (rows, counts), "{what} {ranks}: rows by rank");
+            let shapes: Vec<(u128, u128, u32)> = decomp
+                .starts()
+                .windows(2)
+                .filter(|w| w[1] > w[0])
+                .map(|w| (w[0], w[1], (128 - (w[1] - w[0]).leading_zeros()).saturating_sub(8)))
+                .collect();
+            assert_eq!(cuda.key_histogram(&dk, &shapes, 256).unwrap(), Cpu.key_histogram(&keys, &shapes, 256).unwrap(), "{what}: histogram");
+            // The ranks within each point's ball, fixed and per-row radii, f32 and f64.
+            for &reach in reaches {
+                let c = cols::<f64, D>(&pts);
+                let dc = dev_cols(d, &c);
+                for me in 0..ranks {
+                    let want = Cpu.near_pairs(&decomp, me, &c, Some(&keys), Reach::Fixed(reach)).unwrap();
+                    let got = cuda.near_pairs(&decomp, me, &dc, Some(&dk), Reach::Fixed(reach)).unwrap();
+                    assert_eq!((host(&got.0), got.1), want, "{what} {ranks} ranks, radius {reach}, rank {me}");
+                    let r2: Vec<f64> = (0..pts.len()).map(|i| (reach * (i % 3) as f64).powi(2)).collect();
+                    let want = Cpu.near_pairs(&decomp, me, &c, None, Reach::Squared(&r2)).unwrap();
+                    let got = cuda.near_pairs(&decomp, me, &dc, None, Reach::Squared(&dev(d, &r2))).unwrap();
+                    assert_eq!((host(&got.0), got.1), want, "{what} {ranks} ranks, per-row radii {reach}, rank {me}");
+                }
+                let c32 = cols::<f32, D>(&pts);
+                let r2: Vec<f32> = (0..pts.len()).map(|i| (reach as f32 * (i % 4) as f32).powi(2)).collect();
+                let want = Cpu.near_pairs(&decomp, 0, &c32, None, Reach::Squared(&r2)).unwrap();
+                let got = cuda.near_pairs(&decomp, 0, &dev_cols(d, &c32), None, Reach::Squared(&dev(d, &r2))).unwrap();
+                assert_eq!((host(&got.0), got.1), want, "{what} f32 per-row radii {reach}");
+            }
+        }
+    }
+}
+
 #[test]
 fn owners_histograms_and_rows_by_rank_equal_the_cpu() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     for d in devices() {
         let cuda = Cuda { dev: d.clone() };
-        for (name, pts) in inputs::<3>(1.0) {
-            let domain = Domain::Periodic([1.0; 3]);
-            for ranks in [1usize, 2, 3, 7] {
-                let (decomp, keys) = decomp_of(&domain, &pts, ranks, &mut rng);
-                let dk = dev(&d, &keys);
-                let owners = Cpu.key_owners(&keys, decomp.starts()).unwrap();
-                assert_eq!(host(&cuda.key_owners(&dk, decomp.starts()).unwrap()), owners, "{name} {ranks}: owners");
-                let (rows, counts) = Cpu.group_by_rank(&owners, ranks).unwrap();
-                let (drows, dcounts) = cuda.group_by_rank(&dev(&d, &owners), ranks).unwrap();
-                assert_eq!((host(&drows), dcounts), (rows, counts), "{name} {ranks}: rows by rank");
-                let shapes: Vec<(u128, u128, u32)> = decomp
-                    .starts()
-                    .windows(2)
-                    .filter(|w| w[1] > w[0])
-                    .map(|w| (w[0], w[1], (128 - (w[1] - w[0]).leading_zeros()).saturating_sub(8)))
-                    .collect();
-                assert_eq!(cuda.key_histogram(&dk, &shapes, 256).unwrap(), Cpu.key_histogram(&keys, &shapes, 256).unwrap(), "{name}: histogram");
-                // The ranks within each point's ball, fixed and per-row radii, f32 and f64.
-                for reach in [0.0, 1e-3, 0.05, 0.6] {
-                    let c = cols::<f64, 3>(&pts);
-                    let dc = dev_cols(&d, &c);
-                    for me in 0..ranks {
-                        let want = Cpu.near_pairs(&decomp, me, &c, Some(&keys), Reach::Fixed(reach)).unwrap();
-                        let got = cuda.near_pairs(&decomp, me, &dc, Some(&dk), Reach::Fixed(reach)).unwrap();
-                        assert_eq!((host(&got.0), got.1), want, "{name} {ranks} ranks, radius {reach}, rank {me}");
-                        let r2: Vec<f64> = (0..pts.len()).map(|i| (reach * (i % 3) as f64).powi(2)).collect();
-                        let want = Cpu.near_pairs(&decomp, me, &c, None, Reach::Squared(&r2)).unwrap();
-                        let got = cuda.near_pairs(&decomp, me, &dc, None, Reach::Squared(&dev(&d, &r2))).unwrap();
-                        assert_eq!((host(&got.0), got.1), want, "{name} {ranks} ranks, per-row radii {reach}, rank {me}");
-                    }
-                    let c32 = cols::<f32, 3>(&pts);
-                    let r2: Vec<f32> = (0..pts.len()).map(|i| (reach as f32 * (i % 4) as f32).powi(2)).collect();
-                    let want = Cpu.near_pairs(&decomp, 0, &c32, None, Reach::Squared(&r2)).unwrap();
-                    let got = cuda.near_pairs(&decomp, 0, &dev_cols(&d, &c32), None, Reach::Squared(&dev(&d, &r2))).unwrap();
-                    assert_eq!((host(&got.0), got.1), want, "{name} f32 per-row radii {reach}");
-                }
-            }
+        owners_case::<3>(&cuda, &Domain::Periodic([1.0; 3]), &[1, 2, 3, 7], &[0.0, 1e-3, 0.05, 0.6], &mut rng);
+        owners_case::<3>(&cuda, &Domain::Open, &[3, 7], &[1e-3, 0.05], &mut rng);
+        owners_case::<2>(&cuda, &Domain::Periodic([1.0; 2]), &[3, 7], &[1e-3, 0.05], &mut rng);
+        owners_case::<2>(&cuda, &Domain::Open, &[2, 5], &[1e-3, 0.3], &mut rng);
+    }
+}
+
+/// What an exchange does with a column's rows: a landing column, row ranges copied on the
+/// device, downloaded and uploaded; the same elements as on the CPU.
+#[test]
+fn row_ranges_equal_the_cpu() {
+    for d in devices() {
+        let cuda = Cuda { dev: d.clone() };
+        let src: Vec<[f32; 3]> = (0..1000).map(|i| [i as f32, -(i as f32), 0.5 * i as f32]).collect();
+        let ids: Vec<u64> = (0..777).map(|i| i * 3 + 1).collect();
+        let (dsrc, dids) = (dev(&d, &src), dev(&d, &ids));
+        for (from, to, len) in [(0usize, 0usize, 0usize), (0, 5, 1000 - 5), (123, 0, 400), (999, 999, 1)] {
+            let len = len.min(1000 - from).min(1000 - to);
+            let mut want: Vec<[f32; 3]> = Cpu.landing(1000).unwrap();
+            want.fill([7.0; 3]);
+            Cpu.copy_range(&src, from, &mut want, to, len).unwrap();
+            let mut got: DevBuf<[f32; 3]> = cuda.landing(1000).unwrap();
+            cuda.upload_range(&mut got, 0, &vec![[7.0f32; 3]; 1000]).unwrap();
+            cuda.copy_range(&dsrc, from, &mut got, to, len).unwrap();
+            assert_eq!(host(&got), want, "copy {from} -> {to}, {len} rows");
+            let mut part = vec![[0.0f32; 3]; len];
+            cuda.download_range(&got, to, &mut part).unwrap();
+            assert_eq!(part, src[from..from + len], "download {to}, {len} rows");
         }
+        let mut l: DevBuf<u64> = cuda.landing(777).unwrap();
+        cuda.upload_range(&mut l, 0, &ids[..300]).unwrap();
+        cuda.copy_range(&dids, 300, &mut l, 300, 477).unwrap();
+        assert_eq!(host(&l), ids, "upload then copy");
+        assert!(cuda.host_slice(&l).is_none() && cuda.device_ptr(&l).unwrap().is_some());
+        assert!(Cpu.host_slice(&ids).is_some() && Cpu.device_ptr(&ids).unwrap().is_none());
     }
 }
 
