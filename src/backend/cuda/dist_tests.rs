@@ -122,6 +122,13 @@ fn owners_histograms_and_rows_by_rank_equal_the_cpu() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     for d in devices() {
         let cuda = Cuda { dev: d.clone() };
+        if cfg!(feature = "cuda-emu-check") {
+            // Under the sanitizers and the interleaved schedule every kernel once, in each
+            // dimension (its variants), is what counts; the cases below are for the values.
+            owners_case::<3>(&cuda, &Domain::Periodic([1.0; 3]), &[3], &[0.05], &mut rng);
+            owners_case::<2>(&cuda, &Domain::Open, &[3], &[0.05], &mut rng);
+            continue;
+        }
         owners_case::<3>(&cuda, &Domain::Periodic([1.0; 3]), &[1, 2, 3, 7], &[0.0, 1e-3, 0.05, 0.6], &mut rng);
         owners_case::<3>(&cuda, &Domain::Open, &[3, 7], &[1e-3, 0.05], &mut rng);
         owners_case::<2>(&cuda, &Domain::Periodic([1.0; 2]), &[3, 7], &[1e-3, 0.05], &mut rng);
