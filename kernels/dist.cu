@@ -14,7 +14,6 @@
 #endif
 
 #define ZD_INDEX u32 i = blockIdx.x * ZT_BLOCK + threadIdx.x
-#define ZD_HD_U128 ZT_HD
 
 // ---- fills, casts, element-wise ----
 
@@ -220,11 +219,11 @@ struct ZdRanges {
 
 typedef unsigned __int128 u128;
 
-ZD_HD_U128 u128 zd_start(const ZdRanges& g, u32 r) { return (u128)g.starts[2 * r] << 64 | g.starts[2 * r + 1]; }
+ZT_HD u128 zd_start(const ZdRanges& g, u32 r) { return (u128)g.starts[2 * r] << 64 | g.starts[2 * r + 1]; }
 
 // The first r in [0, ranks) with starts[r + 1] > k (`starts[1..].partition_point(|s| s <= k)`),
 // and with `strict`, starts[r + 1] >= k (`partition_point(|s| s < k)`).
-ZD_HD_U128 u32 zd_partition(const ZdRanges& g, u128 k, bool strict) {
+ZT_HD u32 zd_partition(const ZdRanges& g, u128 k, bool strict) {
     u32 lo = 0, hi = g.ranks;
     while (lo < hi) {
         u32 mid = (lo + hi) / 2;

@@ -81,9 +81,18 @@ impl Cuda {
     }
 
     fn copy<T: Elem>(&self, src: &DevBuf<T>, dst: &DevBuf<T>, n: usize) -> Result<()> {
+        self.copy_elems::<T>(src.ptr(), dst.ptr(), n)
+    }
+
+    /// `n` consecutive elements of `T` from device address `src` to `dst` (the column
+    /// gather over the identity rows).
+    fn copy_elems<T: Elem>(&self, src: DevPtr, dst: DevPtr, n: usize) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
         let iota = prims::iota(&self.dev, n)?;
         let (w, k, _) = words_of::<T>();
-        launch(&self.dev, k, n * w, &[src.arg(), iota.arg(), Arg::U32(n32(n)?), Arg::U32(n32(w)?), dst.arg()])
+        launch(&self.dev, k, n * w, &[Arg::Ptr(src), iota.arg(), Arg::U32(n32(n)?), Arg::U32(n32(w)?), Arg::Ptr(dst)])
     }
 
     fn upload<T: Elem>(&self, v: &[T]) -> Result<DevBuf<T>> {
@@ -271,13 +280,8 @@ impl DistOps for Cuda {
     fn append<T: Elem>(&self, a: DevBuf<T>, b: &DevBuf<T>) -> Result<DevBuf<T>> {
         let (na, nb) = (a.len(), b.len());
         let out = DevBuf::new(&self.dev, na + nb)?;
-        let (w, k, _) = words_of::<T>();
         for (src, at, n) in [(&a, 0, na), (b, na, nb)] {
-            if n > 0 {
-                let iota = prims::iota(&self.dev, n)?;
-                let dst = out.ptr() + (at * size_of::<T>()) as u64;
-                launch(&self.dev, k, n * w, &[src.arg(), iota.arg(), Arg::U32(n32(n)?), Arg::U32(n32(w)?), Arg::Ptr(dst)])?;
-            }
+            self.copy_elems::<T>(src.ptr(), out.ptr() + (at * size_of::<T>()) as u64, n)?;
         }
         Ok(out)
     }
@@ -341,13 +345,7 @@ impl DistOps for Cuda {
 
     fn copy_range<T: Elem>(&self, src: &DevBuf<T>, from: usize, dst: &mut DevBuf<T>, to: usize, len: usize) -> Result<()> {
         assert!(from + len <= src.len() && to + len <= dst.len());
-        if len == 0 {
-            return Ok(());
-        }
-        let (w, k, _) = words_of::<T>();
-        let iota = prims::iota(&self.dev, len)?;
-        let (s, d) = (src.ptr() + (from * size_of::<T>()) as u64, dst.ptr() + (to * size_of::<T>()) as u64);
-        launch(&self.dev, k, len * w, &[Arg::Ptr(s), iota.arg(), Arg::U32(n32(len)?), Arg::U32(n32(w)?), Arg::Ptr(d)])
+        self.copy_elems::<T>(src.ptr() + (from * size_of::<T>()) as u64, dst.ptr() + (to * size_of::<T>()) as u64, len)
     }
 
     fn to_host<'a, T: Elem>(&self, b: &'a DevBuf<T>) -> Result<Cow<'a, [T]>> {
@@ -637,8 +635,8 @@ impl DistOps for Cuda {
 
     fn to_i64(&self, v: &DevBuf<u64>) -> Result<DevBuf<i64>> {
         let out: DevBuf<i64> = DevBuf::new(&self.dev, v.len())?;
-        let iota = prims::iota(&self.dev, v.len())?;
-        launch(&self.dev, "zd_gather8", v.len(), &[v.arg(), iota.arg(), Arg::U32(n32(v.len())?), Arg::U32(1), out.arg()])?;
+        // The same bits: an i64 for every u64 below 2^63 (global indices).
+        self.copy_elems::<u64>(v.ptr(), out.ptr(), v.len())?;
         Ok(out)
     }
 }
