@@ -63,6 +63,7 @@ static void init_particles(particle *ps, int64_t n, int64_t first_id) {
 
 static void print_stages(const ztree_context *ctx, const char *what) {
   ztree_stats st;
+  ztree_stats_init(&st);
   if (ztree_get_stats(ctx, &st) != ZTREE_OK) return;
   printf("    %-4s %7.1f ms:", what, st.total_seconds * 1e3);
   for (int s = 0; s < st.n_stages; s++) printf(" %s %.1f", st.stage_name[s], st.stage_seconds[s] * 1e3);
@@ -82,7 +83,7 @@ int main(int argc, char **argv) {
   init_particles(ps, n, (int64_t)rank * (total / size + 1));
 
   ztree_config cfg;
-  ztree_config_default(&cfg);
+  ztree_config_init(&cfg);
   cfg.periodic = 1;
   cfg.box_size[0] = cfg.box_size[1] = cfg.box_size[2] = 1.0;
   /* Ranks on one node share its cores: ZTREE_THREADS sets the threads per rank. */
@@ -99,7 +100,7 @@ int main(int argc, char **argv) {
 
   /* Particle data is described in place: array of structs, byte strides. */
   ztree_particles p;
-  memset(&p, 0, sizeof p);
+  ztree_particles_init(&p);
   p.count = n;
   p.memory = ZTREE_MEMORY_HOST;
   for (int d = 0; d < 3; d++) {
@@ -117,11 +118,13 @@ int main(int argc, char **argv) {
       for (int d = 0; d < 3; d++) ps[i].pos[d] = wrap(ps[i].pos[d] + ps[i].vel[d]);
     double t0 = MPI_Wtime();
 
-    ztree_knn_params kp = {0};
+    ztree_knn_params kp;
+    ztree_knn_params_init(&kp);
     kp.k = 16;
     kp.outputs = ZTREE_KNN_DENSITY | ZTREE_KNN_KTH_DISTANCE;
     if (step > 0) kp.kth_hint = (ztree_array){kth_prev, ZTREE_DTYPE_F64, 0};
-    ztree_knn_output ko = {0};
+    ztree_knn_output ko;
+    ztree_knn_output_init(&ko);
     ko.density = density;
     ko.kth_distance = kth;
     if (ztree_knn(ctx, &p, NULL, &kp, &ko) != ZTREE_OK) {
@@ -134,20 +137,24 @@ int main(int argc, char **argv) {
     if (rank == 0) printf("step %d\n", step);
     if (rank == 0) print_stages(ctx, "kNN");
     ztree_stats ks;
+    ztree_stats_init(&ks);
     ztree_get_stats(ctx, &ks);
     double t1 = MPI_Wtime();
 
-    ztree_fof_params fp = {0};
+    ztree_fof_params fp;
+    ztree_fof_params_init(&fp);
     fp.b = 0.2;
     fp.min_members = 20;
     fp.order = ZTREE_CATALOGUE_GADGET;
-    ztree_fof_output fo = {0};
+    ztree_fof_output fo;
+    ztree_fof_output_init(&fo);
     if (ztree_fof(ctx, &p, &fp, &fo) != ZTREE_OK) {
       fprintf(stderr, "rank %d: ztree_fof: %s\n", rank, ztree_last_error(ctx));
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     if (rank == 0) print_stages(ctx, "FoF");
     ztree_stats fs;
+    ztree_stats_init(&fs);
     ztree_get_stats(ctx, &fs);
     double t2 = MPI_Wtime();
 

@@ -25,7 +25,7 @@ int main(int argc, char **argv) {
   for (int64_t i = 0; i < 3 * n; i++) pos[i] = (float)rand() / ((float)RAND_MAX + 1.0f);
 
   ztree_config cfg;
-  ztree_config_default(&cfg);
+  ztree_config_init(&cfg);
   cfg.periodic = 1;
   ztree_context *ctx;
   if (ztree_create(&cfg, &ctx) != ZTREE_OK) {
@@ -34,14 +34,17 @@ int main(int argc, char **argv) {
   }
 
   /* The host call: the reference. */
-  ztree_particles p = {0};
+  ztree_particles p;
+  ztree_particles_init(&p);
   p.count = n;
   p.memory = ZTREE_MEMORY_HOST;
   for (int d = 0; d < 3; d++) p.pos[d] = (ztree_array){pos + d, ZTREE_DTYPE_F32, 3 * sizeof(float)};
-  ztree_knn_params kp = {0};
+  ztree_knn_params kp;
+  ztree_knn_params_init(&kp);
   kp.k = k;
   kp.outputs = ZTREE_KNN_INDICES;
-  ztree_knn_output host = {0};
+  ztree_knn_output host;
+  ztree_knn_output_init(&host);
   if (ztree_knn(ctx, &p, NULL, &kp, &host) != ZTREE_OK) {
     fprintf(stderr, "ztree_knn (host): %s\n", ztree_last_error(ctx));
     return 1;
@@ -55,7 +58,8 @@ int main(int argc, char **argv) {
   dp.memory = ZTREE_MEMORY_CUDA_DEVICE;
   if (devices == 0 || !load_driver()) {
     /* No GPU: the call is refused with a status and a message, nothing is touched. */
-    ztree_knn_output out = {0};
+    ztree_knn_output out;
+    ztree_knn_output_init(&out);
     ztree_status s = ztree_knn(ctx, &dp, NULL, &kp, &out);
     printf("device arrays without a GPU: status %d (%s): %s\n", (int)s, ztree_status_string(s), ztree_last_error(ctx));
     ztree_destroy(ctx);
@@ -66,7 +70,8 @@ int main(int argc, char **argv) {
   uint64_t didx = 0;
   cu.alloc(&didx, sizeof(int64_t) * (size_t)(n * k));
   for (int d = 0; d < 3; d++) dp.pos[d] = (ztree_array){(const void *)(uintptr_t)(dpos + d * sizeof(float)), ZTREE_DTYPE_F32, 3 * sizeof(float)};
-  ztree_knn_output out = {0};
+  ztree_knn_output out;
+  ztree_knn_output_init(&out);
   out.indices = (int64_t *)(uintptr_t)didx; /* a device array of n * k entries */
   kp.cuda_stream = NULL;                    /* the default stream */
   ztree_status s = ztree_knn(ctx, &dp, NULL, &kp, &out);

@@ -12,7 +12,7 @@ int main(void) {
   double z[6] = {0.10, 0.10, 0.50, 0.50, 0.90, 0.05};
 
   ztree_config cfg;
-  ztree_config_default(&cfg);
+  ztree_config_init(&cfg);
   cfg.periodic = 1; /* periodic unit box */
   ztree_context *ctx;
   if (ztree_create(&cfg, &ctx) != ZTREE_OK) {
@@ -20,17 +20,20 @@ int main(void) {
     return 1;
   }
 
-  ztree_particles p = {0};
+  ztree_particles p;
+  ztree_particles_init(&p);
   p.count = 6;
   p.memory = ZTREE_MEMORY_HOST;
   p.pos[0] = (ztree_array){x, ZTREE_DTYPE_F64, 0};
   p.pos[1] = (ztree_array){y, ZTREE_DTYPE_F64, 0};
   p.pos[2] = (ztree_array){z, ZTREE_DTYPE_F64, 0};
 
-  ztree_knn_params kp = {0};
+  ztree_knn_params kp;
+  ztree_knn_params_init(&kp);
   kp.k = 2;
   kp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES;
-  ztree_knn_output out = {0}; /* NULL arrays: the context provides them */
+  ztree_knn_output out; /* NULL arrays: the context provides them */
+  ztree_knn_output_init(&out);
   if (ztree_knn(ctx, &p, NULL, &kp, &out) != ZTREE_OK) {
     fprintf(stderr, "ztree_knn: %s\n", ztree_last_error(ctx));
     return 1;

@@ -44,7 +44,7 @@ program insitu
     vel(:, i) = (r - 0.5d0) * 1d-4
   end do
 
-  st = ztree_config_default(cfg)
+  st = ztree_config_init(cfg)
   cfg%periodic = 1
   cfg%box_size = 1.0d0
   st = ztree_create_mpi(cfg, int(MPI_COMM_WORLD, c_int32_t), ctx)

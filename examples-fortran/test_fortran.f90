@@ -20,7 +20,9 @@ program test_fortran
   call random_seed()
   call random_number(pos)
   pos(:, 1:100) = 0.5d0 + (pos(:, 1:100) - 0.5d0) * 0.02d0   ! one clump
-  st = ztree_config_default(cfg)
+  call check_struct_sizes()
+  st = ztree_config_init(cfg)
+  call check(st == ZTREE_OK .and. cfg%struct_size == c_sizeof(cfg) .and. cfg%dims == 3, 'config init')
   cfg%periodic = 1
   cfg%box_size = 1.0d0
   cfg%leaf_size = 8
@@ -88,6 +90,23 @@ program test_fortran
   print '(a)', 'test_fortran: all checks passed'
 
 contains
+
+  ! Each type's declared struct_size is its size in this module's layout (the library
+  ! reads and writes that many bytes).
+  subroutine check_struct_sizes()
+    type(ztree_particles) :: p
+    type(ztree_knn_params) :: kp
+    type(ztree_knn_output) :: ko
+    type(ztree_fof_params) :: fp
+    type(ztree_fof_output) :: fo
+    type(ztree_stats) :: s
+    call check(p%struct_size == c_sizeof(p), 'ztree_particles%struct_size')
+    call check(kp%struct_size == c_sizeof(kp), 'ztree_knn_params%struct_size')
+    call check(ko%struct_size == c_sizeof(ko), 'ztree_knn_output%struct_size')
+    call check(fp%struct_size == c_sizeof(fp), 'ztree_fof_params%struct_size')
+    call check(fo%struct_size == c_sizeof(fo), 'ztree_fof_output%struct_size')
+    call check(s%struct_size == c_sizeof(s), 'ztree_stats%struct_size')
+  end subroutine
 
   subroutine check(ok, what)
     logical, intent(in) :: ok

@@ -5,7 +5,7 @@
 !   use ztree
 !   type(ztree_config) :: cfg
 !   type(c_ptr) :: ctx
-!   ierr = ztree_config_default(cfg); cfg%periodic = 1; cfg%box_size = 1.0d0
+!   ierr = ztree_config_init(cfg); cfg%periodic = 1; cfg%box_size = 1.0d0
 !   ierr = ztree_create_mpi(cfg, MPI_COMM_WORLD, ctx)     ! use mpi (or ztree_create(cfg, ctx))
 !   ierr = ztree_create_mpi(cfg, MPI_COMM_WORLD%MPI_VAL, ctx)  ! use mpi_f08
 !   ierr = ztree_f_knn_density(ctx, pos, 16, density)        ! pos(3, n), real(4) or real(8)
@@ -42,6 +42,8 @@ module ztree
   end type
 
   type, bind(C), public :: ztree_particles
+    !> sizeof the struct in this module's layout (checked by the library and by the tests).
+    integer(c_size_t) :: struct_size = 216_c_size_t
     integer(c_int64_t) :: count = 0
     integer(c_int32_t) :: memory = 0
     type(ztree_array) :: pos(3)
@@ -51,6 +53,8 @@ module ztree
   end type
 
   type, bind(C), public :: ztree_config
+    !> Set by ztree_config_init.
+    integer(c_size_t) :: struct_size
     integer(c_int32_t) :: dims, periodic
     real(c_double) :: box_size(3)
     integer(c_int32_t) :: threads, leaf_size, coarsening, top_target, super_group
@@ -59,6 +63,8 @@ module ztree
   end type
 
   type, bind(C), public :: ztree_knn_params
+    !> sizeof the struct in this module's layout (checked by the library and by the tests).
+    integer(c_size_t) :: struct_size = 80_c_size_t
     integer(c_int32_t) :: k = 1
     integer(c_int32_t) :: outputs = 0   ! uint32_t bit mask in C
     integer(c_int32_t) :: order = 0
@@ -71,6 +77,8 @@ module ztree
   end type
 
   type, bind(C), public :: ztree_knn_output
+    !> sizeof the struct in this module's layout (checked by the library and by the tests).
+    integer(c_size_t) :: struct_size = 72_c_size_t
     type(c_ptr) :: indices = c_null_ptr, distances = c_null_ptr, kth_distance = c_null_ptr, &
                    density = c_null_ptr, scalar_mean = c_null_ptr, permutation = c_null_ptr
     integer(c_int64_t) :: n_queries = 0, padded_queries = 0
@@ -82,6 +90,8 @@ module ztree
   end type
 
   type, bind(C), public :: ztree_fof_params
+    !> sizeof the struct in this module's layout (checked by the library and by the tests).
+    integer(c_size_t) :: struct_size = 48_c_size_t
     real(c_double) :: linking_length = 0, b = 0
     integer(c_int32_t) :: min_members = 20, order = 0, members = 0
     !> MPI contexts: 0 = each halo on one rank; 1 = the whole catalogue on rank 0.
@@ -91,6 +101,8 @@ module ztree
   end type
 
   type, bind(C), public :: ztree_fof_output
+    !> sizeof the struct in this module's layout (checked by the library and by the tests).
+    integer(c_size_t) :: struct_size = 64_c_size_t
     type(c_ptr) :: labels = c_null_ptr
     integer(c_int64_t) :: n_halos = 0
     type(c_ptr) :: halos = c_null_ptr, member_offsets = c_null_ptr, member_indices = c_null_ptr
@@ -99,6 +111,8 @@ module ztree
   end type
 
   type, bind(C), public :: ztree_stats
+    !> sizeof the struct in this module's layout (checked by the library and by the tests).
+    integer(c_size_t) :: struct_size = 848_c_size_t
     integer(c_int32_t) :: n_stages
     character(kind=c_char) :: stage_name(16, 32)
     real(c_double) :: stage_seconds(32), total_seconds
@@ -107,7 +121,7 @@ module ztree
     integer(c_int64_t) :: bytes_sent, messages, owned
   end type
 
-  public :: ztree_config_default, ztree_create, ztree_create_mpi, ztree_destroy, ztree_knn, &
+  public :: ztree_config_init, ztree_create, ztree_create_mpi, ztree_destroy, ztree_knn, &
             ztree_fof, ztree_get_stats, ztree_last_error, ztree_version, ztree_particles_xyz, &
             ztree_set_velocities, ztree_set_masses, ztree_set_ids, ztree_knn_bytes, ztree_fof_bytes, &
             ztree_f_knn_density, ztree_f_fof_labels, ztree_stage_name, ztree_cuda_device_count
@@ -117,9 +131,10 @@ module ztree
     integer(c_int32_t) function ztree_cuda_device_count() bind(C, name="ztree_cuda_device_count")
       import :: c_int32_t
     end function
-    integer(c_int) function ztree_config_default(cfg) bind(C, name="ztree_config_default")
-      import :: c_int, ztree_config
+    integer(c_int) function c_config_init_size(cfg, size) bind(C, name="ztree_config_init_size")
+      import :: c_int, c_size_t, ztree_config
       type(ztree_config), intent(out) :: cfg
+      integer(c_size_t), value :: size
     end function
     integer(c_int) function ztree_create(cfg, ctx) bind(C, name="ztree_create")
       import :: c_int, c_ptr, ztree_config
@@ -214,6 +229,13 @@ module ztree
   end interface
 
 contains
+
+  !> The defaults of a configuration: 3D, open domain, unit box, all cores, jz-tree's tree
+  !> parameters, particle mass 1. (The other types are initialised by their declaration.)
+  integer(c_int) function ztree_config_init(cfg) result(ierr)
+    type(ztree_config), intent(out) :: cfg
+    ierr = c_config_init_size(cfg, c_sizeof(cfg))
+  end function
 
   function c_to_f(s) result(f)
     type(c_ptr), intent(in) :: s

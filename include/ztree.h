@@ -74,7 +74,7 @@
 // Version of the ztree library this header belongs to.
 #define ZTREE_VERSION_MAJOR 0
 
-#define ZTREE_VERSION_MINOR 2
+#define ZTREE_VERSION_MINOR 3
 
 #define ZTREE_VERSION_PATCH 0
 
@@ -121,6 +121,9 @@ typedef struct ztree_context ztree_context;
 
 // Configuration of a context (fill with `ztree_config_default`, then change fields).
 typedef struct ztree_config {
+  // Bytes of this struct as the caller's header declares it: set by `ztree_config_init` (C) or
+  // by the Fortran type's default initialisation; checked by every call.
+  size_t struct_size;
   // 2 or 3.
   int32_t dims;
   // 0: open domain (bounding box); 1: periodic box `[0, box_size[d])`.
@@ -154,6 +157,9 @@ typedef struct ztree_config {
 
 // Statistics of the last call on a context.
 typedef struct ztree_stats {
+  // Bytes of this struct as the caller's header declares it: set by `ztree_stats_init` (C) or
+  // by the Fortran type's default initialisation; checked by every call.
+  size_t struct_size;
   // Stages reported in `stage_name` and `stage_seconds`.
   int32_t n_stages;
   // NUL-terminated stage names ("sort", "tree", "walk", ...).
@@ -194,6 +200,9 @@ typedef struct ztree_array {
 
 // Particles as a caller holds them. Optional arrays have `data = NULL`.
 typedef struct ztree_particles {
+  // Bytes of this struct as the caller's header declares it: set by `ztree_particles_init` (C) or
+  // by the Fortran type's default initialisation; checked by every call.
+  size_t struct_size;
   // Number of particles (>= 0).
   int64_t count;
   // `ZTREE_MEMORY_HOST`, or `ZTREE_MEMORY_CUDA_DEVICE` for device arrays (the CUDA
@@ -210,9 +219,69 @@ typedef struct ztree_particles {
   struct ztree_array ids;
 } ztree_particles;
 
+// Parameters of `ztree_knn`.
+typedef struct ztree_knn_params {
+  // Bytes of this struct as the caller's header declares it: set by `ztree_knn_params_init` (C) or
+  // by the Fortran type's default initialisation; checked by every call.
+  size_t struct_size;
+  // Neighbours per query (>= 1; more than the sources pads rows with -1 / +inf).
+  int32_t k;
+  // Which outputs to compute: `ZTREE_KNN_*` bits.
+  uint32_t outputs;
+  // `ZTREE_ORDER_INPUT` or `ZTREE_ORDER_ZORDER` (rows in z-order; ask for
+  // `ZTREE_KNN_PERMUTATION` to learn which query each row is).
+  int32_t order;
+  // Per-source scalar (f32 or f64) averaged over the neighbours for
+  // `ZTREE_KNN_SCALAR_MEAN`.
+  struct ztree_array scalar;
+  // The CUDA stream (`cudaStream_t` / `CUstream`) device work is queued on when the
+  // particles are device arrays; NULL: the default stream. Ignored for host arrays.
+  // The call waits for the stream before it returns (its outputs are then ready, and
+  // its scratch memory handed back).
+  void *cuda_stream;
+  // Optional (`data = NULL`: none), f32 or f64, one per query in input order: a guess
+  // of each query's k-th neighbour distance, typically the previous step's
+  // `kth_distance` output. The search starts within it and widens where it holds fewer
+  // than k sources, so the results are the same whatever it holds (values that are not
+  // finite and positive mean "no guess"); a close guess makes the call faster. Read by
+  // host calls, serial or distributed (ranks may differ in giving one); device calls
+  // ignore it.
+  struct ztree_array kth_hint;
+} ztree_knn_params;
+
+// Outputs of `ztree_knn`. For each output requested in `ztree_knn_params::outputs`:
+// pass a caller array of the right size, or NULL to have the context provide one (valid
+// until the next call on the context); on return the pointer says where the results are.
+// A pointer the context returned before means the context's buffer again, so an output
+// struct can be reused without resetting it. Outputs not requested are left alone.
+typedef struct ztree_knn_output {
+  // Bytes of this struct as the caller's header declares it: set by `ztree_knn_output_init` (C) or
+  // by the Fortran type's default initialisation; checked by every call.
+  size_t struct_size;
+  // `n_queries * k` source indices (input order), nearest first; -1 pads.
+  int64_t *indices;
+  // `n_queries * k` distances, ascending; +inf pads.
+  double *distances;
+  // `n_queries` distances to the k-th neighbour (+inf when fewer than k sources).
+  double *kth_distance;
+  // `n_queries` densities: k (or the neighbours' mass) over the volume of the k-ball.
+  double *density;
+  // `n_queries` means of `ztree_knn_params::scalar` over the neighbours.
+  double *scalar_mean;
+  // `n_queries` input indices of the query in each row (with `ZTREE_ORDER_ZORDER`).
+  int64_t *permutation;
+  // Out: number of queries (rows).
+  int64_t n_queries;
+  // Out: queries with fewer than k neighbours.
+  int64_t padded_queries;
+} ztree_knn_output;
+
 // Parameters of `ztree_fof`. Give exactly one of `linking_length` (absolute) and `b`
 // (relative: b * (V/N)^(1/dims), periodic boxes only); the other must be 0.
 typedef struct ztree_fof_params {
+  // Bytes of this struct as the caller's header declares it: set by `ztree_fof_params_init` (C) or
+  // by the Fortran type's default initialisation; checked by every call.
+  size_t struct_size;
   // Absolute linking length (> 0), or 0 to use `b`.
   double linking_length;
   // Linking length relative to the mean spacing (> 0), or 0 to use `linking_length`.
@@ -255,6 +324,9 @@ typedef struct ztree_halo {
 // `member_offsets` always has `n_halos + 1` entries, and no pointer dangles, even with no
 // particles or no halos.
 typedef struct ztree_fof_output {
+  // Bytes of this struct as the caller's header declares it: set by `ztree_fof_output_init` (C) or
+  // by the Fortran type's default initialisation; checked by every call.
+  size_t struct_size;
   // Per particle (input order): its halo's tag, or -1.
   int64_t *labels;
   // Out: number of catalogue rows returned on this rank.
@@ -272,64 +344,9 @@ typedef struct ztree_fof_output {
   int64_t n_groups_total;
 } ztree_fof_output;
 
-// Parameters of `ztree_knn`.
-typedef struct ztree_knn_params {
-  // Neighbours per query (>= 1; more than the sources pads rows with -1 / +inf).
-  int32_t k;
-  // Which outputs to compute: `ZTREE_KNN_*` bits.
-  uint32_t outputs;
-  // `ZTREE_ORDER_INPUT` or `ZTREE_ORDER_ZORDER` (rows in z-order; ask for
-  // `ZTREE_KNN_PERMUTATION` to learn which query each row is).
-  int32_t order;
-  // Per-source scalar (f32 or f64) averaged over the neighbours for
-  // `ZTREE_KNN_SCALAR_MEAN`.
-  struct ztree_array scalar;
-  // The CUDA stream (`cudaStream_t` / `CUstream`) device work is queued on when the
-  // particles are device arrays; NULL: the default stream. Ignored for host arrays.
-  // The call waits for the stream before it returns (its outputs are then ready, and
-  // its scratch memory handed back).
-  void *cuda_stream;
-  // Optional (`data = NULL`: none), f32 or f64, one per query in input order: a guess
-  // of each query's k-th neighbour distance, typically the previous step's
-  // `kth_distance` output. The search starts within it and widens where it holds fewer
-  // than k sources, so the results are the same whatever it holds (values that are not
-  // finite and positive mean "no guess"); a close guess makes the call faster. Read by
-  // host calls, serial or distributed (ranks may differ in giving one); device calls
-  // ignore it.
-  struct ztree_array kth_hint;
-} ztree_knn_params;
-
-// Outputs of `ztree_knn`. For each output requested in `ztree_knn_params::outputs`:
-// pass a caller array of the right size, or NULL to have the context provide one (valid
-// until the next call on the context); on return the pointer says where the results are.
-// A pointer the context returned before means the context's buffer again, so an output
-// struct can be reused without resetting it. Outputs not requested are left alone.
-typedef struct ztree_knn_output {
-  // `n_queries * k` source indices (input order), nearest first; -1 pads.
-  int64_t *indices;
-  // `n_queries * k` distances, ascending; +inf pads.
-  double *distances;
-  // `n_queries` distances to the k-th neighbour (+inf when fewer than k sources).
-  double *kth_distance;
-  // `n_queries` densities: k (or the neighbours' mass) over the volume of the k-ball.
-  double *density;
-  // `n_queries` means of `ztree_knn_params::scalar` over the neighbours.
-  double *scalar_mean;
-  // `n_queries` input indices of the query in each row (with `ZTREE_ORDER_ZORDER`).
-  int64_t *permutation;
-  // Out: number of queries (rows).
-  int64_t n_queries;
-  // Out: queries with fewer than k neighbours.
-  int64_t padded_queries;
-} ztree_knn_output;
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
-
-// Fills `cfg` with the defaults: 3D, open domain, unit box, all cores, jz-tree's tree
-// parameters, particle mass 1.
-enum ztree_status ztree_config_default(struct ztree_config *cfg);
 
 // Creates a context for serial use. On failure `*out` is NULL and
 // `ztree_last_error(NULL)` explains.
@@ -370,6 +387,34 @@ const char *ztree_version(void);
 
 // Statistics of the last successful call on `ctx`.
 enum ztree_status ztree_get_stats(const struct ztree_context *ctx, struct ztree_stats *out);
+
+// Fills a `ztree_config` of `size` bytes (`sizeof` in the caller's header) with its
+// defaults. C and C++ callers use `ztree_config_init(&s)`, which passes the size.
+enum ztree_status ztree_config_init_size(struct ztree_config *s, size_t size);
+
+// Fills a `ztree_particles` of `size` bytes (`sizeof` in the caller's header) with its
+// defaults. C and C++ callers use `ztree_particles_init(&s)`, which passes the size.
+enum ztree_status ztree_particles_init_size(struct ztree_particles *s, size_t size);
+
+// Fills a `ztree_knn_params` of `size` bytes (`sizeof` in the caller's header) with its
+// defaults. C and C++ callers use `ztree_knn_params_init(&s)`, which passes the size.
+enum ztree_status ztree_knn_params_init_size(struct ztree_knn_params *s, size_t size);
+
+// Fills a `ztree_knn_output` of `size` bytes (`sizeof` in the caller's header) with its
+// defaults. C and C++ callers use `ztree_knn_output_init(&s)`, which passes the size.
+enum ztree_status ztree_knn_output_init_size(struct ztree_knn_output *s, size_t size);
+
+// Fills a `ztree_fof_params` of `size` bytes (`sizeof` in the caller's header) with its
+// defaults. C and C++ callers use `ztree_fof_params_init(&s)`, which passes the size.
+enum ztree_status ztree_fof_params_init_size(struct ztree_fof_params *s, size_t size);
+
+// Fills a `ztree_fof_output` of `size` bytes (`sizeof` in the caller's header) with its
+// defaults. C and C++ callers use `ztree_fof_output_init(&s)`, which passes the size.
+enum ztree_status ztree_fof_output_init_size(struct ztree_fof_output *s, size_t size);
+
+// Fills a `ztree_stats` of `size` bytes (`sizeof` in the caller's header) with its
+// defaults. C and C++ callers use `ztree_stats_init(&s)`, which passes the size.
+enum ztree_status ztree_stats_init_size(struct ztree_stats *s, size_t size);
 
 // Friends-of-friends halos of `particles`: per-particle halo tags and the catalogue. On
 // an MPI context every rank checks its arguments and then all agree, as in `ztree_knn`.
@@ -414,4 +459,20 @@ enum ztree_status ztree_knn_bytes(struct ztree_context *ctx,
 }  // extern "C"
 #endif  // __cplusplus
 
-#endif  /* ZTREE_H */
+/* Initialisers: each fills a struct with its defaults and records sizeof the struct as
+ * this header declares it, so that a library built from a later header (with fields
+ * appended) reads this caller's layout and gives the later fields their defaults. */
+#ifdef __cplusplus
+#define ZTREE_INLINE inline
+#else
+#define ZTREE_INLINE static inline
+#endif
+ZTREE_INLINE enum ztree_status ztree_config_init(struct ztree_config *s) { return ztree_config_init_size(s, sizeof *s); }
+ZTREE_INLINE enum ztree_status ztree_particles_init(struct ztree_particles *s) { return ztree_particles_init_size(s, sizeof *s); }
+ZTREE_INLINE enum ztree_status ztree_knn_params_init(struct ztree_knn_params *s) { return ztree_knn_params_init_size(s, sizeof *s); }
+ZTREE_INLINE enum ztree_status ztree_knn_output_init(struct ztree_knn_output *s) { return ztree_knn_output_init_size(s, sizeof *s); }
+ZTREE_INLINE enum ztree_status ztree_fof_params_init(struct ztree_fof_params *s) { return ztree_fof_params_init_size(s, sizeof *s); }
+ZTREE_INLINE enum ztree_status ztree_fof_output_init(struct ztree_fof_output *s) { return ztree_fof_output_init_size(s, sizeof *s); }
+ZTREE_INLINE enum ztree_status ztree_stats_init(struct ztree_stats *s) { return ztree_stats_init_size(s, sizeof *s); }
+
+#endif /* ZTREE_H */

@@ -75,12 +75,13 @@ pub use knn::{KnnLists, KnnOutput, KnnParams, KnnStats, OutputOrder, SourceField
 #[doc(hidden)]
 #[allow(missing_docs)] // test hooks: the C API's own items, documented in the header
 pub mod __emulator {
+    pub use crate::ffi::abi::Versioned;
     pub use crate::ffi::fof::ztree_fof;
     pub use crate::ffi::knn::ztree_knn;
     pub use crate::ffi::types::*;
     #[cfg(feature = "mpi")]
     pub use crate::ffi::ztree_create_mpi;
-    pub use crate::ffi::{ztree_config_default, ztree_context, ztree_create, ztree_destroy, ztree_last_error};
+    pub use crate::ffi::{ztree_context, ztree_create, ztree_destroy, ztree_last_error};
 
     /// Device calls on the emulator from now on (`true`) or on real devices.
     pub fn emulate_devices(on: bool) {

@@ -119,6 +119,7 @@ static void print_stage_list(const ztree_stats *st, const char *key) {
 /* The stage breakdown and scratch bytes of the last call, as JSON members. */
 static void print_stats(const ztree_context *ctx) {
   ztree_stats st;
+  ztree_stats_init(&st);
   check(ztree_get_stats(ctx, &st), ctx, "ztree_get_stats");
   print_stage_list(&st, "stages");
   printf(", \"stage_total\": %.6f, \"scratch_bytes\": %lld", st.total_seconds, (long long)st.scratch_bytes);
@@ -127,6 +128,7 @@ static void print_stats(const ztree_context *ctx) {
 /* The stage breakdown of the last of the later calls (PEER_CALLS > 1), as a JSON member. */
 static void print_later_stages(const ztree_context *ctx) {
   ztree_stats st;
+  ztree_stats_init(&st);
   check(ztree_get_stats(ctx, &st), ctx, "ztree_get_stats");
   print_stage_list(&st, "later_stages");
 }
@@ -134,7 +136,7 @@ static void print_later_stages(const ztree_context *ctx) {
 /* A context with `threads` threads over the periodic box [0, box)^3 (open when box <= 0). */
 static ztree_context *open_context(int threads, double box) {
   ztree_config cfg;
-  ztree_config_default(&cfg);
+  ztree_config_init(&cfg);
   cfg.threads = threads;
   cfg.periodic = box > 0;
   if (box > 0) cfg.box_size[0] = cfg.box_size[1] = cfg.box_size[2] = box;
@@ -148,7 +150,7 @@ static ztree_context *open_context(int threads, double box) {
 /* n points of `es`-byte reals, x y z interleaved from `base` (host or device memory). */
 static ztree_particles particles(long long n, int es, const char *base, int memory) {
   ztree_particles p;
-  memset(&p, 0, sizeof p);
+  ztree_particles_init(&p);
   p.count = n;
   p.memory = memory;
   for (int d = 0; d < 3; d++) p.pos[d] = (ztree_array){base + d * es, es == 8 ? ZTREE_DTYPE_F64 : ZTREE_DTYPE_F32, 3 * es};
@@ -158,11 +160,11 @@ static ztree_particles particles(long long n, int es, const char *base, int memo
 /* kNN of k neighbours, indices and distances in input order, into idx and dist (host or
  * device arrays of n * k). */
 static void knn_request(int k, int64_t *idx, double *dist, ztree_knn_params *kp, ztree_knn_output *ko) {
-  memset(kp, 0, sizeof *kp);
+  ztree_knn_params_init(kp);
   kp->k = k;
   kp->outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES;
   kp->order = ZTREE_ORDER_INPUT;
-  memset(ko, 0, sizeof *ko);
+  ztree_knn_params_init(ko);
   ko->indices = idx;
   ko->distances = dist;
 }
@@ -227,13 +229,13 @@ static int run_on_device(char **argv) {
     uint64_t dlab = 0;
     if (cu.alloc(&dlab, 8 * (size_t)(n ? n : 1))) die("labels", "device out of memory");
     ztree_fof_params fp;
-    memset(&fp, 0, sizeof fp);
+    ztree_fof_params_init(&fp);
     fp.linking_length = atof(argv[3]);
     fp.min_members = 20;
     fp.order = ZTREE_CATALOGUE_ZORDER;
     ztree_fof_output fo;
     for (int r = -1; r < reps; r++) {
-      memset(&fo, 0, sizeof fo);
+      ztree_fof_output_init(&fo);
       fo.labels = (int64_t *)(uintptr_t)dlab;
       double t0 = now();
       check(ztree_fof(ctx, &p, &fp, &fo), ctx, "ztree_fof");
@@ -320,12 +322,12 @@ int main(int argc, char **argv) {
     int64_t *labels = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     if (!labels) die("labels", "out of memory");
     ztree_fof_params fp;
-    memset(&fp, 0, sizeof fp);
+    ztree_fof_params_init(&fp);
     fp.linking_length = link;
     fp.min_members = 20;
     fp.order = ZTREE_CATALOGUE_ZORDER;
     ztree_fof_output fo;
-    memset(&fo, 0, sizeof fo);
+    ztree_fof_output_init(&fo);
     fo.labels = labels;
     long long rss0 = status_bytes("VmRSS:");
     reset_peak();
@@ -345,7 +347,7 @@ int main(int argc, char **argv) {
     if (calls > 1) {
       double later[100];
       for (int c = 1; c < calls; c++) {
-        memset(&fo, 0, sizeof fo);
+        ztree_fof_output_init(&fo);
         fo.labels = labels;
         double t1 = now();
         check(ztree_fof(ctx, &p, &fp, &fo), ctx, "ztree_fof");

@@ -5,9 +5,10 @@
 use std::ffi::c_void;
 
 use super::EMULATE;
+use crate::ffi::abi::Versioned;
 use crate::ffi::knn::ztree_knn;
 use crate::ffi::types::*;
-use crate::ffi::{ztree_config_default, ztree_create, ztree_destroy, ztree_last_error};
+use crate::ffi::{ztree_create, ztree_destroy, ztree_last_error};
 
 struct Pts<T> {
     xyz: Vec<T>,
@@ -41,6 +42,7 @@ fn particles<T>(p: &Pts<T>, dtype: i32, memory: i32) -> ztree_particles {
     let arr = |d: usize| ztree_array { data: unsafe { p.xyz.as_ptr().add(d) } as *const c_void, dtype, stride: 3 * size };
     let none = ztree_array { data: std::ptr::null(), dtype: 0, stride: 0 };
     ztree_particles {
+        struct_size: size_of::<ztree_particles>(),
         count: n as i64,
         memory,
         pos: [arr(0), arr(1), arr(2)],
@@ -76,8 +78,7 @@ fn run(
 /// A serial context in the periodic unit box whose device calls run on the emulator.
 fn emulated_context(particle_mass: f64) -> *mut crate::ffi::ztree_context {
     EMULATE.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut cfg: ztree_config = unsafe { std::mem::zeroed() };
-    ztree_config_default(&mut cfg);
+    let mut cfg = ztree_config::defaults();
     cfg.periodic = 1;
     cfg.box_size = [1.0; 3];
     cfg.particle_mass = particle_mass;
@@ -104,6 +105,7 @@ fn knn_on_device_arrays_equals_host_arrays() {
         let scalar = if name.starts_with("f64") { p64.scalar.as_ptr() } else { p32.scalar.as_ptr() };
         for (k, order, masses) in [(1, ZTREE_ORDER_INPUT, true), (16, ZTREE_ORDER_ZORDER, false), (40, ZTREE_ORDER_INPUT, false)] {
             let kp = ztree_knn_params {
+                struct_size: size_of::<ztree_knn_params>(),
                 k,
                 outputs: all,
                 order,
@@ -115,7 +117,7 @@ fn knn_on_device_arrays_equals_host_arrays() {
             if !masses {
                 src.mass.data = std::ptr::null(); // the constant particle mass
             }
-            let mut host_out: ztree_knn_output = unsafe { std::mem::zeroed() };
+            let mut host_out = ztree_knn_output::defaults();
             let host = run(ctx, &src, qry.as_ref(), &kp, &mut host_out);
             let (mut dsrc, mut dqry) = (src, qry);
             dsrc.memory = ZTREE_MEMORY_CUDA_DEVICE;
@@ -124,7 +126,7 @@ fn knn_on_device_arrays_equals_host_arrays() {
             }
             // Context-owned device outputs, twice through one output struct (the second
             // call recognises the context's own pointers), then caller "device" arrays.
-            let mut dev_out: ztree_knn_output = unsafe { std::mem::zeroed() };
+            let mut dev_out = ztree_knn_output::defaults();
             for round in 0..2 {
                 let dev = run(ctx, &dsrc, dqry.as_ref(), &kp, &mut dev_out);
                 for (j, (d, h)) in dev.iter().zip(&host).enumerate() {
@@ -140,7 +142,7 @@ fn knn_on_device_arrays_equals_host_arrays() {
             let (nq, ku) = (host_out.n_queries as usize, k as usize);
             let (mut idx, mut dist, mut kth) = (vec![0i64; nq * ku], vec![0f64; nq * ku], vec![0f64; nq]);
             let (mut den, mut mean, mut perm) = (vec![0f64; nq], vec![0f64; nq], vec![0i64; nq]);
-            let mut caller_out: ztree_knn_output = unsafe { std::mem::zeroed() };
+            let mut caller_out = ztree_knn_output::defaults();
             caller_out.indices = idx.as_mut_ptr();
             caller_out.distances = dist.as_mut_ptr();
             caller_out.kth_distance = kth.as_mut_ptr();
@@ -193,6 +195,7 @@ fn fof_on_device_arrays_equals_host_arrays() {
                 p.ids = ztree_array { data: ids_i32.as_ptr() as *const c_void, dtype: ZTREE_DTYPE_I32, stride: 0 };
             }
             let fp = ztree_fof_params {
+                struct_size: size_of::<ztree_fof_params>(),
                 linking_length: 0.0,
                 b,
                 min_members: 2,
@@ -201,17 +204,17 @@ fn fof_on_device_arrays_equals_host_arrays() {
                 gather: 0,
                 cuda_stream: std::ptr::null_mut(),
             };
-            let mut ho: ztree_fof_output = unsafe { std::mem::zeroed() };
+            let mut ho = ztree_fof_output::defaults();
             let host = fof_words(ctx, &p, &fp, &mut ho);
             assert!(ho.n_halos > 3, "{name}: a test with halos");
             let mut dp = p;
             dp.memory = ZTREE_MEMORY_CUDA_DEVICE;
-            let mut dout: ztree_fof_output = unsafe { std::mem::zeroed() };
+            let mut dout = ztree_fof_output::defaults();
             for round in 0..2 {
                 assert!(fof_words(ctx, &dp, &fp, &mut dout) == host, "{name}, b = {b}, round {round}: device FoF differs from host FoF");
             }
             let mut labels = vec![0i64; 4000];
-            let mut cout: ztree_fof_output = unsafe { std::mem::zeroed() };
+            let mut cout = ztree_fof_output::defaults();
             cout.labels = labels.as_mut_ptr();
             assert!(fof_words(ctx, &dp, &fp, &mut cout) == host, "{name}, b = {b}: caller labels differ");
             assert_eq!(cout.labels, labels.as_mut_ptr());
@@ -233,16 +236,17 @@ fn device_scratch_per_particle_is_reported() {
     let mut src = particles(&p32, ZTREE_DTYPE_F32, ZTREE_MEMORY_CUDA_DEVICE);
     src.mass.data = std::ptr::null();
     let stats = || {
-        let mut st: ztree_stats = unsafe { std::mem::zeroed() };
+        let mut st = ztree_stats::defaults();
         assert_eq!(ztree_get_stats(ctx, &mut st), ztree_status::ZTREE_OK);
         st.scratch_bytes as f64 / n as f64
     };
-    let kp = ztree_knn_params { k: 16, outputs: ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES, ..unsafe { std::mem::zeroed() } };
-    let mut o: ztree_knn_output = unsafe { std::mem::zeroed() };
+    let kp = ztree_knn_params { k: 16, outputs: ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES, ..Versioned::defaults() };
+    let mut o = ztree_knn_output::defaults();
     let s = unsafe { ztree_knn(ctx, &src, std::ptr::null(), &kp, &mut o) };
     assert_eq!(s, ztree_status::ZTREE_OK);
     let knn = stats();
     let fp = ztree_fof_params {
+        struct_size: size_of::<ztree_fof_params>(),
         linking_length: 0.0,
         b: 0.2,
         min_members: 20,
@@ -251,7 +255,7 @@ fn device_scratch_per_particle_is_reported() {
         gather: 0,
         cuda_stream: std::ptr::null_mut(),
     };
-    let mut fo: ztree_fof_output = unsafe { std::mem::zeroed() };
+    let mut fo = ztree_fof_output::defaults();
     assert_eq!(unsafe { ztree_fof(ctx, &src, &fp, &mut fo) }, ztree_status::ZTREE_OK);
     let fof = stats();
     eprintln!("device scratch per particle, f32, {n} clustered points: kNN k = 16 {knn:.0} B, FoF b = 0.2 + catalogue {fof:.0} B");

@@ -4,7 +4,7 @@
 use super::input::{Strided, StridedPoints, StridedVectors, config_words, count_of, domain, null, pos_dtype, positions, presence, vectors};
 use super::out::{Bytes, DistInfo, Proposal, agree_args, dest, fill_stats, reserve};
 use super::types::*;
-use super::{Fail, fail, guard, ztree_context};
+use super::{Fail, abi, fail, guard, ztree_context};
 use crate::fof::{Catalogue, CatalogueOrder, FofFields, FofParams, FofStats, LinkingLength};
 use crate::geom::Real;
 use crate::input::{ParticleIds, ScalarField, VectorField};
@@ -66,24 +66,28 @@ unsafe fn entry(
         if particles.is_null() || params.is_null() || out.is_null() {
             return Err(null("ztree_fof: particles, params or out"));
         }
-        // SAFETY: checked non-null; the structs are plain data.
-        let (p, prm) = unsafe { (particles.read(), params.read()) };
+        // SAFETY: checked non-null; the structs start with their sizes.
+        let (p, prm, o) = unsafe { (abi::read_in(particles)?, abi::read_in(params)?, abi::read_in(out.cast_const())?) };
         let dtype = pos_dtype(&p, dims, "particles")?;
-        Ok((p, prm, dtype))
+        Ok((p, prm, dtype, o))
     })();
-    let (p, prm, dtype) = match args {
+    let (p, prm, dtype, mut o) = match args {
         Ok(a) => a,
         Err(e) if size.is_some() => return Err(e),
         Err(e) => return agree_args(&ctx.comm, "FoF", Err::<Proposal, _>(e), |p| p).map(|_| ()),
     };
-    // SAFETY: checked non-null in `args`.
-    let o = unsafe { &mut *out };
+    let sizing = size.is_some();
     match (dims, dtype) {
-        (2, ZTREE_DTYPE_F32) => typed::<f32, 2>(ctx, &p, &prm, dtype, o, size),
-        (2, _) => typed::<f64, 2>(ctx, &p, &prm, dtype, o, size),
-        (_, ZTREE_DTYPE_F32) => typed::<f32, 3>(ctx, &p, &prm, dtype, o, size),
-        _ => typed::<f64, 3>(ctx, &p, &prm, dtype, o, size),
+        (2, ZTREE_DTYPE_F32) => typed::<f32, 2>(ctx, &p, &prm, dtype, &mut o, size),
+        (2, _) => typed::<f64, 2>(ctx, &p, &prm, dtype, &mut o, size),
+        (_, ZTREE_DTYPE_F32) => typed::<f32, 3>(ctx, &p, &prm, dtype, &mut o, size),
+        _ => typed::<f64, 3>(ctx, &p, &prm, dtype, &mut o, size),
+    }?;
+    if sizing {
+        return Ok(());
     }
+    // SAFETY: checked non-null in `args`; `o` keeps the caller's layout.
+    unsafe { abi::write_out(out, &o) }
 }
 
 /// The arguments after every check that needs no allocation.

@@ -4,7 +4,7 @@
 use super::input::{Constant, Strided, StridedPoints, config_words, count_of, domain, null, pos_dtype, positions, presence};
 use super::out::{Bytes, DistInfo, Proposal, agree_args, dest, fill_stats, try_vec};
 use super::types::*;
-use super::{Fail, fail, guard, ztree_context};
+use super::{Fail, abi, fail, guard, ztree_context};
 use crate::geom::Real;
 use crate::input::ScalarField;
 use crate::knn::{KnnOutput, KnnParams, OutputOrder, SourceFields};
@@ -80,30 +80,34 @@ unsafe fn entry(
         if sources.is_null() || params.is_null() || out.is_null() {
             return Err(null("ztree_knn: sources, params or out"));
         }
-        // SAFETY: checked non-null; the structs are plain data.
-        let (src, prm) = unsafe { (sources.read(), params.read()) };
-        let qry = if queries.is_null() { None } else { Some(unsafe { queries.read() }) };
+        // SAFETY: checked non-null; the structs start with their sizes.
+        let (src, prm, o) = unsafe { (abi::read_in(sources)?, abi::read_in(params)?, abi::read_in(out.cast_const())?) };
+        let qry = if queries.is_null() { None } else { Some(unsafe { abi::read_in(queries) }?) };
         let dtype = pos_dtype(&src, dims, "sources")?;
         if let Some(q) = &qry
             && pos_dtype(q, dims, "queries")? != dtype
         {
             return Err(fail(ZTREE_ERR_DTYPE, "queries: positions must have the same element type as the sources"));
         }
-        Ok(Args { src, qry, prm, dtype })
+        Ok((Args { src, qry, prm, dtype }, o))
     })();
-    let args = match args {
+    let (args, mut o) = match args {
         Ok(a) => a,
         Err(e) if size.is_some() => return Err(e),
         Err(e) => return agree_args(&ctx.comm, "kNN", Err::<Proposal, _>(e), |p| p).map(|_| ()),
     };
-    // SAFETY: checked non-null in `args`.
-    let o = unsafe { &mut *out };
+    let sizing = size.is_some();
     match (dims, args.dtype) {
-        (2, ZTREE_DTYPE_F32) => typed::<f32, 2>(ctx, &args, o, size),
-        (2, _) => typed::<f64, 2>(ctx, &args, o, size),
-        (_, ZTREE_DTYPE_F32) => typed::<f32, 3>(ctx, &args, o, size),
-        _ => typed::<f64, 3>(ctx, &args, o, size),
+        (2, ZTREE_DTYPE_F32) => typed::<f32, 2>(ctx, &args, &mut o, size),
+        (2, _) => typed::<f64, 2>(ctx, &args, &mut o, size),
+        (_, ZTREE_DTYPE_F32) => typed::<f32, 3>(ctx, &args, &mut o, size),
+        _ => typed::<f64, 3>(ctx, &args, &mut o, size),
+    }?;
+    if sizing {
+        return Ok(());
     }
+    // SAFETY: checked non-null in `args`; `o` keeps the caller's layout.
+    unsafe { abi::write_out(out, &o) }
 }
 
 /// The arguments after every check that needs no allocation.

@@ -9,6 +9,7 @@
 // handed over); marking them `unsafe` would change nothing for C callers.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+pub(crate) mod abi;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 pub(crate) mod fof;
@@ -117,34 +118,6 @@ pub(crate) fn guard(ctx: *mut ztree_context, f: impl FnOnce() -> Result<(), Fail
     }
 }
 
-/// Fills `cfg` with the defaults: 3D, open domain, unit box, all cores, jz-tree's tree
-/// parameters, particle mass 1.
-#[unsafe(no_mangle)]
-pub extern "C" fn ztree_config_default(cfg: *mut ztree_config) -> ztree_status {
-    guard(std::ptr::null_mut(), || {
-        if cfg.is_null() {
-            return Err(fail(ztree_status::ZTREE_ERR_NULL_POINTER, "ztree_config_default: cfg is NULL"));
-        }
-        let t = TreeParams::default();
-        let c = ztree_config {
-            dims: 3,
-            periodic: 0,
-            box_size: [1.0; 3],
-            threads: 0,
-            leaf_size: t.leaf_size as i32,
-            coarsening: t.coarsening as i32,
-            top_target: t.top_target as i32,
-            super_group: t.super_group as i32,
-            max_volume_factor: t.max_volume_factor,
-            particle_mass: 1.0,
-            memory_limit: 0,
-        };
-        // SAFETY: checked non-null; the caller provides a writable ztree_config.
-        unsafe { cfg.write(c) };
-        Ok(())
-    })
-}
-
 fn check_config(c: &ztree_config) -> Result<Config, Fail> {
     let bad = |m: String| Err(fail(ztree_status::ZTREE_ERR_INVALID_ARGUMENT, m));
     if c.dims != 2 && c.dims != 3 {
@@ -210,10 +183,10 @@ fn create(cfg: *const ztree_config, comm_f: Option<i32>, out: *mut *mut ztree_co
     };
     let local = (|| {
         if cfg.is_null() {
-            return Err(fail(ztree_status::ZTREE_ERR_NULL_POINTER, "ztree_create: cfg is NULL (fill one with ztree_config_default)"));
+            return Err(fail(ztree_status::ZTREE_ERR_NULL_POINTER, "ztree_create: cfg is NULL (fill one with ztree_config_init)"));
         }
-        // SAFETY: checked non-null; a ztree_config is plain data.
-        let c = unsafe { cfg.read() };
+        // SAFETY: checked non-null; a ztree_config starts with its size.
+        let c = unsafe { abi::read_in(cfg) }?;
         let core = Context::new(check_config(&c)?)?;
         Ok((c, core, out::Proposal { words: input::config_words(&c), optional: Vec::new() }))
     })();
@@ -334,8 +307,13 @@ pub extern "C" fn ztree_get_stats(ctx: *const ztree_context, out: *mut ztree_sta
         if ctx.is_null() || out.is_null() {
             return Err(fail(ztree_status::ZTREE_ERR_NULL_POINTER, "ztree_get_stats: ctx or out is NULL"));
         }
-        // SAFETY: checked non-null.
-        unsafe { out.write((*ctx).stats) };
-        Ok(())
+        // SAFETY: checked non-null; a ztree_stats starts with its size.
+        let mut s = unsafe { abi::read_in(out) }?;
+        let size = s.struct_size;
+        // SAFETY: checked non-null (handles come from `ztree_create*`).
+        s = unsafe { (*ctx).stats };
+        s.struct_size = size;
+        // SAFETY: `out` holds the caller's layout, as `read_in` checked.
+        unsafe { abi::write_out(out, &s) }
     })
 }

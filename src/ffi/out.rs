@@ -128,6 +128,7 @@ impl Bytes {
 
 pub(crate) fn empty_stats() -> ztree_stats {
     ztree_stats {
+        struct_size: std::mem::size_of::<ztree_stats>(),
         n_stages: 0,
         stage_name: [[0; 16]; ZTREE_MAX_STAGES],
         stage_seconds: [0.0; ZTREE_MAX_STAGES],

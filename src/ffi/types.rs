@@ -107,6 +107,9 @@ pub struct ztree_array {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ztree_particles {
+    /// Bytes of this struct as the caller's header declares it: set by `ztree_particles_init` (C) or
+    /// by the Fortran type's default initialisation; checked by every call.
+    pub struct_size: usize,
     /// Number of particles (>= 0).
     pub count: i64,
     /// `ZTREE_MEMORY_HOST`, or `ZTREE_MEMORY_CUDA_DEVICE` for device arrays (the CUDA
@@ -127,6 +130,9 @@ pub struct ztree_particles {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ztree_config {
+    /// Bytes of this struct as the caller's header declares it: set by `ztree_config_init` (C) or
+    /// by the Fortran type's default initialisation; checked by every call.
+    pub struct_size: usize,
     /// 2 or 3.
     pub dims: i32,
     /// 0: open domain (bounding box); 1: periodic box `[0, box_size[d])`.
@@ -162,6 +168,9 @@ pub struct ztree_config {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ztree_knn_params {
+    /// Bytes of this struct as the caller's header declares it: set by `ztree_knn_params_init` (C) or
+    /// by the Fortran type's default initialisation; checked by every call.
+    pub struct_size: usize,
     /// Neighbours per query (>= 1; more than the sources pads rows with -1 / +inf).
     pub k: i32,
     /// Which outputs to compute: `ZTREE_KNN_*` bits.
@@ -195,6 +204,9 @@ pub struct ztree_knn_params {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ztree_knn_output {
+    /// Bytes of this struct as the caller's header declares it: set by `ztree_knn_output_init` (C) or
+    /// by the Fortran type's default initialisation; checked by every call.
+    pub struct_size: usize,
     /// `n_queries * k` source indices (input order), nearest first; -1 pads.
     pub indices: *mut i64,
     /// `n_queries * k` distances, ascending; +inf pads.
@@ -238,6 +250,9 @@ pub struct ztree_halo {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ztree_fof_params {
+    /// Bytes of this struct as the caller's header declares it: set by `ztree_fof_params_init` (C) or
+    /// by the Fortran type's default initialisation; checked by every call.
+    pub struct_size: usize,
     /// Absolute linking length (> 0), or 0 to use `b`.
     pub linking_length: f64,
     /// Linking length relative to the mean spacing (> 0), or 0 to use `linking_length`.
@@ -264,6 +279,9 @@ pub struct ztree_fof_params {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ztree_fof_output {
+    /// Bytes of this struct as the caller's header declares it: set by `ztree_fof_output_init` (C) or
+    /// by the Fortran type's default initialisation; checked by every call.
+    pub struct_size: usize,
     /// Per particle (input order): its halo's tag, or -1.
     pub labels: *mut i64,
     /// Out: number of catalogue rows returned on this rank.
@@ -288,6 +306,9 @@ pub const ZTREE_MAX_STAGES: usize = 32;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ztree_stats {
+    /// Bytes of this struct as the caller's header declares it: set by `ztree_stats_init` (C) or
+    /// by the Fortran type's default initialisation; checked by every call.
+    pub struct_size: usize,
     /// Stages reported in `stage_name` and `stage_seconds`.
     pub n_stages: i32,
     /// NUL-terminated stage names ("sort", "tree", "walk", ...).

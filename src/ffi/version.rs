@@ -2,8 +2,8 @@
 
 /// Version of the ztree library this header belongs to.
 pub const ZTREE_VERSION_MAJOR: i32 = 0;
-pub const ZTREE_VERSION_MINOR: i32 = 2;
+pub const ZTREE_VERSION_MINOR: i32 = 3;
 pub const ZTREE_VERSION_PATCH: i32 = 0;
-pub const ZTREE_VERSION_STRING: &str = "0.2.0";
+pub const ZTREE_VERSION_STRING: &str = "0.3.0";
 
-pub(crate) const VERSION_CSTR: &std::ffi::CStr = c"0.2.0";
+pub(crate) const VERSION_CSTR: &std::ffi::CStr = c"0.3.0";

@@ -45,7 +45,7 @@ static ztree_array arr(const void *p, int32_t dtype, int64_t stride) {
 
 static ztree_particles soa_f64(int64_t n, const double *x, const double *y, const double *z) {
   ztree_particles p;
-  memset(&p, 0, sizeof p);
+  ztree_particles_init(&p);
   p.count = n;
   p.memory = ZTREE_MEMORY_HOST;
   p.pos[0] = arr(x, ZTREE_DTYPE_F64, 0);
@@ -56,7 +56,7 @@ static ztree_particles soa_f64(int64_t n, const double *x, const double *y, cons
 
 static ztree_particles aos_f32(int64_t n, const particle *ps) {
   ztree_particles p;
-  memset(&p, 0, sizeof p);
+  ztree_particles_init(&p);
   p.count = n;
   p.memory = ZTREE_MEMORY_HOST;
   for (int d = 0; d < 3; d++) {
@@ -104,13 +104,13 @@ static void test_knn_f64_soa(ztree_context *ctx, int n, double box) {
   const int k = 7;
   ztree_particles src = soa_f64(n, x, y, z);
   ztree_knn_params kp;
-  memset(&kp, 0, sizeof kp);
+  ztree_knn_params_init(&kp);
   kp.k = k;
   kp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES | ZTREE_KNN_KTH_DISTANCE | ZTREE_KNN_DENSITY;
   int64_t *idx = malloc(n * k * sizeof *idx);
   double *dist = malloc(n * k * sizeof *dist);
   ztree_knn_output out;
-  memset(&out, 0, sizeof out);
+  ztree_knn_output_init(&out);
   out.indices = idx;
   out.distances = dist;
   ztree_status s = ztree_knn(ctx, &src, NULL, &kp, &out);
@@ -157,7 +157,7 @@ static void test_knn_f64_soa(ztree_context *ctx, int n, double box) {
       hp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES;
       hp.kth_hint = round == 1 ? arr(&hint32[0].h, ZTREE_DTYPE_F32, (int64_t)sizeof *hint32) : arr(hint, ZTREE_DTYPE_F64, 0);
       ztree_knn_output ho;
-      memset(&ho, 0, sizeof ho);
+      ztree_knn_output_init(&ho);
       ho.indices = idx2;
       ho.distances = dist2;
       CHECK(ztree_knn(ctx, &src, NULL, &hp, &ho) == ZTREE_OK, "hinted knn (round %d): %s", round, ztree_last_error(ctx));
@@ -177,7 +177,7 @@ static void test_knn_f64_soa(ztree_context *ctx, int n, double box) {
   }
   /* The same with every output context-owned, in z-order with the permutation. */
   ztree_knn_output out2;
-  memset(&out2, 0, sizeof out2);
+  ztree_knn_output_init(&out2);
   kp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_PERMUTATION;
   kp.order = ZTREE_ORDER_ZORDER;
   s = ztree_knn(ctx, &src, NULL, &kp, &out2);
@@ -195,12 +195,13 @@ static void test_knn_f64_soa(ztree_context *ctx, int n, double box) {
   kp.k = 5;
   kp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES;
   ztree_knn_output out3;
-  memset(&out3, 0, sizeof out3);
+  ztree_knn_output_init(&out3);
   s = ztree_knn(ctx, &few, &qry, &kp, &out3);
   CHECK(s == ZTREE_OK, "padded knn failed: %s", ztree_last_error(ctx));
   CHECK(out3.padded_queries == 2, "padded count %lld", (long long)out3.padded_queries);
   CHECK(out3.indices[3] == -1 && out3.indices[4] == -1 && isinf(out3.distances[4]), "padding");
   ztree_stats st;
+  ztree_stats_init(&st);
   CHECK(ztree_get_stats(ctx, &st) == ZTREE_OK && st.n_stages > 0 && st.total_seconds >= 0, "stats");
   free(c);
   free(idx);
@@ -235,13 +236,13 @@ static void test_fof_f32_aos(ztree_context *ctx, int n) {
   const double l = 0.004;
   ztree_particles p = aos_f32(n, ps);
   ztree_fof_params fp;
-  memset(&fp, 0, sizeof fp);
+  ztree_fof_params_init(&fp);
   fp.linking_length = l;
   fp.min_members = 1;
   fp.order = ZTREE_CATALOGUE_GADGET;
   fp.members = 1;
   ztree_fof_output out;
-  memset(&out, 0, sizeof out);
+  ztree_fof_output_init(&out);
   ztree_status s = ztree_fof(ctx, &p, &fp, &out);
   CHECK(s == ZTREE_OK, "fof failed: %s", ztree_last_error(ctx));
   if (s != ZTREE_OK) return;
@@ -287,7 +288,7 @@ static void test_fof_f32_aos(ztree_context *ctx, int n) {
   /* Into a caller label array, with min_members 20: small groups get -1. */
   int64_t *labels = malloc(n * sizeof *labels);
   ztree_fof_output out2;
-  memset(&out2, 0, sizeof out2);
+  ztree_fof_output_init(&out2);
   out2.labels = labels;
   fp.min_members = 20;
   fp.members = 0;
@@ -311,13 +312,13 @@ static void test_errors(ztree_context *ctx, ztree_context *open_ctx) {
   double x[4] = {0.1, 0.2, 0.3, 0.4}, y[4] = {0.5, 0.5, 0.5, 0.5}, z[4] = {0.9, 0.8, 0.7, 0.6};
   ztree_particles p = soa_f64(4, x, y, z);
   ztree_knn_params kp;
-  memset(&kp, 0, sizeof kp);
+  ztree_knn_params_init(&kp);
   kp.k = 2;
   kp.outputs = ZTREE_KNN_INDICES;
   int64_t sentinel[8];
   for (int i = 0; i < 8; i++) sentinel[i] = 777;
   ztree_knn_output out;
-  memset(&out, 0, sizeof out);
+  ztree_knn_output_init(&out);
   out.indices = sentinel;
 #define EXPECT(call, status)                                                                         \
   do {                                                                                               \
@@ -369,10 +370,10 @@ static void test_errors(ztree_context *ctx, ztree_context *open_ctx) {
   EXPECT(ztree_knn(ctx, &p, NULL, &kp, &out), ZTREE_ERR_INVALID_ARGUMENT);
 
   ztree_fof_params fp;
-  memset(&fp, 0, sizeof fp);
+  ztree_fof_params_init(&fp);
   fp.min_members = 1;
   ztree_fof_output fo;
-  memset(&fo, 0, sizeof fo);
+  ztree_fof_output_init(&fo);
   fo.labels = sentinel;
   fp.linking_length = 0;
   EXPECT(ztree_fof(ctx, &p, &fp, &fo), ZTREE_ERR_INVALID_ARGUMENT);
@@ -403,7 +404,7 @@ static void test_errors(ztree_context *ctx, ztree_context *open_ctx) {
   bad = p;
   bad.count = 0;
   ztree_fof_output fz;
-  memset(&fz, 0, sizeof fz);
+  ztree_fof_output_init(&fz);
   CHECK(ztree_fof(ctx, &bad, &fp, &fz) == ZTREE_OK && fz.n_halos == 0, "empty fof: %s", ztree_last_error(ctx));
 #undef EXPECT
 }
@@ -412,9 +413,9 @@ int main(void) {
   char v[64];
   snprintf(v, sizeof v, "%d.%d.%d", ZTREE_VERSION_MAJOR, ZTREE_VERSION_MINOR, ZTREE_VERSION_PATCH);
   CHECK(strcmp(v, ztree_version()) == 0, "header %s vs library %s", v, ztree_version());
-  CHECK(ztree_config_default(NULL) == ZTREE_ERR_NULL_POINTER, "config_default(NULL)");
+  CHECK(ztree_config_init(NULL) == ZTREE_ERR_NULL_POINTER, "config_default(NULL)");
   ztree_config cfg;
-  CHECK(ztree_config_default(&cfg) == ZTREE_OK && cfg.dims == 3 && cfg.leaf_size == 0, "defaults");
+  CHECK(ztree_config_init(&cfg) == ZTREE_OK && cfg.dims == 3 && cfg.leaf_size == 0, "defaults");
   ztree_context *ctx = (ztree_context *)1;
   CHECK(ztree_create(NULL, &ctx) == ZTREE_ERR_NULL_POINTER && ctx == NULL, "create(NULL)");
   CHECK(strlen(ztree_last_error(NULL)) > 0, "create error message");
@@ -431,7 +432,7 @@ int main(void) {
   cfg.top_target = 16;
   CHECK(ztree_create(&cfg, &ctx) == ZTREE_OK && ctx != NULL, "create: %s", ztree_last_error(NULL));
   ztree_config ocfg;
-  ztree_config_default(&ocfg);
+  ztree_config_init(&ocfg);
   ztree_context *open_ctx = NULL;
   /* Without MPI_Init an MPI context is refused with a message (no crash); a build
    * without MPI (cmake -DZTREE_MPI=OFF) refuses it as unsupported. */

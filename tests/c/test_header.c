@@ -4,5 +4,5 @@
 
 int main(void) {
   ztree_config cfg;
-  return ztree_config_default(&cfg) == ZTREE_OK ? 0 : 1;
+  return ztree_config_init(&cfg) == ZTREE_OK ? 0 : 1;
 }

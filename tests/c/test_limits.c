@@ -29,7 +29,7 @@ static double urand(void) {
 
 static ztree_particles soa(int64_t n, int32_t dtype, const void *x, const void *y, const void *z) {
   ztree_particles p;
-  memset(&p, 0, sizeof p);
+  ztree_particles_init(&p);
   p.count = n;
   p.pos[0] = (ztree_array){x, dtype, 0};
   p.pos[1] = (ztree_array){y, dtype, 0};
@@ -39,7 +39,7 @@ static ztree_particles soa(int64_t n, int32_t dtype, const void *x, const void *
 
 static ztree_context *make(int periodic, double box, double particle_mass, int64_t memory_limit) {
   ztree_config c;
-  ztree_config_default(&c);
+  ztree_config_init(&c);
   c.periodic = periodic;
   c.box_size[0] = c.box_size[1] = c.box_size[2] = box;
   c.threads = 2;
@@ -64,8 +64,8 @@ int main(void) {
   ztree_knn_output ko;
 
   /* k far beyond the sources with lists: a memory status, not an abort. */
-  memset(&kp, 0, sizeof kp);
-  memset(&ko, 0, sizeof ko);
+  ztree_knn_params_init(&kp);
+  ztree_knn_output_init(&ko);
   kp.k = INT32_MAX;
   kp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES;
   ztree_status s = ztree_knn(ctx, &p, NULL, &kp, &ko);
@@ -93,19 +93,20 @@ int main(void) {
   int64_t need = 0;
   kp.k = 16;
   kp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES | ZTREE_KNN_DENSITY;
-  memset(&ko, 0, sizeof ko);
+  ztree_knn_output_init(&ko);
   CHECK(ztree_knn_bytes(ctx, &p, NULL, &kp, &ko, &need) == ZTREE_OK && need >= (int64_t)N * 16 * 16, "knn bytes %lld", (long long)need);
   ztree_context *tight = make(1, 1.0, 1.0, need / 2), *roomy = make(1, 1.0, 1.0, need);
   s = ztree_knn(tight, &p, NULL, &kp, &ko);
   CHECK(s == ZTREE_ERR_MEMORY && strstr(ztree_last_error(tight), "memory_limit"), "over the limit: %d %s", (int)s, ztree_last_error(tight));
   CHECK(ztree_knn(roomy, &p, NULL, &kp, &ko) == ZTREE_OK, "at the limit: %s", ztree_last_error(roomy));
   ztree_stats st;
+  ztree_stats_init(&st);
   ztree_get_stats(roomy, &st);
   CHECK(st.scratch_bytes > 0 && st.scratch_bytes <= need, "scratch %lld beyond the estimate %lld", (long long)st.scratch_bytes, (long long)need);
   ztree_fof_params fp;
   ztree_fof_output fo;
-  memset(&fp, 0, sizeof fp);
-  memset(&fo, 0, sizeof fo);
+  ztree_fof_params_init(&fp);
+  ztree_fof_output_init(&fo);
   fp.b = 0.6; /* groups of 5 and more in a uniform set */
   fp.min_members = 5;
   fp.members = 1;
@@ -118,7 +119,7 @@ int main(void) {
 
   /* Empty inputs: every output pointer valid, member_offsets has n_halos + 1 entries. */
   ztree_particles none = soa(0, ZTREE_DTYPE_F64, NULL, NULL, NULL);
-  memset(&fo, 0, sizeof fo);
+  ztree_fof_output_init(&fo);
   CHECK(ztree_fof(ctx, &none, &fp, &fo) == ZTREE_OK, "empty FoF: %s", ztree_last_error(ctx));
   CHECK(fo.n_halos == 0 && fo.member_offsets && fo.member_offsets[0] == 0 && fo.halos && fo.labels && fo.member_indices, "empty FoF outputs");
   none.vel[0] = (ztree_array){x, ZTREE_DTYPE_F64, 0}; /* vel[1], vel[2] NULL: nothing is read */
@@ -128,7 +129,7 @@ int main(void) {
   fp.min_members = 1;
   CHECK(ztree_fof(ctx, &one, &fp, &fo) == ZTREE_OK && fo.n_halos == 1 && fo.member_offsets[1] == 1 && fo.member_indices[0] == 0, "one halo of one");
   fp.min_members = 5;
-  memset(&ko, 0, sizeof ko);
+  ztree_knn_output_init(&ko);
   kp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DENSITY;
   ztree_particles q0 = soa(0, ZTREE_DTYPE_F64, NULL, NULL, NULL);
   CHECK(ztree_knn(ctx, &p, &q0, &kp, &ko) == ZTREE_OK && ko.n_queries == 0 && ko.indices && ko.density, "no queries");
@@ -148,7 +149,7 @@ int main(void) {
   static double bx[N], by[N], bz[N];
   for (int i = 0; i < N; i++) { bx[i] = x[i] * 1e10; by[i] = y[i] * 1e10; bz[i] = z[i] * 1e10; }
   ztree_particles bp = soa(N, ZTREE_DTYPE_F64, bx, by, bz);
-  memset(&fo, 0, sizeof fo); /* fo.labels is ctx's buffer: not big's, and too short */
+  ztree_fof_output_init(&fo); /* fo.labels is ctx's buffer: not big's, and too short */
   CHECK(ztree_fof(big, &bp, &fp, &fo) == ZTREE_OK && fo.n_halos > 0, "particle_mass 1e300: %s", ztree_last_error(big));
   bad = 0;
   for (int64_t h = 0; h < fo.n_halos; h++)
@@ -160,11 +161,11 @@ int main(void) {
   ztree_context *heavy = make(1, 1.0, 2.0, 0);
   kp.k = 8;
   kp.outputs = ZTREE_KNN_DENSITY;
-  memset(&ko, 0, sizeof ko);
+  ztree_knn_output_init(&ko);
   static double d1[N];
   CHECK(ztree_knn(ctx, &p, NULL, &kp, &ko) == ZTREE_OK, "density");
   memcpy(d1, ko.density, sizeof d1);
-  memset(&ko, 0, sizeof ko);
+  ztree_knn_output_init(&ko);
   CHECK(ztree_knn(heavy, &p, NULL, &kp, &ko) == ZTREE_OK, "density x2");
   bad = 0;
   for (int i = 0; i < N; i++) bad += ko.density[i] != 2.0 * d1[i];
@@ -196,7 +197,7 @@ int main(void) {
    * domain is fine (cubic cells). */
   {
     ztree_config c;
-    ztree_config_default(&c);
+    ztree_config_init(&c);
     c.periodic = 1;
     c.box_size[0] = 100; c.box_size[1] = 9.4; c.box_size[2] = 1e6;
     ztree_context *needle = NULL;
@@ -207,7 +208,7 @@ int main(void) {
     ztree_particles rod = soa(N, ZTREE_DTYPE_F64, x, y, rz);
     kp.k = 8;
     kp.outputs = ZTREE_KNN_KTH_DISTANCE;
-    memset(&ko, 0, sizeof ko);
+    ztree_knn_output_init(&ko);
     CHECK(ztree_knn(open_ctx, &rod, NULL, &kp, &ko) == ZTREE_OK, "rod: %s", ztree_last_error(open_ctx));
   }
 
@@ -217,7 +218,7 @@ int main(void) {
   ztree_particles dp = soa(64, ZTREE_DTYPE_F64, dx, dy, dz);
   kp.k = 5;
   kp.outputs = ZTREE_KNN_INDICES;
-  memset(&ko, 0, sizeof ko);
+  ztree_knn_output_init(&ko);
   CHECK(ztree_knn(open_ctx, &dp, NULL, &kp, &ko) == ZTREE_OK, "duplicates");
   bad = 0;
   for (int i = 0; i < 64; i++) {
@@ -238,10 +239,10 @@ int main(void) {
   pf.vel[1] = (ztree_array){vy, ZTREE_DTYPE_F64, 0};
   pf.vel[2] = (ztree_array){vz, ZTREE_DTYPE_F64, 0};
   pf.mass = (ztree_array){m, ZTREE_DTYPE_F64, 0};
-  memset(&fo, 0, sizeof fo);
+  ztree_fof_output_init(&fo);
   CHECK(ztree_fof(ctx, &pf, &fp, &fo) == ZTREE_OK && fo.n_halos > 0, "f32 positions, f64 velocities: %s", ztree_last_error(ctx));
   kp.outputs = ZTREE_KNN_DENSITY;
-  memset(&ko, 0, sizeof ko);
+  ztree_knn_output_init(&ko);
   CHECK(ztree_knn(ctx, &pf, NULL, &kp, &ko) == ZTREE_OK, "f32 positions, f64 masses: %s", ztree_last_error(ctx));
 
   ztree_destroy(open_ctx);

@@ -30,7 +30,7 @@ static double urand(void) {
 
 static ztree_particles soa(int64_t n, const double *x, const double *y, const double *z) {
   ztree_particles p;
-  memset(&p, 0, sizeof p);
+  ztree_particles_init(&p);
   p.count = n;
   p.pos[0] = (ztree_array){x, ZTREE_DTYPE_F64, sizeof(double)};
   p.pos[1] = (ztree_array){y, ZTREE_DTYPE_F64, sizeof(double)};
@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
       }
 
   ztree_config cfg;
-  ztree_config_default(&cfg);
+  ztree_config_init(&cfg);
   cfg.periodic = 1;
   cfg.threads = 1;
   ztree_context *dist, *serial;
@@ -76,12 +76,12 @@ int main(int argc, char **argv) {
   /* kNN: k-th distance and density bit for bit, neighbour indices global. */
   ztree_particles pd = soa(n, mx, my, mz), ps = soa(N, cx, cy, cz);
   ztree_knn_params kp;
-  memset(&kp, 0, sizeof kp);
+  ztree_knn_params_init(&kp);
   kp.k = K;
   kp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_KTH_DISTANCE | ZTREE_KNN_DENSITY;
   ztree_knn_output kd, ks;
-  memset(&kd, 0, sizeof kd);
-  memset(&ks, 0, sizeof ks);
+  ztree_knn_output_init(&kd);
+  ztree_knn_output_init(&ks);
   CHECK(ztree_knn(dist, &pd, NULL, &kp, &kd) == ZTREE_OK, "knn: %s", ztree_last_error(dist));
   CHECK(ztree_knn(serial, &ps, NULL, &kp, &ks) == ZTREE_OK, "serial knn");
   int bad = 0;
@@ -91,19 +91,20 @@ int main(int argc, char **argv) {
   }
   CHECK(bad == 0, "%d kNN values differ from the serial context", bad);
   ztree_stats st;
+  ztree_stats_init(&st);
   ztree_get_stats(dist, &st);
   CHECK(st.owned >= 0 && (size == 1 || st.bytes_sent >= 0), "stats");
 
   /* FoF: labels equal; gathered catalogue on rank 0 equals the serial one. */
   ztree_fof_params fp;
-  memset(&fp, 0, sizeof fp);
+  ztree_fof_params_init(&fp);
   fp.linking_length = 0.004;
   fp.min_members = 5;
   fp.order = ZTREE_CATALOGUE_GADGET;
   fp.gather = 1;
   ztree_fof_output fd, fs;
-  memset(&fd, 0, sizeof fd);
-  memset(&fs, 0, sizeof fs);
+  ztree_fof_output_init(&fd);
+  ztree_fof_output_init(&fs);
   CHECK(ztree_fof(dist, &pd, &fp, &fd) == ZTREE_OK, "fof: %s", ztree_last_error(dist));
   CHECK(ztree_fof(serial, &ps, &fp, &fs) == ZTREE_OK, "serial fof");
   bad = 0;

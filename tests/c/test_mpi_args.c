@@ -38,7 +38,7 @@ static double urand(void) {
 
 static ztree_particles soa(int64_t n, const double *px, const double *py, const double *pz) {
   ztree_particles p;
-  memset(&p, 0, sizeof p);
+  ztree_particles_init(&p);
   p.count = n;
   p.pos[0] = (ztree_array){px, ZTREE_DTYPE_F64, 0};
   p.pos[1] = (ztree_array){py, ZTREE_DTYPE_F64, 0};
@@ -52,7 +52,7 @@ typedef struct {
   int use_qry;
   ztree_knn_params kp;
   ztree_fof_params fp;
-  int null_params, null_out;
+  int null_params, null_out, bad_out_size;
 } call_t;
 
 typedef struct {
@@ -96,6 +96,10 @@ static void mass_zero(call_t *c) { c->src.mass = (ztree_array){m, ZTREE_DTYPE_F6
 static void mass_one(call_t *c) { c->src.mass = (ztree_array){ones, ZTREE_DTYPE_F64, 0}; }
 static void mass_only_here(call_t *c) { c->src.mass = (ztree_array){x, ZTREE_DTYPE_F64, 0}; }
 static void ids_f64(call_t *c) { c->src.ids = (ztree_array){x, ZTREE_DTYPE_F64, 0}; }
+static void kp_size0(call_t *c) { c->kp.struct_size = 0; }
+static void src_size_newer(call_t *c) { c->src.struct_size += 8; }
+static void fp_size0(call_t *c) { c->fp.struct_size = 0; }
+static void out_size_bad(call_t *c) { c->bad_out_size = 1; }
 
 static const case_t cases[] = {
     {"k = 0", 0, k0, ZTREE_ERR_INVALID_ARGUMENT},
@@ -128,6 +132,11 @@ static const case_t cases[] = {
     {"FoF masses on one rank only", 1, mass_only_here, ZTREE_ERR_MPI},
     {"FoF f64 ids", 1, ids_f64, ZTREE_ERR_DTYPE},
     {"FoF params = NULL", 1, null_params, ZTREE_ERR_NULL_POINTER},
+    {"params.struct_size = 0", 0, kp_size0, ZTREE_ERR_INVALID_ARGUMENT},
+    {"sources from a newer header", 0, src_size_newer, ZTREE_ERR_INVALID_ARGUMENT},
+    {"output struct of an unknown size", 0, out_size_bad, ZTREE_ERR_INVALID_ARGUMENT},
+    {"FoF params.struct_size = 0", 1, fp_size0, ZTREE_ERR_INVALID_ARGUMENT},
+    {"FoF output struct of an unknown size", 1, out_size_bad, ZTREE_ERR_INVALID_ARGUMENT},
     {"FoF pos[1].stride = -8", 1, neg_stride, ZTREE_ERR_INVALID_ARGUMENT},
     {"FoF memory = CUDA", 1, cuda, ZTREE_ERR_NO_DEVICE},
     {"FoF f32 positions on one rank", 1, f32_pos, ZTREE_ERR_MPI},
@@ -136,6 +145,8 @@ static const case_t cases[] = {
 static call_t good_call(void) {
   call_t c;
   memset(&c, 0, sizeof c);
+  ztree_knn_params_init(&c.kp);
+  ztree_fof_params_init(&c.fp);
   c.src = soa(NL, x, y, z);
   c.qry = soa(NL, x, y, z);
   c.kp.k = K;
@@ -147,8 +158,9 @@ static call_t good_call(void) {
 }
 
 static ztree_status run(ztree_context *ctx, const call_t *c, int fof, ztree_knn_output *ko, ztree_fof_output *fo) {
-  memset(ko, 0, sizeof *ko);
-  memset(fo, 0, sizeof *fo);
+  ztree_knn_output_init(ko);
+  ztree_fof_output_init(fo);
+  if (c->bad_out_size) ko->struct_size = fo->struct_size = 12;
   if (fof) return ztree_fof(ctx, &c->src, c->null_params ? NULL : &c->fp, c->null_out ? NULL : fo);
   return ztree_knn(ctx, &c->src, c->use_qry ? &c->qry : NULL, c->null_params ? NULL : &c->kp, c->null_out ? NULL : ko);
 }
@@ -171,7 +183,7 @@ int main(int argc, char **argv) {
   yout[NL - 1] = 1.5;
 
   ztree_config cfg;
-  ztree_config_default(&cfg);
+  ztree_config_init(&cfg);
   cfg.periodic = 1;
   cfg.threads = 1;
   ztree_context *dist, *serial;
@@ -188,7 +200,7 @@ int main(int argc, char **argv) {
   ref.src = soa((int64_t)size * NL, cx, cy, cz);
   ztree_knn_output rk;
   ztree_fof_output rf;
-  memset(&rk, 0, sizeof rk);
+  ztree_knn_output_init(&rk);
   CHECK(run(serial, &ref, 0, &rk, &rf) == ZTREE_OK, "serial knn: %s", ztree_last_error(serial));
   static double ref_kth[4 * NL];
   memcpy(ref_kth, rk.kth_distance, sizeof(double) * size * NL);

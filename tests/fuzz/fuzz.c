@@ -103,7 +103,7 @@ static ztree_array array(int64_t n, int t, double box, int is_id, int *inputs) {
 
 static ztree_particles particles(int64_t n, double box, int *inputs) {
   ztree_particles p;
-  memset(&p, 0, sizeof p);
+  ztree_particles_init(&p);
   p.count = bad(40) ? (pick(2) ? -1 : (int64_t)1 << 62) : n;
   p.memory = bad(60) ? pick(3) : ZTREE_MEMORY_HOST;
   int t = dtype();
@@ -124,7 +124,7 @@ int main(int argc, char **argv) {
   for (iter = 0; time(NULL) < end; iter++) {
     clean = pick(2);
     ztree_config cfg;
-    ztree_config_default(&cfg);
+    ztree_config_init(&cfg);
     cfg.dims = !bad(20) ? 2 + pick(2) : pick(5);
     cfg.periodic = !bad(20) ? pick(2) : 7;
     double box = pick(10) ? 1.0 : (pick(2) ? 1e10 : 1e-10);
@@ -148,13 +148,13 @@ int main(int argc, char **argv) {
       ztree_particles src = particles(n, box, inputs), qry = particles(pick(MAXN / 2), box, inputs);
       int is_fof = pick(2);
       ztree_knn_params kp;
-      memset(&kp, 0, sizeof kp);
+      ztree_knn_params_init(&kp);
       kp.k = bad(20) ? (pick(2) ? INT32_MAX : -pick(3)) : 1 + pick(40);
       kp.outputs = (uint32_t)pick(64) | (bad(30) ? 1u << 9 : 0);
       kp.order = bad(20) ? 5 : pick(2);
       if (kp.outputs & ZTREE_KNN_SCALAR_MEAN && (clean || pick(5))) kp.scalar = array(n, pick(2) ? ZTREE_DTYPE_F64 : ZTREE_DTYPE_F32, 1.0, 0, inputs);
       ztree_knn_output ko;
-      memset(&ko, 0, sizeof ko);
+      ztree_knn_output_init(&ko);
       int use_q = pick(3) == 0;
       int64_t nq = use_q ? qry.count : src.count;
       /* A k-th distance hint of any values (it may not change the results), at times of a
@@ -168,7 +168,7 @@ int main(int argc, char **argv) {
         if (pick(2)) { ko.density = new_buf((size_t)nq * 8); inputs[nbufs - 1] = 1; }
       }
       ztree_fof_params fp;
-      memset(&fp, 0, sizeof fp);
+      ztree_fof_params_init(&fp);
       fp.linking_length = !bad(10) ? box * (0.001 + 0.02 * unit()) : (pick(2) ? -1.0 : NAN);
       fp.b = pick(5) == 0 ? 0.2 : 0.0;
       if (fp.b > 0 && (clean || pick(2))) fp.linking_length = 0;
@@ -176,8 +176,12 @@ int main(int argc, char **argv) {
       fp.order = !bad(20) ? pick(2) : 9;
       fp.members = pick(2);
       ztree_fof_output fo;
-      memset(&fo, 0, sizeof fo);
+      ztree_fof_output_init(&fo);
       if (src.count >= 0 && src.count <= MAXN && pick(2)) { fo.labels = new_buf((size_t)src.count * 8); inputs[nbufs - 1] = 1; }
+      /* Struct sizes no header has: every call must refuse them by name. */
+      if (bad(100)) src.struct_size = pick(2) ? 0 : sizeof src + 8 * (1 + pick(4));
+      if (bad(100)) kp.struct_size = pick(2) ? 0 : sizeof kp - 8;
+      if (bad(100)) fo.struct_size = pick(2) ? 1 : sizeof fo + 8;
       snapshot();
       s = is_fof ? ztree_fof(ctx, &src, !bad(50) ? &fp : NULL, &fo) : ztree_knn(ctx, &src, use_q ? &qry : NULL, !bad(50) ? &kp : NULL, &ko);
       calls++;

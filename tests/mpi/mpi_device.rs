@@ -135,6 +135,7 @@ fn particles(g: &Global, lo: usize, hi: usize, f32_pos: bool, device: bool) -> P
     };
     let vel = [arr(aos_p, 12, ZTREE_DTYPE_F32, 24), arr(aos_p, 16, ZTREE_DTYPE_F32, 24), arr(aos_p, 20, ZTREE_DTYPE_F32, 24)];
     let p = ztree_particles {
+        struct_size: size_of::<ztree_particles>(),
         count: n as i64,
         memory: if device { ZTREE_MEMORY_CUDA_DEVICE } else { ZTREE_MEMORY_HOST },
         pos: if n == 0 { pos.map(|a| ztree_array { data: std::ptr::null(), ..a }) } else { pos },
@@ -152,7 +153,7 @@ fn knn_rows(
     qry: Option<&ztree_particles>,
     kp: &ztree_knn_params,
 ) -> Result<Vec<Vec<u64>>, (ztree_status, String)> {
-    let mut o: ztree_knn_output = unsafe { std::mem::zeroed() };
+    let mut o = ztree_knn_output::defaults();
     let s = unsafe { ztree_knn(ctx, src, qry.map_or(std::ptr::null(), |q| q as *const _), kp, &mut o) };
     if s != ztree_status::ZTREE_OK {
         return Err((s, message(ctx)));
@@ -181,6 +182,7 @@ fn slice_rows(all: &[Vec<u64>], lo: usize, hi: usize, k: usize) -> Vec<Vec<u64>>
 
 fn knn_params(k: i32, scalar: &ztree_array) -> ztree_knn_params {
     ztree_knn_params {
+        struct_size: size_of::<ztree_knn_params>(),
         k,
         outputs: ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES | ZTREE_KNN_KTH_DISTANCE | ZTREE_KNN_DENSITY | ZTREE_KNN_SCALAR_MEAN,
         order: ZTREE_ORDER_INPUT,
@@ -193,7 +195,7 @@ fn knn_params(k: i32, scalar: &ztree_array) -> ztree_knn_params {
 /// The FoF call's labels, rows and members (context-owned), as bits.
 #[allow(clippy::type_complexity)]
 fn fof_rows(ctx: *mut ztree_context, p: &ztree_particles, fp: &ztree_fof_params) -> Result<(Vec<i64>, Vec<Vec<u64>>), (ztree_status, String)> {
-    let mut o: ztree_fof_output = unsafe { std::mem::zeroed() };
+    let mut o = ztree_fof_output::defaults();
     let s = unsafe { ztree_fof(ctx, p, fp, &mut o) };
     if s != ztree_status::ZTREE_OK {
         return Err((s, message(ctx)));
@@ -217,8 +219,7 @@ fn fof_rows(ctx: *mut ztree_context, p: &ztree_particles, fp: &ztree_fof_params)
 }
 
 fn contexts(world: &mpi::topology::SimpleCommunicator, periodic: bool) -> (*mut ztree_context, *mut ztree_context) {
-    let mut cfg: ztree_config = unsafe { std::mem::zeroed() };
-    ztree_config_default(&mut cfg);
+    let mut cfg = ztree_config::defaults();
     cfg.periodic = periodic as i32;
     cfg.box_size = [1.0; 3];
     cfg.threads = 1;
@@ -354,6 +355,7 @@ fn fof_cases(world: &mpi::topology::SimpleCommunicator) -> usize {
         for kind in ["balanced", "unbalanced", "empty ranks", "one rank"] {
             for (min, f32_pos) in [(2, true), (20, false)] {
                 let fp = ztree_fof_params {
+                    struct_size: size_of::<ztree_fof_params>(),
                     linking_length: if periodic { 0.0 } else { 0.02 },
                     b: if periodic { 0.2 } else { 0.0 },
                     min_members: min,
@@ -395,8 +397,7 @@ fn gadget4(world: &mpi::topology::SimpleCommunicator) -> usize {
         scalar: vec![0.0; n],
         ids: ids.iter().map(|&i| i as u64).collect(),
     };
-    let mut cfg: ztree_config = unsafe { std::mem::zeroed() };
-    ztree_config_default(&mut cfg);
+    let mut cfg = ztree_config::defaults();
     cfg.periodic = 1;
     cfg.box_size = [50.0; 3];
     cfg.threads = 1;
@@ -405,6 +406,7 @@ fn gadget4(world: &mpi::topology::SimpleCommunicator) -> usize {
     assert_eq!(ztree_create_mpi(&cfg, comm_f, &mut dist), ztree_status::ZTREE_OK);
     assert_eq!(ztree_create(&cfg, &mut serial), ztree_status::ZTREE_OK);
     let fp = ztree_fof_params {
+        struct_size: size_of::<ztree_fof_params>(),
         linking_length: 0.15625,
         b: 0.0,
         min_members: 32,

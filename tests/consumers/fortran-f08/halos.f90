@@ -9,7 +9,7 @@ contains
     type(c_ptr), intent(out) :: ctx
     type(ztree_config) :: cfg
     integer(c_int) :: st
-    st = ztree_config_default(cfg)
+    st = ztree_config_init(cfg)
     cfg%periodic = 1
     cfg%box_size = 1.0d0
     cfg%threads = 1
