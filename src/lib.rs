@@ -31,6 +31,7 @@ extern crate self as ztree;
 mod api;
 mod backend;
 mod base;
+pub mod dbscan;
 mod error;
 mod ffi;
 mod fof;
@@ -63,6 +64,7 @@ pub use api::Dist;
 #[cfg(feature = "cuda")]
 pub use api::device::{CudaDevice, DeviceArray, DeviceFofFields, DeviceKnnFields, DeviceKnnOutput, DeviceOut, DevicePoints, DeviceType};
 pub use api::{Config, Context, Timings, TreeParams, WalkStats};
+pub use dbscan::{BorderPoints, Dbscan, DbscanCatalogue, DbscanParams, DbscanStats, PointClass};
 pub use error::{Error, Result};
 pub use fof::{Catalogue, CatalogueOrder, Fof, FofFields, FofParams, FofStats, LinkingLength};
 pub use geom::Real;

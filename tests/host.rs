@@ -5,6 +5,8 @@
 
 mod common;
 
+#[path = "cpu/dbscan_oracle.rs"]
+mod dbscan_oracle;
 #[path = "data/fof_gadget.rs"]
 mod fof_gadget;
 #[path = "cpu/fof_oracle.rs"]

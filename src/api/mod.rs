@@ -3,6 +3,7 @@
 
 pub(crate) mod config;
 mod context;
+mod dbscan;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 #[cfg(feature = "mpi")]

@@ -4,6 +4,7 @@
 pub(crate) mod domain;
 mod fields;
 mod points;
+pub(crate) mod subset;
 pub(crate) mod validate;
 
 pub(crate) use domain::Bounds;
