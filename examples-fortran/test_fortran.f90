@@ -15,6 +15,11 @@ program test_fortran
   integer :: i, j, fails
   real(c_double) :: d2(n), r, dx(3), l
   type(ztree_halo), allocatable :: halos(:)
+  type(ztree_cluster), allocatable :: clusters(:)
+  integer(c_int64_t), target :: labels2(n)
+  integer(c_int8_t), target :: cls(n)
+  integer(c_int64_t) :: n_clusters
+  integer :: cnt
 
   fails = 0
   call random_seed()
@@ -78,6 +83,27 @@ program test_fortran
   end do
   call check(sum(halos%count) == n, 'catalogue counts')
 
+  ! DBSCAN: min_pts = 2 is FoF with groups of two or more; the core test by brute force.
+  st = ztree_f_fof_labels(ctx, pos, l, 0.0d0, 2, labels, n_halos)
+  labels2 = labels
+  st = ztree_f_dbscan_labels(ctx, pos, l, 0.0d0, 2, labels, n_clusters)
+  call check(st == ZTREE_OK, 'dbscan: ' // ztree_last_error(ctx))
+  call check(all(labels == labels2) .and. n_clusters == n_halos, 'dbscan min_pts 2 = FoF')
+  st = ztree_f_dbscan_labels(ctx, pos, l, 0.0d0, 5, labels, n_clusters, cls, clusters)
+  call check(st == ZTREE_OK .and. size(clusters) == n_clusters, 'dbscan min_pts 5')
+  do i = 1, n
+    cnt = 0
+    do j = 1, n
+      dx = pos(:, i) - pos(:, j)
+      where (dx > 0.5d0) dx = dx - 1.0d0
+      where (dx < -0.5d0) dx = dx + 1.0d0
+      if ((dx(1) * dx(1) + dx(2) * dx(2)) + dx(3) * dx(3) <= l * l) cnt = cnt + 1
+    end do
+    call check((cnt >= 5) .eqv. (cls(i) == ZTREE_POINT_CORE), 'core test')
+    call check((labels(i) >= 0) .eqv. (cls(i) /= ZTREE_POINT_NOISE), 'noise has no tag')
+  end do
+  call check(sum(clusters%count) == count(labels >= 0), 'dbscan catalogue counts')
+
   pos(2, 7) = ieee_value(1.0d0, ieee_quiet_nan)
   st = ztree_f_knn_density(ctx, pos, k, density)
   call check(st == ZTREE_ERR_NON_FINITE, 'NaN is reported')
@@ -100,12 +126,16 @@ contains
     type(ztree_fof_params) :: fp
     type(ztree_fof_output) :: fo
     type(ztree_stats) :: s
+    type(ztree_dbscan_params) :: dp
+    type(ztree_dbscan_output) :: dout
     call check(p%struct_size == c_sizeof(p), 'ztree_particles%struct_size')
     call check(kp%struct_size == c_sizeof(kp), 'ztree_knn_params%struct_size')
     call check(ko%struct_size == c_sizeof(ko), 'ztree_knn_output%struct_size')
     call check(fp%struct_size == c_sizeof(fp), 'ztree_fof_params%struct_size')
     call check(fo%struct_size == c_sizeof(fo), 'ztree_fof_output%struct_size')
     call check(s%struct_size == c_sizeof(s), 'ztree_stats%struct_size')
+    call check(dp%struct_size == c_sizeof(dp), 'ztree_dbscan_params%struct_size')
+    call check(dout%struct_size == c_sizeof(dout), 'ztree_dbscan_output%struct_size')
   end subroutine
 
   subroutine check(ok, what)

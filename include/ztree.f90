@@ -34,6 +34,8 @@ module ztree
     ZTREE_KNN_PERMUTATION = 32
   integer(c_int32_t), parameter, public :: ZTREE_ORDER_INPUT = 0, ZTREE_ORDER_ZORDER = 1
   integer(c_int32_t), parameter, public :: ZTREE_CATALOGUE_ZORDER = 0, ZTREE_CATALOGUE_GADGET = 1
+  integer(c_int32_t), parameter, public :: ZTREE_DBSCAN_BORDER_NEAREST = 0, ZTREE_DBSCAN_BORDER_NOISE = 1
+  integer(c_int8_t), parameter, public :: ZTREE_POINT_NOISE = 0, ZTREE_POINT_BORDER = 1, ZTREE_POINT_CORE = 2
 
   type, bind(C), public :: ztree_array
     type(c_ptr) :: data = c_null_ptr
@@ -110,6 +112,33 @@ module ztree
     integer(c_int64_t) :: n_groups_total = 0
   end type
 
+  type, bind(C), public :: ztree_dbscan_params
+    !> sizeof the struct in this module's layout (checked by the library and by the tests).
+    integer(c_size_t) :: struct_size = 48_c_size_t
+    !> Give eps (absolute) or b (relative to the mean spacing), the other 0.
+    real(c_double) :: eps = 0, b = 0
+    integer(c_int32_t) :: min_pts = 10, min_members = 0, order = 0, members = 0
+    !> ZTREE_DBSCAN_BORDER_NEAREST or ZTREE_DBSCAN_BORDER_NOISE (DBSCAN*).
+    integer(c_int32_t) :: border = 0
+    !> Non-zero: also return each point's class.
+    integer(c_int32_t) :: classes = 0
+  end type
+
+  type, bind(C), public :: ztree_cluster
+    integer(c_int64_t) :: tag, count, core_count
+    real(c_double) :: mass, pos(3), vel(3), vel_dispersion, inertia_radius, max_radius
+  end type
+
+  type, bind(C), public :: ztree_dbscan_output
+    !> sizeof the struct in this module's layout (checked by the library and by the tests).
+    integer(c_size_t) :: struct_size = 96_c_size_t
+    type(c_ptr) :: labels = c_null_ptr, point_class = c_null_ptr
+    integer(c_int64_t) :: n_clusters = 0
+    type(c_ptr) :: clusters = c_null_ptr, member_offsets = c_null_ptr, member_indices = c_null_ptr
+    real(c_double) :: eps = 0
+    integer(c_int64_t) :: n_core = 0, n_border = 0, n_noise = 0, n_clusters_total = 0
+  end type
+
   type, bind(C), public :: ztree_stats
     !> sizeof the struct in this module's layout (checked by the library and by the tests).
     integer(c_size_t) :: struct_size = 848_c_size_t
@@ -124,7 +153,8 @@ module ztree
   public :: ztree_config_init, ztree_create, ztree_create_mpi, ztree_destroy, ztree_knn, &
             ztree_fof, ztree_get_stats, ztree_last_error, ztree_version, ztree_particles_xyz, &
             ztree_set_velocities, ztree_set_masses, ztree_set_ids, ztree_knn_bytes, ztree_fof_bytes, &
-            ztree_f_knn_density, ztree_f_fof_labels, ztree_stage_name, ztree_cuda_device_count
+            ztree_f_knn_density, ztree_f_fof_labels, ztree_stage_name, ztree_cuda_device_count, &
+            ztree_dbscan, ztree_dbscan_bytes, ztree_f_dbscan_labels
 
   interface
     !> CUDA devices ztree can use here (0 without a driver, a device or NVRTC 12 or 13).
@@ -165,6 +195,21 @@ module ztree
       type(ztree_particles), intent(in) :: particles
       type(ztree_fof_params), intent(in) :: params
       type(ztree_fof_output), intent(inout) :: out
+    end function
+    integer(c_int) function ztree_dbscan(ctx, particles, params, out) bind(C, name="ztree_dbscan")
+      import :: c_int, c_ptr, ztree_particles, ztree_dbscan_params, ztree_dbscan_output
+      type(c_ptr), value :: ctx
+      type(ztree_particles), intent(in) :: particles
+      type(ztree_dbscan_params), intent(in) :: params
+      type(ztree_dbscan_output), intent(inout) :: out
+    end function
+    integer(c_int) function ztree_dbscan_bytes(ctx, particles, params, out, bytes) bind(C, name="ztree_dbscan_bytes")
+      import :: c_int, c_int64_t, c_ptr, ztree_particles, ztree_dbscan_params, ztree_dbscan_output
+      type(c_ptr), value :: ctx
+      type(ztree_particles), intent(in) :: particles
+      type(ztree_dbscan_params), intent(in) :: params
+      type(ztree_dbscan_output), intent(in) :: out
+      integer(c_int64_t), intent(out) :: bytes
     end function
     integer(c_int) function ztree_knn_bytes(ctx, sources, queries, params, out, bytes) bind(C, name="ztree_knn_bytes")
       import :: c_int, c_int64_t, c_ptr, ztree_particles, ztree_knn_params, ztree_knn_output
@@ -226,6 +271,11 @@ module ztree
   !> ztree_particles (masses, velocities and ids then enter the catalogue).
   interface ztree_f_fof_labels
     module procedure fof_labels_particles, fof_labels_f64, fof_labels_f32
+  end interface
+  !> DBSCAN cluster tags (-1: noise) of particles given as pos(3, n) (real(4) or real(8))
+  !> or as a ztree_particles; optionally each point's class and a copy of the catalogue.
+  interface ztree_f_dbscan_labels
+    module procedure dbscan_labels_particles, dbscan_labels_f64, dbscan_labels_f32
   end interface
 
 contains
@@ -464,6 +514,77 @@ contains
     integer(c_int64_t), intent(out) :: n_halos
     type(ztree_halo), allocatable, intent(out), optional :: halos(:)
     ierr = fof_labels_particles(ctx, particles_xyz_f32(pos), linking_length, b, min_members, labels, n_halos, halos)
+  end function
+
+  !> DBSCAN: give eps (absolute) or b (relative, periodic boxes), the other 0; min_pts
+  !> points within eps (itself included) make a point core. Clusters in GADGET order.
+  integer(c_int) function dbscan_labels_particles(ctx, p, eps, b, min_pts, labels, n_clusters, &
+                                                  point_class, clusters) result(ierr)
+    type(c_ptr), intent(in) :: ctx
+    type(ztree_particles), intent(in) :: p
+    real(c_double), intent(in) :: eps, b
+    integer, intent(in) :: min_pts
+    integer(c_int64_t), intent(out), target :: labels(:)
+    integer(c_int64_t), intent(out) :: n_clusters
+    integer(c_int8_t), intent(out), target, optional :: point_class(:)
+    type(ztree_cluster), allocatable, intent(out), optional :: clusters(:)
+    type(ztree_dbscan_params) :: prm
+    type(ztree_dbscan_output) :: out
+    type(ztree_cluster), pointer :: c(:)
+    n_clusters = 0
+    if (size(labels, kind=c_int64_t) < p%count) then
+      ierr = ZTREE_ERR_SIZE
+      return
+    end if
+    prm%eps = eps
+    prm%b = b
+    prm%min_pts = int(min_pts, c_int32_t)
+    prm%order = ZTREE_CATALOGUE_GADGET
+    if (size(labels) > 0) out%labels = c_loc(labels(1))
+    if (present(point_class)) then
+      if (size(point_class, kind=c_int64_t) < p%count) then
+        ierr = ZTREE_ERR_SIZE
+        return
+      end if
+      prm%classes = 1
+      if (size(point_class) > 0) out%point_class = c_loc(point_class(1))
+    end if
+    ierr = ztree_dbscan(ctx, p, prm, out)
+    if (ierr /= ZTREE_OK) return
+    n_clusters = out%n_clusters
+    if (present(clusters)) then
+      allocate(clusters(n_clusters))
+      if (n_clusters > 0) then
+        call c_f_pointer(out%clusters, c, [n_clusters])
+        clusters = c
+      end if
+    end if
+  end function
+
+  integer(c_int) function dbscan_labels_f64(ctx, pos, eps, b, min_pts, labels, n_clusters, &
+                                            point_class, clusters) result(ierr)
+    type(c_ptr), intent(in) :: ctx
+    real(c_double), intent(in), target, contiguous :: pos(:, :)
+    real(c_double), intent(in) :: eps, b
+    integer, intent(in) :: min_pts
+    integer(c_int64_t), intent(out), target :: labels(:)
+    integer(c_int64_t), intent(out) :: n_clusters
+    integer(c_int8_t), intent(out), target, optional :: point_class(:)
+    type(ztree_cluster), allocatable, intent(out), optional :: clusters(:)
+    ierr = dbscan_labels_particles(ctx, particles_xyz_f64(pos), eps, b, min_pts, labels, n_clusters, point_class, clusters)
+  end function
+
+  integer(c_int) function dbscan_labels_f32(ctx, pos, eps, b, min_pts, labels, n_clusters, &
+                                            point_class, clusters) result(ierr)
+    type(c_ptr), intent(in) :: ctx
+    real(c_float), intent(in), target, contiguous :: pos(:, :)
+    real(c_double), intent(in) :: eps, b
+    integer, intent(in) :: min_pts
+    integer(c_int64_t), intent(out), target :: labels(:)
+    integer(c_int64_t), intent(out) :: n_clusters
+    integer(c_int8_t), intent(out), target, optional :: point_class(:)
+    type(ztree_cluster), allocatable, intent(out), optional :: clusters(:)
+    ierr = dbscan_labels_particles(ctx, particles_xyz_f32(pos), eps, b, min_pts, labels, n_clusters, point_class, clusters)
   end function
 
 end module ztree

@@ -71,6 +71,22 @@
 // Most stages `ztree_stats` reports.
 #define ZTREE_MAX_STAGES 32
 
+// Border points of `ztree_dbscan` (`ztree_dbscan_params::border`): in the cluster of
+// their nearest core point (ties: the smaller index).
+#define ZTREE_DBSCAN_BORDER_NEAREST 0
+
+// Border points are noise (DBSCAN*); their class stays `ZTREE_POINT_BORDER`.
+#define ZTREE_DBSCAN_BORDER_NOISE 1
+
+// Point classes of `ztree_dbscan_output::point_class`: no core point within ε.
+#define ZTREE_POINT_NOISE 0
+
+// Not core, with a core point within ε.
+#define ZTREE_POINT_BORDER 1
+
+// At least `min_pts` points within ε (itself included).
+#define ZTREE_POINT_CORE 2
+
 // Version of the ztree library this header belongs to.
 #define ZTREE_VERSION_MAJOR 0
 
@@ -344,6 +360,87 @@ typedef struct ztree_fof_output {
   int64_t n_groups_total;
 } ztree_fof_output;
 
+// Parameters of `ztree_dbscan`. Give exactly one of `eps` (absolute) and `b` (relative:
+// b * (V/N)^(1/dims), periodic boxes only), the other 0, as FoF's linking length.
+typedef struct ztree_dbscan_params {
+  // Bytes of this struct as the caller's header declares it: set by
+  // `ztree_dbscan_params_init` (C) or by the Fortran type's default initialisation.
+  size_t struct_size;
+  // ε, absolute (> 0), or 0 to use `b`. The test is inclusive (`d <= ε`), as FoF's.
+  double eps;
+  // ε relative to the mean spacing (> 0), or 0 to use `eps`.
+  double b;
+  // Points within ε (the point itself included) that make a point core (>= 1; HACC's
+  // galaxies: 10; 2 gives FoF's groups).
+  int32_t min_pts;
+  // Smallest cluster that gets a tag and a catalogue row (0 or 1: every cluster).
+  int32_t min_members;
+  // `ZTREE_CATALOGUE_ZORDER` or `ZTREE_CATALOGUE_GADGET` (count descending).
+  int32_t order;
+  // Non-zero: also return each cluster's members.
+  int32_t members;
+  // `ZTREE_DBSCAN_BORDER_NEAREST` (0) or `ZTREE_DBSCAN_BORDER_NOISE` (DBSCAN*).
+  int32_t border;
+  // Non-zero: also return each point's class (`ztree_dbscan_output::point_class`).
+  int32_t classes;
+} ztree_dbscan_params;
+
+// One cluster of the DBSCAN catalogue: the FoF columns and two of its own.
+typedef struct ztree_cluster {
+  // Minimum particle id of the members (or smallest input index without ids).
+  int64_t tag;
+  // Member count (core and border points).
+  int64_t count;
+  // Core points among the members.
+  int64_t core_count;
+  // Total mass.
+  double mass;
+  // Centre of mass (inside the periodic box).
+  double pos[3];
+  // Mass-weighted mean velocity (0 without velocities).
+  double vel[3];
+  // Velocity dispersion sqrt(<|v - v_mean|^2>_m) (0 without velocities).
+  double vel_dispersion;
+  // sqrt(<|x - x_cm|^2>_m).
+  double inertia_radius;
+  // Distance from the centre of mass to the farthest member.
+  double max_radius;
+} ztree_cluster;
+
+// Outputs of `ztree_dbscan`. `labels` and (with `classes`) `point_class`: caller arrays
+// of `count` entries, or NULL for context-owned ones (a pointer the context returned
+// before counts as NULL). Everything else is context-owned and valid until the next
+// call; with `members`, `member_offsets` always has `n_clusters + 1` entries.
+typedef struct ztree_dbscan_output {
+  // Bytes of this struct as the caller's header declares it: set by
+  // `ztree_dbscan_output_init` (C) or by the Fortran type's default initialisation.
+  size_t struct_size;
+  // Per particle (input order): its cluster's tag, or -1 (noise, or a cluster below
+  // `min_members`).
+  int64_t *labels;
+  // With `classes`: per particle, `ZTREE_POINT_NOISE`, `_BORDER` or `_CORE`.
+  int8_t *point_class;
+  // Out: number of catalogue rows.
+  int64_t n_clusters;
+  // Out: `n_clusters` rows (context-owned).
+  const struct ztree_cluster *clusters;
+  // With `members`: cluster c's members (input indices, ascending) are
+  // `member_indices[member_offsets[c] .. member_offsets[c + 1]]`.
+  const int64_t *member_offsets;
+  // See `member_offsets`.
+  const int64_t *member_indices;
+  // Out: the absolute ε used.
+  double eps;
+  // Out: core, border and noise points, and clusters of any size.
+  int64_t n_core;
+  // See `n_core`.
+  int64_t n_border;
+  // See `n_core`.
+  int64_t n_noise;
+  // See `n_core`.
+  int64_t n_clusters_total;
+} ztree_dbscan_output;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -416,6 +513,33 @@ enum ztree_status ztree_fof_output_init_size(struct ztree_fof_output *s, size_t 
 // defaults. C and C++ callers use `ztree_stats_init(&s)`, which passes the size.
 enum ztree_status ztree_stats_init_size(struct ztree_stats *s, size_t size);
 
+// Fills a `ztree_dbscan_params` of `size` bytes (`sizeof` in the caller's header) with
+// its defaults. C and C++ callers use `ztree_dbscan_params_init(&s)`.
+enum ztree_status ztree_dbscan_params_init_size(struct ztree_dbscan_params *s, size_t size);
+
+// Fills a `ztree_dbscan_output` of `size` bytes (`sizeof` in the caller's header) with
+// its defaults. C and C++ callers use `ztree_dbscan_output_init(&s)`.
+enum ztree_status ztree_dbscan_output_init_size(struct ztree_dbscan_output *s, size_t size);
+
+// DBSCAN clusters of `particles` (definitions: docs/c-api.md): per particle a cluster tag
+// or -1, optionally its class, and the catalogue of clusters. Results are the same for
+// any thread count. Serial contexts and host arrays; an MPI context or device arrays
+// are `ZTREE_ERR_UNSUPPORTED` on every rank.
+enum ztree_status ztree_dbscan(struct ztree_context *ctx,
+                               const struct ztree_particles *particles,
+                               const struct ztree_dbscan_params *params,
+                               struct ztree_dbscan_output *out);
+
+// The bytes `ztree_dbscan` with these arguments would allocate (scratch, the kNN rows of
+// the core test, context-owned labels and classes, the catalogue at its largest and the
+// member lists): an upper estimate, the number `ztree_config::memory_limit` is compared
+// with. Checks the arguments like `ztree_dbscan`; computes nothing; not collective.
+enum ztree_status ztree_dbscan_bytes(struct ztree_context *ctx,
+                                     const struct ztree_particles *particles,
+                                     const struct ztree_dbscan_params *params,
+                                     const struct ztree_dbscan_output *out,
+                                     int64_t *bytes);
+
 // Friends-of-friends halos of `particles`: per-particle halo tags and the catalogue. On
 // an MPI context every rank checks its arguments and then all agree, as in `ztree_knn`.
 enum ztree_status ztree_fof(struct ztree_context *ctx,
@@ -474,5 +598,7 @@ ZTREE_INLINE enum ztree_status ztree_knn_output_init(struct ztree_knn_output *s)
 ZTREE_INLINE enum ztree_status ztree_fof_params_init(struct ztree_fof_params *s) { return ztree_fof_params_init_size(s, sizeof *s); }
 ZTREE_INLINE enum ztree_status ztree_fof_output_init(struct ztree_fof_output *s) { return ztree_fof_output_init_size(s, sizeof *s); }
 ZTREE_INLINE enum ztree_status ztree_stats_init(struct ztree_stats *s) { return ztree_stats_init_size(s, sizeof *s); }
+ZTREE_INLINE enum ztree_status ztree_dbscan_params_init(struct ztree_dbscan_params *s) { return ztree_dbscan_params_init_size(s, sizeof *s); }
+ZTREE_INLINE enum ztree_status ztree_dbscan_output_init(struct ztree_dbscan_output *s) { return ztree_dbscan_output_init_size(s, sizeof *s); }
 
 #endif /* ZTREE_H */

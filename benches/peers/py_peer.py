@@ -116,6 +116,25 @@ def main():
         out.update(secs=secs, groups=int(len(count)), groups20=int((count >= 20).sum()), largest=int(count.max()))
         del labels
         later = later_secs(call)
+    elif job == "dbscan" and peer == "sklearn":
+        from sklearn.cluster import DBSCAN
+
+        eps, min_pts = param.split(":")
+        eps, min_pts = float(eps), int(min_pts)
+        if box > 0:
+            sys.exit("scikit-learn's DBSCAN has no periodic mode")
+
+        def call():
+            return DBSCAN(eps=eps, min_samples=min_pts, algorithm="kd_tree", n_jobs=threads).fit(x).labels_
+        rss0 = status_bytes("VmRSS:")
+        reset_peak()
+        t0 = time.perf_counter()
+        labels = call()
+        secs = time.perf_counter() - t0
+        peak = status_bytes("VmHWM:")
+        out.update(secs=secs, clusters=int(labels.max() + 1), noise=int((labels < 0).sum()))
+        del labels
+        later = later_secs(call)
     else:
         sys.exit(f"unknown peer/job {peer} {job}")
     out.update(rss_before=rss0, peak_rss=peak)

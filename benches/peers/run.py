@@ -50,9 +50,10 @@ PY = sys.executable
 PY_PEER = os.path.join(HERE, "py_peer.py")
 
 # Column order of the main table, and the labels the peers get there.
-PEERS = ["ztree", "kiddo", "scipy", "pykdtree", "hfof"]
+PEERS = ["ztree", "kiddo", "scipy", "pykdtree", "hfof", "sklearn"]
 LABEL = {"ztree": "ztree", "kiddo": "kiddo-native", "scipy": "scipy cKDTree",
-         "pykdtree": "pykdtree", "hfof": "hfof (1 thread)", "ztree-1t": "ztree 1 thread"}
+         "pykdtree": "pykdtree", "hfof": "hfof (1 thread)", "ztree-1t": "ztree 1 thread",
+         "sklearn": "scikit-learn DBSCAN"}
 KNN_RTOL = 1e-12
 GADGET_LINK = 0.15625
 
@@ -60,9 +61,9 @@ GADGET_LINK = 0.15625
 @dataclass
 class Case:
     title: str
-    job: str          # "knn" or "fof"
+    job: str          # "knn", "fof" or "dbscan"
     data: str         # file name in DATA (f64 or f32 as the case says)
-    param: str        # k or the linking length
+    param: str        # k, the linking length, or "eps:min_pts"
     box: float        # 0: open domain
     peers: list
     scaling: bool = False
@@ -108,6 +109,13 @@ def cases(sizes):
     for name, box, what in (("g4z1", 50.0, "262k, box 50"), ("g4z1tiled", 100.0, "tiled 2x2x2, 2.1M, box 100")):
         out.append(Case(f"FoF GADGET-4 z=1 {what} (f32, l=0.15625)", "fof", f"{name}_f32.npy", repr(GADGET_LINK), box,
                         ["ztree", "kiddo", "hfof"], files={"hfof": f"{name}_f64.npy"}))
+    # DBSCAN, HACC's galaxy case (min_pts 10) and FoF's (min_pts 2), eps = 0.2 mean
+    # spacings, open domain (scikit-learn has no periodic mode).
+    for n in sizes:
+        for min_pts in (10, 2):
+            eps = 0.2 * n ** (-1.0 / 3.0)
+            out.append(Case(f"DBSCAN min_pts={min_pts} eps=0.2 spacings clustered {fmt_n(n)}", "dbscan", f"clustered_{n}_src_f64.npy",
+                            f"{eps!r}:{min_pts}", 0, ["ztree", "sklearn"]))
     # Thread scaling: ztree on 1 thread against the default thread count.
     out.append(Case(f"scaling: kNN k=16 f64 clustered {fmt_n(n0)}", "knn", f"clustered_{n0}_src_f64.npy", "16", 0,
                     ["ztree", "ztree-1t"], scaling=True))
@@ -144,7 +152,7 @@ def command(case, peer, threads):
         return [ZTREE_RUN, *args, "1", box]
     if peer == "kiddo":
         return [KIDDO, *args, str(threads), box]
-    if peer in ("scipy", "pykdtree"):
+    if peer in ("scipy", "pykdtree", "sklearn"):
         return [PY, PY_PEER, peer, *args, str(threads), box]
     if peer == "hfof":
         return [PY, PY_PEER, "hfof", *args, "1", box]
@@ -194,9 +202,9 @@ def available_peers():
         if not os.access(exe, os.X_OK):
             sys.exit(f"{exe} is missing: run `make bench-peers` (or set {'ZTREE_RUN' if name == 'ztree' else 'KIDDO_NATIVE'})")
     have.add("kiddo")
-    for mod in ("scipy", "pykdtree"):
+    for mod, peer in (("scipy", "scipy"), ("pykdtree", "pykdtree"), ("sklearn", "sklearn")):
         if subprocess.run([PY, "-c", f"import {mod}"], capture_output=True).returncode == 0:
-            have.add(mod)
+            have.add(peer)
         else:
             notes.append(f"{mod}: not importable by {PY}, skipped")
     if HFOF_PATH and os.path.isdir(os.path.join(HFOF_PATH, "hfof")):
@@ -237,6 +245,11 @@ def checksum_mismatches(case, first):
             rel = abs(a - b) / abs(a) if a else abs(b)
             if rel > KNN_RTOL:
                 out.append(f"MISMATCH {case.title}: mean k-th distance {LABEL[peer]} {b!r} vs ztree {a!r} (rel {rel:.1e})")
+        elif case.job == "dbscan":
+            # Border points are order-dependent in scikit-learn; clusters and noise are not.
+            if (res["clusters"], res["noise"]) != (z["clusters"], z["noise"]):
+                out.append(f"MISMATCH {case.title}: clusters / noise {LABEL[peer]} {res['clusters']} / {res['noise']}"
+                           f" vs ztree {z['clusters']} / {z['noise']}")
         else:
             if (res["groups20"], res["largest"]) != (z["groups20"], z["largest"]):
                 out.append(f"MISMATCH {case.title}: groups >= 20 / largest {LABEL[peer]} {res['groups20']} / {res['largest']}"

@@ -3,6 +3,7 @@
  *
  *   ztree_run knn <points.npy> <k> <threads> <box>    self-query, full neighbour lists
  *   ztree_run fof <points.npy> <link> <threads> <box> labels + catalogue (>= 20 members)
+ *   ztree_run dbscan <points.npy> <eps:min_pts> <threads> <box>  labels + classes + catalogue
  *
  * points.npy: C-order (N, 3) <f4 or <f8, passed in place (array of structs, stride 3).
  * box > 0: periodic cube [0, box)^3; 0: open domain.
@@ -260,10 +261,12 @@ static int run_on_device(char **argv) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 6 || argc > 7 || (argc == 7 && strcmp(argv[6], "cuda")) || (strcmp(argv[1], "knn") && strcmp(argv[1], "fof"))) {
+  if (argc < 6 || argc > 7 || (argc == 7 && strcmp(argv[6], "cuda")) || (strcmp(argv[1], "knn") && strcmp(argv[1], "fof") && strcmp(argv[1], "dbscan")) ||
+      (argc == 7 && !strcmp(argv[1], "dbscan"))) {
     fprintf(stderr,
             "usage: ztree_run knn <points.npy> <k> <threads> <box> [cuda]\n"
             "       ztree_run fof <points.npy> <link> <threads> <box> [cuda]\n"
+            "       ztree_run dbscan <points.npy> <eps:min_pts> <threads> <box>\n"
             "cuda: the points and outputs in GPU memory (the CUDA back end); the call runs\n"
             "once to compile the kernels (first_secs), then ZTREE_RUN_REPS times (median).\n");
     return 2;
@@ -317,6 +320,44 @@ int main(int argc, char **argv) {
     }
     free(idx);
     free(dist);
+  } else if (strcmp(argv[1], "dbscan") == 0) {
+    ztree_dbscan_params dp;
+    ztree_dbscan_params_init(&dp);
+    dp.eps = atof(argv[3]);
+    const char *colon = strchr(argv[3], ':');
+    dp.min_pts = colon ? atoi(colon + 1) : 10;
+    dp.classes = 1;
+    int64_t *labels = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    int8_t *cls = malloc((size_t)(n ? n : 1));
+    if (!labels || !cls) die("labels", "out of memory");
+    ztree_dbscan_output dout;
+    ztree_dbscan_output_init(&dout);
+    dout.labels = labels;
+    dout.point_class = cls;
+    long long rss0 = status_bytes("VmRSS:");
+    reset_peak();
+    long flt0 = minor_faults();
+    double t0 = now();
+    check(ztree_dbscan(ctx, &p, &dp, &dout), ctx, "ztree_dbscan");
+    double secs = now() - t0;
+    long faults = minor_faults() - flt0;
+    long long peak = status_bytes("VmHWM:");
+    printf(", \"secs\": %.6f, \"clusters\": %lld, \"noise\": %lld, \"core\": %lld, \"border\": %lld, \"rss_before\": %lld, \"peak_rss\": %lld, \"minor_faults\": %ld",
+           secs, (long long)dout.n_clusters_total, (long long)dout.n_noise, (long long)dout.n_core, (long long)dout.n_border, rss0, peak, faults);
+    print_stats(ctx);
+    int calls = peer_calls();
+    if (calls > 1) {
+      double later[100];
+      for (int c = 1; c < calls; c++) {
+        double t1 = now();
+        check(ztree_dbscan(ctx, &p, &dp, &dout), ctx, "ztree_dbscan");
+        later[c - 1] = now() - t1;
+      }
+      printf(", \"later_secs\": %.6f", median(later, calls - 1));
+      print_later_stages(ctx);
+    }
+    free(labels);
+    free(cls);
   } else {
     double link = atof(argv[3]);
     int64_t *labels = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));

@@ -220,6 +220,41 @@ versioned!(
 
 versioned!(ztree_stats, [], super::out::empty_stats());
 
+versioned!(
+    ztree_dbscan_params,
+    [],
+    ztree_dbscan_params {
+        struct_size: size_of::<Self>(),
+        eps: 0.0,
+        b: 0.0,
+        min_pts: 0,
+        min_members: 0,
+        order: ZTREE_CATALOGUE_ZORDER,
+        members: 0,
+        border: ZTREE_DBSCAN_BORDER_NEAREST,
+        classes: 0,
+    }
+);
+
+versioned!(
+    ztree_dbscan_output,
+    [],
+    ztree_dbscan_output {
+        struct_size: size_of::<Self>(),
+        labels: std::ptr::null_mut(),
+        point_class: std::ptr::null_mut(),
+        n_clusters: 0,
+        clusters: std::ptr::null(),
+        member_offsets: std::ptr::null(),
+        member_indices: std::ptr::null(),
+        eps: 0.0,
+        n_core: 0,
+        n_border: 0,
+        n_noise: 0,
+        n_clusters_total: 0,
+    }
+);
+
 /// Fills a `ztree_config` of `size` bytes (`sizeof` in the caller's header) with its
 /// defaults. C and C++ callers use `ztree_config_init(&s)`, which passes the size.
 #[unsafe(no_mangle)]
@@ -269,6 +304,20 @@ pub extern "C" fn ztree_stats_init_size(s: *mut ztree_stats, size: usize) -> ztr
     init(s, size)
 }
 
+/// Fills a `ztree_dbscan_params` of `size` bytes (`sizeof` in the caller's header) with
+/// its defaults. C and C++ callers use `ztree_dbscan_params_init(&s)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ztree_dbscan_params_init_size(s: *mut ztree_dbscan_params, size: usize) -> ztree_status {
+    init(s, size)
+}
+
+/// Fills a `ztree_dbscan_output` of `size` bytes (`sizeof` in the caller's header) with
+/// its defaults. C and C++ callers use `ztree_dbscan_output_init(&s)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ztree_dbscan_output_init_size(s: *mut ztree_dbscan_output, size: usize) -> ztree_status {
+    init(s, size)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,6 +348,10 @@ mod tests {
         layouts_ok::<ztree_fof_params>();
         layouts_ok::<ztree_fof_output>();
         layouts_ok::<ztree_stats>();
+        layouts_ok::<ztree_dbscan_params>();
+        layouts_ok::<ztree_dbscan_output>();
+        assert_eq!(std::mem::offset_of!(ztree_dbscan_params, struct_size), 0);
+        assert_eq!(std::mem::offset_of!(ztree_dbscan_output, struct_size), 0);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 pub(crate) mod abi;
+pub(crate) mod dbscan;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 pub(crate) mod fof;

@@ -22,6 +22,8 @@ pub(crate) struct Buffers {
     pub halos: Vec<ztree_halo>,
     pub member_offsets: Vec<i64>,
     pub member_indices: Vec<i64>,
+    pub classes: Vec<i8>,
+    pub clusters: Vec<ztree_cluster>,
 }
 
 /// The context's communicator (None: a serial context).

@@ -333,3 +333,103 @@ pub struct ztree_stats {
     /// See `bytes_sent`.
     pub owned: i64,
 }
+
+/// Border points of `ztree_dbscan` (`ztree_dbscan_params::border`): in the cluster of
+/// their nearest core point (ties: the smaller index).
+pub const ZTREE_DBSCAN_BORDER_NEAREST: i32 = 0;
+/// Border points are noise (DBSCAN*); their class stays `ZTREE_POINT_BORDER`.
+pub const ZTREE_DBSCAN_BORDER_NOISE: i32 = 1;
+
+/// Point classes of `ztree_dbscan_output::point_class`: no core point within ε.
+pub const ZTREE_POINT_NOISE: i8 = 0;
+/// Not core, with a core point within ε.
+pub const ZTREE_POINT_BORDER: i8 = 1;
+/// At least `min_pts` points within ε (itself included).
+pub const ZTREE_POINT_CORE: i8 = 2;
+
+/// Parameters of `ztree_dbscan`. Give exactly one of `eps` (absolute) and `b` (relative:
+/// b * (V/N)^(1/dims), periodic boxes only), the other 0, as FoF's linking length.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ztree_dbscan_params {
+    /// Bytes of this struct as the caller's header declares it: set by
+    /// `ztree_dbscan_params_init` (C) or by the Fortran type's default initialisation.
+    pub struct_size: usize,
+    /// ε, absolute (> 0), or 0 to use `b`. The test is inclusive (`d <= ε`), as FoF's.
+    pub eps: f64,
+    /// ε relative to the mean spacing (> 0), or 0 to use `eps`.
+    pub b: f64,
+    /// Points within ε (the point itself included) that make a point core (>= 1; HACC's
+    /// galaxies: 10; 2 gives FoF's groups).
+    pub min_pts: i32,
+    /// Smallest cluster that gets a tag and a catalogue row (0 or 1: every cluster).
+    pub min_members: i32,
+    /// `ZTREE_CATALOGUE_ZORDER` or `ZTREE_CATALOGUE_GADGET` (count descending).
+    pub order: i32,
+    /// Non-zero: also return each cluster's members.
+    pub members: i32,
+    /// `ZTREE_DBSCAN_BORDER_NEAREST` (0) or `ZTREE_DBSCAN_BORDER_NOISE` (DBSCAN*).
+    pub border: i32,
+    /// Non-zero: also return each point's class (`ztree_dbscan_output::point_class`).
+    pub classes: i32,
+}
+
+/// One cluster of the DBSCAN catalogue: the FoF columns and two of its own.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ztree_cluster {
+    /// Minimum particle id of the members (or smallest input index without ids).
+    pub tag: i64,
+    /// Member count (core and border points).
+    pub count: i64,
+    /// Core points among the members.
+    pub core_count: i64,
+    /// Total mass.
+    pub mass: f64,
+    /// Centre of mass (inside the periodic box).
+    pub pos: [f64; 3],
+    /// Mass-weighted mean velocity (0 without velocities).
+    pub vel: [f64; 3],
+    /// Velocity dispersion sqrt(<|v - v_mean|^2>_m) (0 without velocities).
+    pub vel_dispersion: f64,
+    /// sqrt(<|x - x_cm|^2>_m).
+    pub inertia_radius: f64,
+    /// Distance from the centre of mass to the farthest member.
+    pub max_radius: f64,
+}
+
+/// Outputs of `ztree_dbscan`. `labels` and (with `classes`) `point_class`: caller arrays
+/// of `count` entries, or NULL for context-owned ones (a pointer the context returned
+/// before counts as NULL). Everything else is context-owned and valid until the next
+/// call; with `members`, `member_offsets` always has `n_clusters + 1` entries.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ztree_dbscan_output {
+    /// Bytes of this struct as the caller's header declares it: set by
+    /// `ztree_dbscan_output_init` (C) or by the Fortran type's default initialisation.
+    pub struct_size: usize,
+    /// Per particle (input order): its cluster's tag, or -1 (noise, or a cluster below
+    /// `min_members`).
+    pub labels: *mut i64,
+    /// With `classes`: per particle, `ZTREE_POINT_NOISE`, `_BORDER` or `_CORE`.
+    pub point_class: *mut i8,
+    /// Out: number of catalogue rows.
+    pub n_clusters: i64,
+    /// Out: `n_clusters` rows (context-owned).
+    pub clusters: *const ztree_cluster,
+    /// With `members`: cluster c's members (input indices, ascending) are
+    /// `member_indices[member_offsets[c] .. member_offsets[c + 1]]`.
+    pub member_offsets: *const i64,
+    /// See `member_offsets`.
+    pub member_indices: *const i64,
+    /// Out: the absolute ε used.
+    pub eps: f64,
+    /// Out: core, border and noise points, and clusters of any size.
+    pub n_core: i64,
+    /// See `n_core`.
+    pub n_border: i64,
+    /// See `n_core`.
+    pub n_noise: i64,
+    /// See `n_core`.
+    pub n_clusters_total: i64,
+}

@@ -409,6 +409,126 @@ static void test_errors(ztree_context *ctx, ztree_context *open_ctx) {
 #undef EXPECT
 }
 
+/* DBSCAN against the rules on the explicit eps-graph (brute force), min_pts = 2 against
+ * FoF, the catalogue against the labels, and its argument checks. */
+static void test_dbscan(ztree_context *ctx, int n, double box) {
+  double *x = malloc(sizeof(double) * n), *y = malloc(sizeof(double) * n), *z = malloc(sizeof(double) * n);
+  for (int i = 0; i < n; i++) {
+    int clump = i % 3 != 0; /* two thirds in 8 clumps, the rest uniform */
+    double c[3] = {0.1 + 0.1 * (i % 8), 0.5, 0.3 + 0.05 * (i % 8)};
+    x[i] = clump ? c[0] + 0.02 * (urand() - 0.5) : urand() * box;
+    y[i] = clump ? c[1] + 0.02 * (urand() - 0.5) : urand() * box;
+    z[i] = clump ? c[2] + 0.02 * (urand() - 0.5) : urand() * box;
+  }
+  ztree_particles p = soa_f64(n, x, y, z);
+  const double eps = 0.012;
+  const int min_pts = 6;
+  ztree_dbscan_params dp;
+  CHECK(ztree_dbscan_params_init(&dp) == ZTREE_OK && dp.struct_size == sizeof dp, "dbscan params init");
+  dp.eps = eps;
+  dp.min_pts = min_pts;
+  dp.members = 1;
+  dp.classes = 1;
+  dp.order = ZTREE_CATALOGUE_GADGET;
+  ztree_dbscan_output out;
+  ztree_dbscan_output_init(&out);
+  CHECK(ztree_dbscan(ctx, &p, &dp, &out) == ZTREE_OK, "dbscan: %s", ztree_last_error(ctx));
+  int64_t *labels = malloc(sizeof(int64_t) * n);
+  int8_t *cls = malloc((size_t)n);
+  memcpy(labels, out.labels, sizeof(int64_t) * n);
+  memcpy(cls, out.point_class, (size_t)n);
+  int wrong_class = 0, wrong_label = 0, split = 0, ncore = 0;
+  for (int i = 0; i < n; i++) {
+    double a[3] = {x[i], y[i], z[i]};
+    int cnt = 0;
+    for (int j = 0; j < n; j++) {
+      double b[3] = {x[j], y[j], z[j]};
+      cnt += d2_f64(a, b, box) <= eps * eps;
+    }
+    int core = cnt >= min_pts;
+    ncore += core;
+    if (core != (cls[i] == ZTREE_POINT_CORE)) wrong_class++;
+  }
+  for (int i = 0; i < n; i++) {
+    double a[3] = {x[i], y[i], z[i]};
+    double best = INFINITY;
+    int64_t nearest = -1;
+    for (int j = 0; j < n; j++) {
+      double b[3] = {x[j], y[j], z[j]};
+      double d = d2_f64(a, b, box);
+      if (cls[j] == ZTREE_POINT_CORE && d <= eps * eps) {
+        if (cls[i] == ZTREE_POINT_CORE && labels[i] != labels[j]) split++;
+        if (d < best || (d == best && j < nearest)) best = d, nearest = j;
+      }
+    }
+    if (cls[i] == ZTREE_POINT_CORE) continue;
+    if ((nearest >= 0) != (cls[i] == ZTREE_POINT_BORDER)) wrong_class++;
+    if (labels[i] != (nearest >= 0 ? labels[nearest] : -1)) wrong_label++;
+  }
+  CHECK(wrong_class == 0 && wrong_label == 0 && split == 0 && out.n_core == ncore, "dbscan rules: %d classes, %d labels, %d split pairs wrong; %lld core of %d",
+        wrong_class, wrong_label, split, (long long)out.n_core, ncore);
+  CHECK(out.n_core + out.n_border + out.n_noise == n && out.n_clusters > 0 && out.eps == eps, "dbscan counts");
+  int64_t in_rows = 0;
+  for (int64_t c = 0; c < out.n_clusters; c++) {
+    const ztree_cluster *r = &out.clusters[c];
+    in_rows += r->count;
+    CHECK(out.member_offsets[c + 1] - out.member_offsets[c] == r->count && r->core_count >= 1 && r->core_count <= r->count, "cluster %lld", (long long)c);
+    CHECK(c == 0 || out.clusters[c - 1].count >= r->count, "GADGET order");
+    for (int64_t k = out.member_offsets[c]; k < out.member_offsets[c + 1]; k++) {
+      int64_t i = out.member_indices[k];
+      double dd[3] = {x[i], y[i], z[i]};
+      CHECK(labels[i] == r->tag && sqrt(d2_f64(dd, r->pos, box)) <= r->max_radius * (1 + 1e-12), "member %lld of cluster %lld", (long long)i, (long long)c);
+    }
+  }
+  int64_t labelled = 0;
+  for (int i = 0; i < n; i++) labelled += labels[i] >= 0;
+  CHECK(in_rows == labelled, "cluster members %lld vs labelled %lld", (long long)in_rows, (long long)labelled);
+
+  /* min_pts = 2: FoF's groups of two or more, tag for tag. */
+  dp.min_pts = 2;
+  dp.members = 0;
+  CHECK(ztree_dbscan(ctx, &p, &dp, &out) == ZTREE_OK, "dbscan min_pts 2: %s", ztree_last_error(ctx));
+  memcpy(labels, out.labels, sizeof(int64_t) * n);
+  ztree_fof_params fp;
+  ztree_fof_params_init(&fp);
+  fp.linking_length = eps;
+  fp.min_members = 2;
+  ztree_fof_output fo;
+  ztree_fof_output_init(&fo);
+  CHECK(ztree_fof(ctx, &p, &fp, &fo) == ZTREE_OK, "fof");
+  int differ = 0;
+  for (int i = 0; i < n; i++) differ += labels[i] != fo.labels[i];
+  CHECK(differ == 0 && out.n_border == 0, "min_pts 2 vs FoF: %d labels differ", differ);
+
+  /* Estimates and bad arguments: a status and a message. */
+#define EXPECT_D(call, status)                                                                              \
+  do {                                                                                                      \
+    ztree_status s_ = (call);                                                                               \
+    CHECK(s_ == (status) && strlen(ztree_last_error(ctx)) > 0, "%s returned %d, expected %d: %s", #call, (int)s_, \
+          (int)(status), ztree_last_error(ctx));                                                            \
+  } while (0)
+  int64_t bytes = 0;
+  CHECK(ztree_dbscan_bytes(ctx, &p, &dp, &out, &bytes) == ZTREE_OK && bytes > n * 8, "dbscan bytes %lld", (long long)bytes);
+  ztree_dbscan_params bad = dp;
+  bad.min_pts = 0;
+  EXPECT_D(ztree_dbscan(ctx, &p, &bad, &out), ZTREE_ERR_INVALID_ARGUMENT);
+  bad = dp;
+  bad.b = 0.2;
+  EXPECT_D(ztree_dbscan(ctx, &p, &bad, &out), ZTREE_ERR_INVALID_ARGUMENT);
+  bad = dp;
+  bad.border = 3;
+  EXPECT_D(ztree_dbscan(ctx, &p, &bad, &out), ZTREE_ERR_INVALID_ARGUMENT);
+  bad = dp;
+  bad.struct_size = 0;
+  EXPECT_D(ztree_dbscan(ctx, &p, &bad, &out), ZTREE_ERR_INVALID_ARGUMENT);
+  EXPECT_D(ztree_dbscan(ctx, &p, NULL, &out), ZTREE_ERR_NULL_POINTER);
+  ztree_particles dev = p;
+  dev.memory = ZTREE_MEMORY_CUDA_DEVICE;
+  EXPECT_D(ztree_dbscan(ctx, &dev, &dp, &out), ZTREE_ERR_UNSUPPORTED);
+  #undef EXPECT_D
+  free(x), free(y), free(z), free(labels), free(cls);
+}
+
 int main(void) {
   char v[64];
   snprintf(v, sizeof v, "%d.%d.%d", ZTREE_VERSION_MAJOR, ZTREE_VERSION_MINOR, ZTREE_VERSION_PATCH);
@@ -448,6 +568,7 @@ int main(void) {
   test_knn_f64_soa(ctx, 1500, 1.0);
   test_fof_f32_aos(ctx, 3000);
   test_errors(ctx, open_ctx);
+  test_dbscan(ctx, 2000, 1.0);
 
   CHECK(ztree_destroy(ctx) == ZTREE_OK, "destroy");
   CHECK(ztree_destroy(open_ctx) == ZTREE_OK, "destroy");

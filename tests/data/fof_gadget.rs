@@ -118,3 +118,84 @@ fn fof_matches_gadget4_catalogue() {
         assert!(cat.count.windows(2).all(|w| w[0] >= w[1]));
     }
 }
+
+/// DBSCAN with min_pts = 2 on both GADGET-4 boxes (z ≈ 1, and the more clustered z = 0)
+/// gives GADGET-4's FoF groups, id set for id set; with min_pts = 10 every cluster lies
+/// inside one of those groups.
+#[test]
+fn dbscan_min_pts_2_matches_gadget4_groups() {
+    use ztree::{DbscanParams, PointClass};
+    for name in ["gadget4-64-z1", "gadget4-64-z0-seed424242"] {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data").join(name);
+        if !require(&format!("the GADGET-4 snapshot at ../shared/data/{name}"), dir.join("pos.f32").exists()) {
+            return;
+        }
+        let pos = triples(read(&dir, "pos.f32", f32::from_le_bytes));
+        let ids: Vec<u32> = read(&dir, "ids.u32", u32::from_le_bytes);
+        let glabel: Vec<i32> = read(&dir, "gadget_label.i32", i32::from_le_bytes);
+        let mut theirs: Vec<Vec<u32>> = vec![Vec::new(); glabel.iter().map(|&g| g + 1).max().unwrap() as usize];
+        for (i, &g) in glabel.iter().enumerate() {
+            if g >= 0 {
+                theirs[g as usize].push(ids[i]);
+            }
+        }
+        let ctx = Context::new(Config::default()).unwrap();
+        let fields = FofFields { velocities: None, masses: None, particle_mass: 1.0, ids: Some(&ids) };
+        let dom = Domain::Periodic([50.0; 3]);
+        let p = DbscanParams {
+            eps: LinkingLength::Absolute(0.15625),
+            min_pts: 2,
+            min_members: 32,
+            order: CatalogueOrder::Gadget,
+            members: true,
+            ..Default::default()
+        };
+        let t = std::time::Instant::now();
+        let r = ctx.dbscan(&dom, &pos, &fields, &p).unwrap();
+        println!("{name}: DBSCAN min_pts 2 in {:.3} s, {} clusters", t.elapsed().as_secs_f64(), r.catalogue.len());
+        let cat = &r.catalogue.rows;
+        let mut ours: Vec<Vec<u32>> = (0..cat.len())
+            .map(|g| {
+                let mut m: Vec<u32> = cat.members(g).iter().map(|&i| ids[i as usize]).collect();
+                m.sort_unstable();
+                m
+            })
+            .collect();
+        for m in theirs.iter_mut() {
+            m.sort_unstable();
+        }
+        ours.sort();
+        theirs.sort();
+        assert_eq!(ours.len(), theirs.len(), "{name}: clusters");
+        assert!(ours == theirs, "{name}: DBSCAN min_pts = 2 differs from GADGET-4's FoF groups");
+        assert_eq!(r.stats.border, 0);
+
+        // min_pts = 10 (HACC's galaxies): clusters are subsets of the FoF groups at the
+        // same ε, and every member of a cluster is core or within ε of one.
+        let p10 = DbscanParams { min_pts: 10, min_members: 1, members: false, ..p };
+        let r10 = ctx.dbscan(&dom, &pos, &fields, &p10).unwrap();
+        let fof_all = ctx
+            .fof(
+                &dom,
+                &pos,
+                &fields,
+                &FofParams { linking_length: LinkingLength::Absolute(0.15625), min_members: 1, order: CatalogueOrder::ZOrder, members: false },
+            )
+            .unwrap();
+        let mut group_of: std::collections::HashMap<i64, i64> = std::collections::HashMap::new();
+        for (i, &l) in r10.labels.iter().enumerate() {
+            if l >= 0 {
+                assert_ne!(r10.class[i], PointClass::Noise);
+                let g = *group_of.entry(l).or_insert(fof_all.labels[i]);
+                assert_eq!(g, fof_all.labels[i], "{name}: a min_pts = 10 cluster spans two FoF groups");
+            }
+        }
+        println!(
+            "{name}: min_pts 10: {} clusters, {} core, {} border, {} noise",
+            r10.catalogue.len(),
+            r10.stats.core,
+            r10.stats.border,
+            r10.stats.noise
+        );
+    }
+}
