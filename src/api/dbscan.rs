@@ -127,69 +127,106 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         Exact { points, periodic: box_len.map(|l| Periodic::new(&l)), err_abs: 4.0 * unit * max_abs, err_rel: 4.0 * unit, _t: Default::default() };
     let eps2 = eps * eps;
 
-    // 1. The core test.
-    let t = std::time::Instant::now();
-    let (core, rechecked, bytes) = core_points(ctx, domain, &ex, params.min_pts, eps, eps2)?;
-    stats.rechecked += rechecked;
-    stats.scratch_bytes = stats.scratch_bytes.max(bytes);
-    let sel_core: Vec<u32> = (0..n as u32).filter(|&i| core[i as usize]).collect();
-    stats.timings.stages.push(("core", t.elapsed().as_secs_f64()));
-
-    // 2. Clusters of the core points: FoF's components over the view, in z-order.
-    let t = std::time::Instant::now();
     const NONE: u32 = u32::MAX;
+    let fof_params = |min_members| FofParams { linking_length: LinkingLength::Absolute(eps), min_members, order: CatalogueOrder::ZOrder, members: false };
     let mut comp = vec![NONE; n];
     let mut n_comp = 0usize;
-    if !sel_core.is_empty() {
-        let view = Subset::new(points, &sel_core);
-        let fp = FofParams { linking_length: LinkingLength::Absolute(eps), min_members: 1, order: CatalogueOrder::ZOrder, members: false };
-        let mut core_labels = vec![0i64; sel_core.len()];
-        let (cat, fst) = ctx.fof_into(domain, &view, &FofFields::default(), &fp, &mut core_labels)?;
-        stats.scratch_bytes = stats.scratch_bytes.max(fst.scratch_bytes + 8 * sel_core.len());
-        // Without ids a core group's tag is its smallest view index: the row it has.
-        let mut row_of = vec![NONE; sel_core.len()];
+    // Per non-core point (in input order): its nearest core point within ε, or NONE.
+    let mut nearest: Vec<(u32, u32)> = Vec::new();
+    let core: Vec<bool>;
+    if params.min_pts == 2 {
+        // A point is core when any other point is within ε: when its FoF group has two
+        // members or more. The clusters are those groups, and there are no border points.
+        let t = std::time::Instant::now();
+        let (cat, fst) = ctx.fof_into(domain, points, &FofFields::default(), &fof_params(2), labels)?;
+        stats.scratch_bytes = stats.scratch_bytes.max(fst.scratch_bytes + 4 * n);
+        let mut row_of = vec![NONE; n];
         for (r, &tag) in cat.tag.iter().enumerate() {
             row_of[tag as usize] = r as u32;
         }
         n_comp = cat.len();
-        for (j, &l) in core_labels.iter().enumerate() {
-            comp[sel_core[j] as usize] = row_of[l as usize];
+        comp.par_iter_mut().zip(labels.par_iter()).for_each(|(c, &l)| *c = if l < 0 { NONE } else { row_of[l as usize] });
+        core = comp.par_iter().map(|&c| c != NONE).collect();
+        stats.timings.stages.push(("clusters", t.elapsed().as_secs_f64()));
+    } else {
+        // 1. The core test.
+        let t = std::time::Instant::now();
+        let cp = core_points(ctx, domain, &ex, params.min_pts, eps, eps2)?;
+        stats.rechecked += cp.rechecked;
+        stats.scratch_bytes = stats.scratch_bytes.max(cp.bytes);
+        core = cp.core;
+        let sel_core: Vec<u32> = (0..n as u32).filter(|&i| core[i as usize]).collect();
+        stats.timings.stages.push(("core", t.elapsed().as_secs_f64()));
+
+        // 2. Clusters of the core points: FoF's components over the view, in z-order.
+        let t = std::time::Instant::now();
+        if !sel_core.is_empty() {
+            let view = Subset::new(points, &sel_core);
+            let mut core_labels = vec![0i64; sel_core.len()];
+            let (cat, fst) = ctx.fof_into(domain, &view, &FofFields::default(), &fof_params(1), &mut core_labels)?;
+            stats.scratch_bytes = stats.scratch_bytes.max(cp.bytes + fst.scratch_bytes + 8 * sel_core.len());
+            // Without ids a core group's tag is its smallest view index: the row it has.
+            let mut row_of = vec![NONE; sel_core.len()];
+            for (r, &tag) in cat.tag.iter().enumerate() {
+                row_of[tag as usize] = r as u32;
+            }
+            n_comp = cat.len();
+            for (j, &l) in core_labels.iter().enumerate() {
+                comp[sel_core[j] as usize] = row_of[l as usize];
+            }
         }
+        stats.timings.stages.push(("clusters", t.elapsed().as_secs_f64()));
+
+        // 3. Border points: the cluster of the nearest core point within ε. A point found
+        // non-core in the first kNN pass holds its whole ε-neighbourhood among its
+        // candidates (the k-th lies beyond ε): the nearest core point is one of them.
+        let t = std::time::Instant::now();
+        let k = cp.k;
+        let from_lists: Vec<(u32, u32)> = (0..n)
+            .into_par_iter()
+            .filter(|&i| !core[i] && cp.listed[i])
+            .filter_map(|i| {
+                let (mut best, mut best_j) = (f64::INFINITY, NONE);
+                for &j in &cp.lists[i * k..(i + 1) * k] {
+                    let j = j as usize;
+                    if core[j] {
+                        let d2 = ex.d2(i, j);
+                        if d2 <= eps2 && (d2 < best || (d2 == best && (j as u32) < best_j)) {
+                            (best, best_j) = (d2, j as u32);
+                        }
+                    }
+                }
+                (best_j != NONE).then_some((i as u32, best_j))
+            })
+            .collect();
+        drop(cp.lists);
+        nearest = from_lists;
+        // The others (decided in a later, wider pass): a kNN to the core points.
+        let sel_other: Vec<u32> = (0..n as u32).filter(|&i| !core[i as usize] && !cp.listed[i as usize]).collect();
+        if !sel_other.is_empty() && !sel_core.is_empty() {
+            let mut near = vec![NONE; sel_other.len()];
+            let (rechecked, bytes) = nearest_core(ctx, domain, &ex, &sel_core, &sel_other, eps2, &mut near)?;
+            stats.rechecked += rechecked;
+            stats.scratch_bytes = stats.scratch_bytes.max(bytes);
+            nearest.extend(sel_other.iter().zip(&near).filter(|(_, c)| **c != NONE).map(|(&i, &c)| (i, c)));
+        }
+        stats.timings.stages.push(("border", t.elapsed().as_secs_f64()));
     }
     stats.clusters_total = n_comp;
-    stats.timings.stages.push(("clusters", t.elapsed().as_secs_f64()));
-
-    // 3. Border points: the cluster of the nearest core point within ε.
-    let t = std::time::Instant::now();
-    let sel_other: Vec<u32> = (0..n as u32).filter(|&i| !core[i as usize]).collect();
-    let mut nearest = vec![NONE; sel_other.len()];
-    if !sel_other.is_empty() && !sel_core.is_empty() {
-        let (rechecked, bytes) = nearest_core(ctx, domain, &ex, &sel_core, &sel_other, eps2, &mut nearest)?;
-        stats.rechecked += rechecked;
-        stats.scratch_bytes = stats.scratch_bytes.max(bytes);
-    }
-    for (j, &c) in nearest.iter().enumerate() {
-        if c != NONE {
-            stats.border += 1;
-            if params.border == BorderPoints::NearestCore {
-                comp[sel_other[j] as usize] = comp[c as usize];
-            }
+    stats.border = nearest.len();
+    if params.border == BorderPoints::NearestCore {
+        for &(i, c) in &nearest {
+            comp[i as usize] = comp[c as usize];
         }
     }
-    stats.core = sel_core.len();
+    stats.core = core.par_iter().filter(|&&c| c).count();
     stats.noise = n - stats.core - stats.border;
     if let Some(cl) = class.as_deref_mut() {
-        cl.par_iter_mut().for_each(|c| *c = PointClass::Noise);
-        for &i in &sel_core {
-            cl[i as usize] = PointClass::Core;
-        }
-        for (j, &c) in nearest.iter().enumerate() {
-            if c != NONE {
-                cl[sel_other[j] as usize] = PointClass::Border;
-            }
+        cl.par_iter_mut().zip(core.par_iter()).for_each(|(c, &k)| *c = if k { PointClass::Core } else { PointClass::Noise });
+        for &(i, _) in &nearest {
+            cl[i as usize] = PointClass::Border;
         }
     }
-    stats.timings.stages.push(("border", t.elapsed().as_secs_f64()));
 
     // 4. Members (ascending input index), tags, rows.
     let t = std::time::Instant::now();
@@ -198,7 +235,19 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     Ok((cat, stats))
 }
 
-/// Which points are core; the queries asked again; the bytes of the kNN rows.
+/// The core test's results.
+struct CorePoints {
+    core: Vec<bool>,
+    /// The first pass's candidates (`k` per point) and which points it decided.
+    lists: Vec<i64>,
+    k: usize,
+    listed: Vec<bool>,
+    rechecked: usize,
+    bytes: usize,
+}
+
+/// Which points are core: a self kNN with `k = min_pts`, then the undecided queries again
+/// with twice the candidates.
 fn core_points<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     ctx: &Context,
     domain: &Domain<D>,
@@ -206,16 +255,20 @@ fn core_points<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     min_pts: usize,
     eps: f64,
     eps2: f64,
-) -> Result<(Vec<bool>, usize, usize)> {
+) -> Result<CorePoints> {
     let n = ex.points.len();
     if n < min_pts {
-        return Ok((vec![false; n], 0, 0));
+        // Fewer points than min_pts: none is core, and all are each other's candidates.
+        let lists = (0..n).flat_map(|_| 0..n as i64).collect();
+        return Ok(CorePoints { core: vec![false; n], lists, k: n, listed: vec![true; n], rechecked: 0, bytes: 8 * n * n });
     }
     // None: undecided.
     let mut core: Vec<Option<bool>> = vec![None; n];
     let mut ask: Vec<u32> = (0..n as u32).collect();
     let (mut k, mut rechecked, mut bytes) = (min_pts, 0usize, 0usize);
     let mut first = true;
+    let mut lists = Vec::new();
+    let mut listed = Vec::new();
     while !ask.is_empty() {
         let view = Subset::new(ex.points, &ask);
         let rows = ask.len() * k;
@@ -252,11 +305,15 @@ fn core_points<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
             }
         }
         rechecked += if first { 0 } else { ask.len() };
+        if first {
+            listed = core.par_iter().map(|c| c.is_some()).collect();
+            lists = idx;
+        }
         ask = again;
         k = (2 * k).min(n);
         first = false;
     }
-    Ok((core.into_iter().map(|c| c == Some(true)).collect(), rechecked, bytes))
+    Ok(CorePoints { core: core.into_iter().map(|c| c == Some(true)).collect(), lists, k: min_pts, listed, rechecked, bytes })
 }
 
 /// For each point of `other` (not core), the nearest core point (input index; ties: the
