@@ -273,9 +273,9 @@ fn core_points<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         let view = Subset::new(ex.points, &ask);
         let rows = ask.len() * k;
         let mut idx = vec![0i64; rows];
-        let mut dist = vec![T::ZERO; rows];
-        bytes = bytes.max(rows * (8 + std::mem::size_of::<T>()));
-        let mut out = KnnOutput { indices: Some(&mut idx), distances: Some(&mut dist), ..Default::default() };
+        let mut kth = vec![T::ZERO; ask.len()];
+        bytes = bytes.max(rows * 8 + ask.len() * std::mem::size_of::<T>());
+        let mut out = KnnOutput { indices: Some(&mut idx), kth_distance: Some(&mut kth), ..Default::default() };
         let kp = KnnParams::new(k);
         if first {
             ctx.knn_self(domain, ex.points, &SourceFields::default(), &kp, &mut out)?;
@@ -290,7 +290,7 @@ fn core_points<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
                 let within = idx[q * k..(q + 1) * k].iter().filter(|&&j| ex.d2(i, j as usize) <= eps2).count();
                 if within >= min_pts {
                     Some(true)
-                } else if all || ex.lower(dist[q * k + k - 1].to_f64()) > eps {
+                } else if all || ex.lower(kth[q].to_f64()) > eps {
                     Some(false)
                 } else {
                     None
@@ -338,9 +338,9 @@ fn nearest_core<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         let queries = Subset::new(ex.points, &qsel);
         let rows = ask.len() * k;
         let mut idx = vec![0i64; rows];
-        let mut dist = vec![T::ZERO; rows];
-        bytes = bytes.max(rows * (8 + std::mem::size_of::<T>()) + 8 * ask.len());
-        let mut out = KnnOutput { indices: Some(&mut idx), distances: Some(&mut dist), ..Default::default() };
+        let mut kth = vec![T::ZERO; ask.len()];
+        bytes = bytes.max(rows * 8 + ask.len() * (8 + std::mem::size_of::<T>()));
+        let mut out = KnnOutput { indices: Some(&mut idx), kth_distance: Some(&mut kth), ..Default::default() };
         ctx.knn(domain, &sources, &queries, &SourceFields::default(), &KnnParams::new(k), &mut out)?;
         let all = k >= core.len();
         let decided: Vec<Option<u32>> = (0..ask.len())
@@ -357,7 +357,7 @@ fn nearest_core<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
                         (best, best_j) = (d2, c);
                     }
                 }
-                let lower = ex.lower(dist[q * k + k - 1].to_f64());
+                let lower = ex.lower(kth[q].to_f64());
                 if all || lower > best.sqrt() {
                     Some(if best <= eps2 { best_j } else { u32::MAX })
                 } else if lower > eps && best > eps2 {
