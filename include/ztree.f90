@@ -27,7 +27,7 @@ module ztree
     ZTREE_ERR_MEMORY = 12, ZTREE_ERR_NO_DEVICE = 13, ZTREE_ERR_DEVICE = 14
   integer(c_int32_t), parameter, public :: ZTREE_DTYPE_NONE = 0, ZTREE_DTYPE_F32 = 1, &
     ZTREE_DTYPE_F64 = 2, ZTREE_DTYPE_I32 = 3, ZTREE_DTYPE_I64 = 4, ZTREE_DTYPE_U32 = 5, &
-    ZTREE_DTYPE_U64 = 6
+    ZTREE_DTYPE_U64 = 6, ZTREE_DTYPE_U8 = 7
   integer(c_int32_t), parameter, public :: ZTREE_MEMORY_HOST = 0, ZTREE_MEMORY_CUDA_DEVICE = 1
   integer(c_int32_t), parameter, public :: ZTREE_KNN_INDICES = 1, ZTREE_KNN_DISTANCES = 2, &
     ZTREE_KNN_KTH_DISTANCE = 4, ZTREE_KNN_DENSITY = 8, ZTREE_KNN_SCALAR_MEAN = 16, &
@@ -45,13 +45,15 @@ module ztree
 
   type, bind(C), public :: ztree_particles
     !> sizeof the struct in this module's layout (checked by the library and by the tests).
-    integer(c_size_t) :: struct_size = 216_c_size_t
+    integer(c_size_t) :: struct_size = 240_c_size_t
     integer(c_int64_t) :: count = 0
     integer(c_int32_t) :: memory = 0
     type(ztree_array) :: pos(3)
     type(ztree_array) :: vel(3)
     type(ztree_array) :: mass
     type(ztree_array) :: ids
+    !> Particle types (e.g. GADGET's PartType), read by jobs with a type_mask.
+    type(ztree_array) :: types
   end type
 
   type, bind(C), public :: ztree_config
@@ -93,13 +95,15 @@ module ztree
 
   type, bind(C), public :: ztree_fof_params
     !> sizeof the struct in this module's layout (checked by the library and by the tests).
-    integer(c_size_t) :: struct_size = 48_c_size_t
+    integer(c_size_t) :: struct_size = 56_c_size_t
     real(c_double) :: linking_length = 0, b = 0
     integer(c_int32_t) :: min_members = 20, order = 0, members = 0
     !> MPI contexts: 0 = each halo on one rank; 1 = the whole catalogue on rank 0.
     integer(c_int32_t) :: gather = 0
     !> CUDA stream for device arrays (c_null_ptr: the default stream).
     type(c_ptr) :: cuda_stream = c_null_ptr
+    !> Bit t selects particles of type t (particles%types); 0: all (uint32_t in C).
+    integer(c_int32_t) :: type_mask = 0
   end type
 
   type, bind(C), public :: ztree_fof_output
@@ -114,7 +118,7 @@ module ztree
 
   type, bind(C), public :: ztree_dbscan_params
     !> sizeof the struct in this module's layout (checked by the library and by the tests).
-    integer(c_size_t) :: struct_size = 48_c_size_t
+    integer(c_size_t) :: struct_size = 56_c_size_t
     !> Give eps (absolute) or b (relative to the mean spacing), the other 0.
     real(c_double) :: eps = 0, b = 0
     integer(c_int32_t) :: min_pts = 10, min_members = 0, order = 0, members = 0
@@ -122,6 +126,8 @@ module ztree
     integer(c_int32_t) :: border = 0
     !> Non-zero: also return each point's class.
     integer(c_int32_t) :: classes = 0
+    !> Bit t selects particles of type t (particles%types); 0: all (uint32_t in C).
+    integer(c_int32_t) :: type_mask = 0
   end type
 
   type, bind(C), public :: ztree_cluster
@@ -154,7 +160,7 @@ module ztree
             ztree_fof, ztree_get_stats, ztree_last_error, ztree_version, ztree_particles_xyz, &
             ztree_set_velocities, ztree_set_masses, ztree_set_ids, ztree_knn_bytes, ztree_fof_bytes, &
             ztree_f_knn_density, ztree_f_fof_labels, ztree_stage_name, ztree_cuda_device_count, &
-            ztree_dbscan, ztree_dbscan_bytes, ztree_f_dbscan_labels
+            ztree_dbscan, ztree_dbscan_bytes, ztree_f_dbscan_labels, ztree_set_types
 
   interface
     !> CUDA devices ztree can use here (0 without a driver, a device or NVRTC 12 or 13).
@@ -257,6 +263,11 @@ module ztree
   !> Masses m(n), real(4) or real(8).
   interface ztree_set_masses
     module procedure set_masses_f64, set_masses_f32
+  end interface
+  !> Particle types(n), integer(1) (GADGET's PartType) or integer(4): jobs with a
+  !> type_mask take the particles of the selected types only.
+  interface ztree_set_types
+    module procedure set_types_i8, set_types_i32
   end interface
   !> Particle ids(n), integer(4) or integer(8): FoF halo tags become minimum ids.
   interface ztree_set_ids
@@ -391,6 +402,20 @@ contains
     integer(c_int64_t), intent(in), target, contiguous :: ids(:)
     p%ids = ztree_array(c_null_ptr, ZTREE_DTYPE_I64, 8)
     if (size(ids) > 0) p%ids%data = c_loc(ids(1))
+  end subroutine
+
+  subroutine set_types_i8(p, types)
+    type(ztree_particles), intent(inout) :: p
+    integer(c_int8_t), intent(in), target, contiguous :: types(:)
+    p%types = ztree_array(c_null_ptr, ZTREE_DTYPE_U8, 1)
+    if (size(types) > 0) p%types%data = c_loc(types(1))
+  end subroutine
+
+  subroutine set_types_i32(p, types)
+    type(ztree_particles), intent(inout) :: p
+    integer(c_int32_t), intent(in), target, contiguous :: types(:)
+    p%types = ztree_array(c_null_ptr, ZTREE_DTYPE_I32, 4)
+    if (size(types) > 0) p%types%data = c_loc(types(1))
   end subroutine
 
   subroutine set_ids_i32(p, ids)

@@ -32,6 +32,9 @@
 // 64-bit unsigned integer (ids at most INT64_MAX).
 #define ZTREE_DTYPE_U64 6
 
+// 8-bit unsigned integer (particle types).
+#define ZTREE_DTYPE_U8 7
+
 // Memory space of particle arrays (`ztree_particles::memory`).
 #define ZTREE_MEMORY_HOST 0
 
@@ -233,6 +236,10 @@ typedef struct ztree_particles {
   struct ztree_array mass;
   // Particle ids (optional; i32, i64, u32 or u64): FoF halo tags are minimum ids.
   struct ztree_array ids;
+  // Particle types (optional; u8, i32, u32 or i64, e.g. GADGET's PartType 0-5), read
+  // when a job's type mask is not 0: a particle takes part when bit `type` of the mask
+  // is set (types outside 0-31 never do).
+  struct ztree_array types;
 } ztree_particles;
 
 // Parameters of `ztree_knn`.
@@ -314,6 +321,10 @@ typedef struct ztree_fof_params {
   int32_t gather;
   // The CUDA stream for device arrays (see `ztree_knn_params::cuda_stream`).
   void *cuda_stream;
+  // The particles taking part: bit t selects type t of `ztree_particles::types`; 0: all.
+  // The others get label -1 and are in no halo; indices stay input indices (serial
+  // contexts, host arrays).
+  uint32_t type_mask;
 } ztree_fof_params;
 
 // One halo of the FoF catalogue.
@@ -383,6 +394,9 @@ typedef struct ztree_dbscan_params {
   int32_t border;
   // Non-zero: also return each point's class (`ztree_dbscan_output::point_class`).
   int32_t classes;
+  // The particles taking part: bit t selects type t of `ztree_particles::types`; 0: all.
+  // The others get label -1 and class noise, and are in no cluster.
+  uint32_t type_mask;
 } ztree_dbscan_params;
 
 // One cluster of the DBSCAN catalogue: the FoF columns and two of its own.

@@ -17,3 +17,5 @@ mod knn_api;
 mod knn_oracle;
 #[path = "tools/knn_scipy.rs"]
 mod knn_scipy;
+#[path = "cpu/subset.rs"]
+mod subset;

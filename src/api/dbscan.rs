@@ -128,7 +128,8 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     let eps2 = eps * eps;
 
     const NONE: u32 = u32::MAX;
-    let fof_params = |min_members| FofParams { linking_length: LinkingLength::Absolute(eps), min_members, order: CatalogueOrder::ZOrder, members: false };
+    let fof_params =
+        |min_members| FofParams { linking_length: LinkingLength::Absolute(eps), min_members, order: CatalogueOrder::ZOrder, members: false };
     let mut comp = vec![NONE; n];
     let mut n_comp = 0usize;
     // Per non-core point (in input order): its nearest core point within ε, or NONE.

@@ -126,9 +126,15 @@ macro_rules! versioned {
 
 const NO_ARRAY: ztree_array = ztree_array { data: std::ptr::null(), dtype: ZTREE_DTYPE_NONE, stride: 0 };
 
+/// The first layout of the growable ABI (library 0.3.0, tests/c/abi-0.3): `sizeof` and
+/// the end of its last field, where the next field starts.
+const fn first(size: usize) -> Layout {
+    Layout { size, fields: size }
+}
+
 versioned!(
     ztree_particles,
-    [],
+    [first(216)],
     ztree_particles {
         struct_size: size_of::<Self>(),
         count: 0,
@@ -137,6 +143,7 @@ versioned!(
         vel: [NO_ARRAY; 3],
         mass: NO_ARRAY,
         ids: NO_ARRAY,
+        types: NO_ARRAY,
     }
 );
 
@@ -190,7 +197,7 @@ versioned!(
 
 versioned!(
     ztree_fof_params,
-    [],
+    [first(48)],
     ztree_fof_params {
         struct_size: size_of::<Self>(),
         linking_length: 0.0,
@@ -200,6 +207,7 @@ versioned!(
         members: 0,
         gather: 0,
         cuda_stream: std::ptr::null_mut(),
+        type_mask: 0,
     }
 );
 
@@ -233,6 +241,7 @@ versioned!(
         members: 0,
         border: ZTREE_DBSCAN_BORDER_NEAREST,
         classes: 0,
+        type_mask: 0,
     }
 );
 
@@ -350,6 +359,9 @@ mod tests {
         layouts_ok::<ztree_stats>();
         layouts_ok::<ztree_dbscan_params>();
         layouts_ok::<ztree_dbscan_output>();
+        // The first layouts end where the fields appended since start.
+        assert_eq!(std::mem::offset_of!(ztree_particles, types), 216);
+        assert_eq!(std::mem::offset_of!(ztree_fof_params, type_mask), 48);
         assert_eq!(std::mem::offset_of!(ztree_dbscan_params, struct_size), 0);
         assert_eq!(std::mem::offset_of!(ztree_dbscan_output, struct_size), 0);
     }

@@ -1,7 +1,9 @@
 //! `ztree_dbscan` and `ztree_dbscan_bytes`: argument checks, the agreement on MPI
 //! contexts, dispatch on dimension and element type, and the hand-over of the catalogue.
 
-use super::input::{Strided, StridedPoints, StridedVectors, config_words, count_of, domain, null, pos_dtype, positions, presence, vectors};
+use super::input::{
+    Strided, StridedPoints, StridedVectors, config_words, count_of, domain, null, pos_dtype, positions, presence, select, types_of, vectors,
+};
 use super::out::{Bytes, Proposal, agree_args, dest, fill_stats, reserve};
 use super::types::*;
 use super::{Fail, abi, fail, guard, ztree_context};
@@ -110,6 +112,7 @@ struct Checked<T: Real, const D: usize> {
     vel: Option<StridedVectors<D>>,
     masses: Option<Strided>,
     ids: Option<Strided>,
+    types: Option<Strided>,
     params: DbscanParams,
     classes: bool,
     bytes: Bytes,
@@ -128,6 +131,7 @@ fn check<T: Real, const D: usize>(
     let vel = vectors::<D>(&p.vel, n, "particles.vel")?;
     let masses = Strided::new(&p.mass, n, "particles.mass", &[ZTREE_DTYPE_F32, ZTREE_DTYPE_F64], false)?;
     let ids = Strided::new(&p.ids, n, "particles.ids", &[ZTREE_DTYPE_I32, ZTREE_DTYPE_I64, ZTREE_DTYPE_U32, ZTREE_DTYPE_U64], false)?;
+    let types = types_of(p, n, prm.type_mask, false)?;
     let bad = |m: String| Err(fail(ZTREE_ERR_INVALID_ARGUMENT, m));
     let eps = match (prm.eps, prm.b) {
         (e, b) if e.is_nan() || b.is_nan() => return bad(format!("eps ({e}) and b ({b}) must not be NaN")),
@@ -177,9 +181,13 @@ fn check<T: Real, const D: usize>(
         prm.members as u64,
         prm.border as u64,
         prm.classes as u64,
+        prm.type_mask as u64,
     ]);
+    if types.is_some() {
+        bytes.add(n, 13); // the subset's indices, labels and classes
+    }
     let optional = vec![presence(&vel, n), presence(&masses, n), presence(&ids, n)];
-    Ok(Checked { n, pos, vel, masses, ids, params, classes, bytes, proposal: Proposal { words, optional } })
+    Ok(Checked { n, pos, vel, masses, ids, types, params, classes, bytes, proposal: Proposal { words, optional } })
 }
 
 fn eps_bits(e: LinkingLength) -> u64 {
@@ -227,7 +235,14 @@ fn typed<T: Real, const D: usize>(
         // SAFETY: `PointClass` is `repr(i8)` and every element now holds a valid value.
         unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<PointClass>(), s.len()) }
     });
-    let (cat, stats) = ctx.core.dbscan_into(&domain::<D>(&ctx.config), &c.pos, &fields, &c.params, labels, class)?;
+    let dom = domain::<D>(&ctx.config);
+    let (cat, stats) = match &c.types {
+        Some(t) => {
+            let subset = select(t, prm.type_mask);
+            ctx.core.dbscan_subset_into(&dom, &c.pos, &fields, &c.params, &subset, labels, class)?
+        }
+        None => ctx.core.dbscan_into(&dom, &c.pos, &fields, &c.params, labels, class)?,
+    };
     let b = &mut ctx.buffers;
     let rows = &cat.rows;
     b.clusters.clear();

@@ -49,6 +49,7 @@ fn particles<T>(p: &Pts<T>, dtype: i32, memory: i32) -> ztree_particles {
         vel: [none; 3],
         mass: ztree_array { data: p.mass.as_ptr() as *const c_void, dtype: ZTREE_DTYPE_F64, stride: 0 },
         ids: none,
+        types: none,
     }
 }
 
@@ -203,6 +204,7 @@ fn fof_on_device_arrays_equals_host_arrays() {
                 members: 1,
                 gather: 0,
                 cuda_stream: std::ptr::null_mut(),
+                type_mask: 0,
             };
             let mut ho = ztree_fof_output::defaults();
             let host = fof_words(ctx, &p, &fp, &mut ho);
@@ -254,6 +256,7 @@ fn device_scratch_per_particle_is_reported() {
         members: 0,
         gather: 0,
         cuda_stream: std::ptr::null_mut(),
+        type_mask: 0,
     };
     let mut fo = ztree_fof_output::defaults();
     assert_eq!(unsafe { ztree_fof(ctx, &src, &fp, &mut fo) }, ztree_status::ZTREE_OK);

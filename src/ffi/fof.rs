@@ -1,7 +1,9 @@
 //! `ztree_fof` and `ztree_fof_bytes`: argument checks, the agreement on MPI contexts,
 //! dispatch on dimension and element type, and the hand-over of the catalogue.
 
-use super::input::{Strided, StridedPoints, StridedVectors, config_words, count_of, domain, null, pos_dtype, positions, presence, vectors};
+use super::input::{
+    Strided, StridedPoints, StridedVectors, config_words, count_of, domain, null, pos_dtype, positions, presence, select, types_of, vectors,
+};
 use super::out::{Bytes, DistInfo, Proposal, agree_args, dest, fill_stats, reserve};
 use super::types::*;
 use super::{Fail, abi, fail, guard, ztree_context};
@@ -97,6 +99,8 @@ pub(crate) struct Checked<T: Real, const D: usize> {
     pub vel: Option<StridedVectors<D>>,
     pub masses: Option<Strided>,
     pub ids: Option<Strided>,
+    /// With a type mask: the particle types.
+    pub types: Option<Strided>,
     pub params: FofParams,
     pub bytes: Bytes,
     proposal: Proposal,
@@ -123,6 +127,7 @@ fn check<T: Real, const D: usize>(
     let vel = vectors::<D>(&p.vel, n, "particles.vel")?;
     let masses = Strided::new(&p.mass, n, "particles.mass", &[ZTREE_DTYPE_F32, ZTREE_DTYPE_F64], false)?;
     let ids = Strided::new(&p.ids, n, "particles.ids", &[ZTREE_DTYPE_I32, ZTREE_DTYPE_I64, ZTREE_DTYPE_U32, ZTREE_DTYPE_U64], false)?;
+    let types = types_of(p, n, prm.type_mask, distributed)?;
     let bad = |m: String| Err(fail(ZTREE_ERR_INVALID_ARGUMENT, m));
     let link = match (prm.linking_length, prm.b) {
         (l, b) if l.is_nan() || b.is_nan() => return bad(format!("linking_length ({l}) and b ({b}) must not be NaN")),
@@ -160,9 +165,21 @@ fn check<T: Real, const D: usize>(
         LinkingLength::Absolute(l) => (0, l),
         LinkingLength::Relative(b) => (1, b),
     };
-    words.extend([dtype as u64, kind, len.to_bits(), prm.min_members as u64, prm.order as u64, params.members as u64, (prm.gather != 0) as u64]);
+    words.extend([
+        dtype as u64,
+        kind,
+        len.to_bits(),
+        prm.min_members as u64,
+        prm.order as u64,
+        params.members as u64,
+        (prm.gather != 0) as u64,
+        prm.type_mask as u64,
+    ]);
     let optional = vec![presence(&vel, n), presence(&masses, n), presence(&ids, n)];
-    Ok(Checked { n, pos, vel, masses, ids, params, bytes, proposal: Proposal { words, optional } })
+    if types.is_some() {
+        bytes.add(n, 12); // the subset's indices and labels
+    }
+    Ok(Checked { n, pos, vel, masses, ids, types, params, bytes, proposal: Proposal { words, optional } })
 }
 
 pub(crate) fn typed<T: Real, const D: usize>(
@@ -234,7 +251,13 @@ pub(crate) fn typed<T: Real, const D: usize>(
             dist = Some(st.dist);
             (cat, local)
         }
-        _ => ctx.core.fof_into(&dom, &c.pos, &fields, &c.params, labels)?,
+        _ => match &c.types {
+            Some(t) => {
+                let subset = select(t, prm.type_mask);
+                ctx.core.fof_subset_into(&dom, &c.pos, &fields, &c.params, &subset, labels)?
+            }
+            None => ctx.core.fof_into(&dom, &c.pos, &fields, &c.params, labels)?,
+        },
     };
     hand_over(ctx, o, &cat, &stats, labels_ptr, c.n, c.params.members, dist.as_ref())
 }

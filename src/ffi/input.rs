@@ -26,6 +26,7 @@ pub(crate) fn dtype_size(dtype: i32) -> Option<usize> {
     match dtype {
         ZTREE_DTYPE_F32 | ZTREE_DTYPE_I32 | ZTREE_DTYPE_U32 => Some(4),
         ZTREE_DTYPE_F64 | ZTREE_DTYPE_I64 | ZTREE_DTYPE_U64 => Some(8),
+        ZTREE_DTYPE_U8 => Some(1),
         _ => None,
     }
 }
@@ -38,6 +39,7 @@ pub(crate) fn dtype_name(dtype: i32) -> &'static str {
         ZTREE_DTYPE_I64 => "i64",
         ZTREE_DTYPE_U32 => "u32",
         ZTREE_DTYPE_U64 => "u64",
+        ZTREE_DTYPE_U8 => "u8",
         ZTREE_DTYPE_NONE => "none",
         _ => "unknown",
     }
@@ -166,6 +168,7 @@ impl ParticleIds for Strided {
             ZTREE_DTYPE_I32 => self.read::<i32>(i) as i64,
             ZTREE_DTYPE_I64 => self.read::<i64>(i),
             ZTREE_DTYPE_U32 => self.read::<u32>(i) as i64,
+            ZTREE_DTYPE_U8 => self.read::<u8>(i) as i64,
             _ => self.read::<u64>(i) as i64,
         }
     }
@@ -175,6 +178,36 @@ impl ParticleIds for Strided {
         }
         (0..self.len).find(|&i| self.read::<u64>(i) > i64::MAX as u64)
     }
+}
+
+/// The particle types a job's `type_mask` reads: None for mask 0 (every particle);
+/// required otherwise. Type masks work on serial contexts and host arrays.
+pub(crate) fn types_of(p: &ztree_particles, n: usize, mask: u32, distributed: bool) -> Result<Option<Strided>, Fail> {
+    if mask == 0 {
+        return Ok(None);
+    }
+    if distributed || p.memory == ZTREE_MEMORY_CUDA_DEVICE {
+        return Err(fail(
+            ztree_status::ZTREE_ERR_UNSUPPORTED,
+            "type_mask: particle types are supported on serial contexts and host arrays only, so far",
+        ));
+    }
+    if p.types.data.is_null() && n > 0 {
+        return Err(fail(ztree_status::ZTREE_ERR_NULL_POINTER, format!("particles.types is NULL, but type_mask ({mask:#x}) selects types")));
+    }
+    Strided::new(&p.types, n, "particles.types", &[ZTREE_DTYPE_U8, ZTREE_DTYPE_I32, ZTREE_DTYPE_U32, ZTREE_DTYPE_I64], true)
+}
+
+/// The input indices, ascending, of the particles whose type is in `mask`.
+pub(crate) fn select(types: &Strided, mask: u32) -> Vec<u32> {
+    use rayon::prelude::*;
+    (0..ParticleIds::len(types) as u32)
+        .into_par_iter()
+        .filter(|&i| {
+            let t = types.id(i as usize);
+            (0..32).contains(&t) && (mask >> t) & 1 == 1
+        })
+        .collect()
 }
 
 /// An optional array's presence for the agreement: with no particles, either is fine.

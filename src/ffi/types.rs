@@ -18,6 +18,8 @@ pub const ZTREE_DTYPE_I64: i32 = 4;
 pub const ZTREE_DTYPE_U32: i32 = 5;
 /// 64-bit unsigned integer (ids at most INT64_MAX).
 pub const ZTREE_DTYPE_U64: i32 = 6;
+/// 8-bit unsigned integer (particle types).
+pub const ZTREE_DTYPE_U8: i32 = 7;
 
 /// Memory space of particle arrays (`ztree_particles::memory`).
 pub const ZTREE_MEMORY_HOST: i32 = 0;
@@ -124,6 +126,10 @@ pub struct ztree_particles {
     pub mass: ztree_array,
     /// Particle ids (optional; i32, i64, u32 or u64): FoF halo tags are minimum ids.
     pub ids: ztree_array,
+    /// Particle types (optional; u8, i32, u32 or i64, e.g. GADGET's PartType 0-5), read
+    /// when a job's type mask is not 0: a particle takes part when bit `type` of the mask
+    /// is set (types outside 0-31 never do).
+    pub types: ztree_array,
 }
 
 /// Configuration of a context (fill with `ztree_config_default`, then change fields).
@@ -269,6 +275,10 @@ pub struct ztree_fof_params {
     pub gather: i32,
     /// The CUDA stream for device arrays (see `ztree_knn_params::cuda_stream`).
     pub cuda_stream: *mut c_void,
+    /// The particles taking part: bit t selects type t of `ztree_particles::types`; 0: all.
+    /// The others get label -1 and are in no halo; indices stay input indices (serial
+    /// contexts, host arrays).
+    pub type_mask: u32,
 }
 
 /// Outputs of `ztree_fof`. `labels`: a caller array of `count` entries, or NULL to use a
@@ -372,6 +382,9 @@ pub struct ztree_dbscan_params {
     pub border: i32,
     /// Non-zero: also return each point's class (`ztree_dbscan_output::point_class`).
     pub classes: i32,
+    /// The particles taking part: bit t selects type t of `ztree_particles::types`; 0: all.
+    /// The others get label -1 and class noise, and are in no cluster.
+    pub type_mask: u32,
 }
 
 /// One cluster of the DBSCAN catalogue: the FoF columns and two of its own.

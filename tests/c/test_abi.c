@@ -127,43 +127,58 @@ int main(void) {
       if (dist2(i, j) <= fp.linking_length * fp.linking_length) split += fo.s.labels[i] != fo.s.labels[j] || fo.s.labels[i] < 0;
   CHECK(split == 0, "%d linked pairs split", split);
 
+  /* A struct of the first layout (48 bytes) read by this library: the fields after it
+   * take their defaults, whatever the bytes there hold (a type mask here). */
+  if (sizeof(ztree_fof_params) > 48) {
+    ztree_fof_params old = fp;
+    memset((char *)&old + 48, 0xFF, sizeof old - 48);
+    old.struct_size = 48;
+    int64_t *l1 = malloc(sizeof(int64_t) * N);
+    memcpy(l1, fo.s.labels, sizeof(int64_t) * N);
+    CHECK(ztree_fof(ctx, &p, &old, &fo.s) == ZTREE_OK, "fof with a first-layout params struct: %s", ztree_last_error(ctx));
+    int same = 1;
+    for (int i = 0; i < N; i++) same &= l1[i] == fo.s.labels[i];
+    CHECK(same, "a first-layout struct read fields past its end");
+    free(l1);
+  }
+
   /* Sizes the library does not know: uninitialised (0) or from a newer header. */
   size_t bad[2] = {0, 0};
   for (int b = 0; b < 2; b++) {
     ztree_knn_params kb = kp;
-    kb.struct_size = b ? sizeof kb + 8 : bad[0];
+    kb.struct_size = b ? sizeof kb + 4096 : bad[0];
     EXPECT_REFUSED(ztree_knn(ctx, &p, NULL, &kb, &ko.s), "ztree_knn_params");
     ztree_particles pb = p;
-    pb.struct_size = b ? sizeof pb + 8 : bad[0];
+    pb.struct_size = b ? sizeof pb + 4096 : bad[0];
     EXPECT_REFUSED(ztree_knn(ctx, &pb, NULL, &kp, &ko.s), "ztree_particles");
     EXPECT_REFUSED(ztree_knn(ctx, &p, &pb, &kp, &ko.s), "ztree_particles");
     EXPECT_REFUSED(ztree_fof(ctx, &pb, &fp, &fo.s), "ztree_particles");
     ztree_fof_params fb = fp;
-    fb.struct_size = b ? sizeof fb + 8 : bad[0];
+    fb.struct_size = b ? sizeof fb + 4096 : bad[0];
     EXPECT_REFUSED(ztree_fof(ctx, &p, &fb, &fo.s), "ztree_fof_params");
     /* A refused output struct is not written. */
     GUARDED(ztree_knn_output) kob;
     memset(&kob, 0xA5, sizeof kob);
-    kob.s.struct_size = b ? sizeof kob.s + 8 : bad[0];
+    kob.s.struct_size = b ? sizeof kob.s + 4096 : bad[0];
     EXPECT_REFUSED(ztree_knn(ctx, &p, NULL, &kp, &kob.s), "ztree_knn_output");
     CHECK(canary_intact(kob.canary) && kob.s.n_queries == (int64_t)0xA5A5A5A5A5A5A5A5ull, "a refused output was written");
     ztree_fof_output fob = fo.s;
-    fob.struct_size = b ? sizeof fob + 8 : bad[0];
+    fob.struct_size = b ? sizeof fob + 4096 : bad[0];
     EXPECT_REFUSED(ztree_fof(ctx, &p, &fp, &fob), "ztree_fof_output");
     int64_t bytes = 0;
     EXPECT_REFUSED(ztree_fof_bytes(ctx, &p, &fp, &fob, &bytes), "ztree_fof_output");
     ztree_stats sb;
     ztree_stats_init(&sb);
-    sb.struct_size = b ? sizeof sb + 8 : bad[0];
+    sb.struct_size = b ? sizeof sb + 4096 : bad[0];
     ztree_status s = ztree_get_stats(ctx, &sb);
     CHECK(s == ZTREE_ERR_INVALID_ARGUMENT && strstr(ztree_last_error(NULL), "ztree_stats.struct_size"), "stats size: %s",
           ztree_last_error(NULL));
     ztree_config cb = cfg;
-    cb.struct_size = b ? sizeof cb + 8 : bad[0];
+    cb.struct_size = b ? sizeof cb + 4096 : bad[0];
     ztree_context *c2 = (ztree_context *)1;
     CHECK(ztree_create(&cb, &c2) == ZTREE_ERR_INVALID_ARGUMENT && c2 == NULL && strstr(ztree_last_error(NULL), "ztree_config.struct_size"),
           "config size: %s", ztree_last_error(NULL));
-    CHECK(ztree_knn_params_init_size(&kb, b ? sizeof kb + 8 : 3) == ZTREE_ERR_INVALID_ARGUMENT, "init with an unknown size");
+    CHECK(ztree_knn_params_init_size(&kb, b ? sizeof kb + 4096 : 3) == ZTREE_ERR_INVALID_ARGUMENT, "init with an unknown size");
   }
   /* The context still works after the refusals. */
   CHECK(ztree_knn(ctx, &p, NULL, &kp, &ko.s) == ZTREE_OK && canary_intact(ko.canary), "knn after refusals: %s", ztree_last_error(ctx));

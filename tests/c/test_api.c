@@ -529,6 +529,65 @@ static void test_dbscan(ztree_context *ctx, int n, double box) {
   free(x), free(y), free(z), free(labels), free(cls);
 }
 
+/* FoF and DBSCAN on a type mask equal the same calls on a copy of the selected particles
+ * (tags and labels in input indices), and a mask without types is refused. */
+static void test_types(ztree_context *ctx, int n) {
+  double *x = malloc(sizeof(double) * n), *y = malloc(sizeof(double) * n), *z = malloc(sizeof(double) * n);
+  double *cx = malloc(sizeof(double) * n), *cy = malloc(sizeof(double) * n), *cz = malloc(sizeof(double) * n);
+  uint8_t *type = malloc((size_t)n);
+  int64_t *sel = malloc(sizeof(int64_t) * n), *labels = malloc(sizeof(int64_t) * n);
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    double c = 0.1 + 0.1 * (i % 9);
+    x[i] = c + 0.03 * (urand() - 0.5), y[i] = 0.5 + 0.03 * (urand() - 0.5), z[i] = 0.5 + 0.03 * (urand() - 0.5);
+    type[i] = (uint8_t)(i % 3 == 0 ? 4 : 1); /* a third stars, the rest dark matter */
+    if (type[i] == 4) cx[m] = x[i], cy[m] = y[i], cz[m] = z[i], sel[m++] = i;
+  }
+  ztree_particles p = soa_f64(n, x, y, z), c = soa_f64(m, cx, cy, cz);
+  p.types = arr(type, ZTREE_DTYPE_U8, 0);
+  ztree_fof_params fp;
+  ztree_fof_params_init(&fp);
+  fp.linking_length = 0.004;
+  fp.min_members = 3;
+  fp.type_mask = 1u << 4;
+  ztree_fof_output fo;
+  ztree_fof_output_init(&fo);
+  CHECK(ztree_fof(ctx, &p, &fp, &fo) == ZTREE_OK, "fof on a type mask: %s", ztree_last_error(ctx));
+  memcpy(labels, fo.labels, sizeof(int64_t) * n);
+  int64_t halos = fo.n_halos;
+  fp.type_mask = 0;
+  CHECK(ztree_fof(ctx, &c, &fp, &fo) == ZTREE_OK, "fof on the copy");
+  int wrong = 0;
+  for (int j = 0; j < m; j++) wrong += labels[sel[j]] != (fo.labels[j] < 0 ? -1 : sel[fo.labels[j]]);
+  for (int i = 0; i < n; i++) wrong += type[i] != 4 && labels[i] != -1;
+  CHECK(wrong == 0 && halos == fo.n_halos && halos > 0, "type mask vs copy: %d labels differ, %lld vs %lld halos", wrong, (long long)halos,
+        (long long)fo.n_halos);
+
+  ztree_dbscan_params dp;
+  ztree_dbscan_params_init(&dp);
+  dp.eps = 0.006;
+  dp.min_pts = 5;
+  dp.type_mask = 1u << 4;
+  ztree_dbscan_output dout;
+  ztree_dbscan_output_init(&dout);
+  CHECK(ztree_dbscan(ctx, &p, &dp, &dout) == ZTREE_OK, "dbscan on a type mask: %s", ztree_last_error(ctx));
+  memcpy(labels, dout.labels, sizeof(int64_t) * n);
+  dp.type_mask = 0;
+  CHECK(ztree_dbscan(ctx, &c, &dp, &dout) == ZTREE_OK, "dbscan on the copy");
+  wrong = 0;
+  for (int j = 0; j < m; j++) wrong += labels[sel[j]] != (dout.labels[j] < 0 ? -1 : sel[dout.labels[j]]);
+  CHECK(wrong == 0 && dout.n_core > 0, "dbscan type mask vs copy: %d labels differ", wrong);
+
+  /* A mask needs types of an integer type. */
+  fp.type_mask = 2;
+  p.types.data = NULL;
+  CHECK(ztree_fof(ctx, &p, &fp, &fo) == ZTREE_ERR_NULL_POINTER && strstr(ztree_last_error(ctx), "types"), "mask without types: %s",
+        ztree_last_error(ctx));
+  p.types = arr(x, ZTREE_DTYPE_F64, 0);
+  CHECK(ztree_fof(ctx, &p, &fp, &fo) == ZTREE_ERR_DTYPE, "f64 types: %s", ztree_last_error(ctx));
+  free(x), free(y), free(z), free(cx), free(cy), free(cz), free(type), free(sel), free(labels);
+}
+
 int main(void) {
   char v[64];
   snprintf(v, sizeof v, "%d.%d.%d", ZTREE_VERSION_MAJOR, ZTREE_VERSION_MINOR, ZTREE_VERSION_PATCH);
@@ -569,6 +628,7 @@ int main(void) {
   test_fof_f32_aos(ctx, 3000);
   test_errors(ctx, open_ctx);
   test_dbscan(ctx, 2000, 1.0);
+  test_types(ctx, 3000);
 
   CHECK(ztree_destroy(ctx) == ZTREE_OK, "destroy");
   CHECK(ztree_destroy(open_ctx) == ZTREE_OK, "destroy");

@@ -142,6 +142,7 @@ fn particles(g: &Global, lo: usize, hi: usize, f32_pos: bool, device: bool) -> P
         vel: if n == 0 { [NONE; 3] } else { vel },
         mass: if n == 0 { NONE } else { arr(mass_p, 0, ZTREE_DTYPE_F64, 0) },
         ids: if n == 0 { NONE } else { arr(ids_p, 0, ZTREE_DTYPE_U64, 0) },
+        types: NONE,
     };
     Particles { p, _keep: keep, _host: (aos, soa) }
 }
@@ -363,6 +364,7 @@ fn fof_cases(world: &mpi::topology::SimpleCommunicator) -> usize {
                     members: 1,
                     gather: 1,
                     cuda_stream: std::ptr::null_mut(),
+                    type_mask: 0,
                 };
                 failures += fof_case(world, dist, serial, &g, kind, &fp, f32_pos, false);
                 if kind == "balanced" {
@@ -414,6 +416,7 @@ fn gadget4(world: &mpi::topology::SimpleCommunicator) -> usize {
         members: 1,
         gather: 1,
         cuda_stream: std::ptr::null_mut(),
+        type_mask: 0,
     };
     let mut failures = fof_case(world, dist, serial, &g, "balanced", &fp, true, false);
     let (_, rows) = fof_rows(serial, &particles(&g, 0, n, true, false).p, &fp).unwrap();

@@ -1,0 +1,67 @@
+//! Jobs on a subset of the particles (a type mask in the C API) against the same job on a
+//! copy of that subset: the same groups, tags and rows, in the caller's input indices.
+
+use crate::common::*;
+use ztree::{CatalogueOrder, Config, Context, DbscanParams, Domain, FofFields, FofParams, LinkingLength, PointClass};
+
+#[test]
+fn fof_and_dbscan_on_a_subset_equal_the_copied_subset() {
+    let ctx = Context::new(Config { threads: 2, ..Default::default() }).unwrap();
+    let mut rng = Rng::new(31);
+    let n = 30_000;
+    let pts: Vec<[f32; 3]> = points(Shape::Clustered, n, [1.0; 3], &mut rng);
+    let mass: Vec<f64> = (0..n).map(|i| 1.0 + (i % 3) as f64).collect();
+    let ids: Vec<u64> = (0..n as u64).map(|i| 7 * i + 3).collect();
+    // Types as a simulation has them: 0 gas, 1 dark matter, 4 stars.
+    let ptype: Vec<u8> = (0..n).map(|_| [0u8, 1, 1, 4][rng.below(4)]).collect();
+    let dom = Domain::Periodic([1.0; 3]);
+    for mask in [1u32 << 1, 1 << 4, (1 << 0) | (1 << 4)] {
+        let subset: Vec<u32> = (0..n as u32).filter(|&i| mask >> ptype[i as usize] & 1 == 1).collect();
+        let copy: Vec<[f32; 3]> = subset.iter().map(|&i| pts[i as usize]).collect();
+        let cmass: Vec<f64> = subset.iter().map(|&i| mass[i as usize]).collect();
+        let cids: Vec<u64> = subset.iter().map(|&i| ids[i as usize]).collect();
+        for with_ids in [false, true] {
+            let fields = FofFields::<3> { masses: Some(&mass), ids: with_ids.then_some(&ids as &dyn ztree::ParticleIds), ..Default::default() };
+            let cfields = FofFields::<3> { masses: Some(&cmass), ids: with_ids.then_some(&cids as &dyn ztree::ParticleIds), ..Default::default() };
+            // A tag that is an index names the subset's position in the copy, the input
+            // index in the subset call.
+            let tag = |t: i64| if t < 0 || with_ids { t } else { subset[t as usize] as i64 };
+            let fp = FofParams { linking_length: LinkingLength::Absolute(0.004), min_members: 5, order: CatalogueOrder::Gadget, members: true };
+            let mut labels = vec![0i64; n];
+            let (cat, _) = ctx.fof_subset_into(&dom, &pts[..], &fields, &fp, &subset, &mut labels).unwrap();
+            let want = ctx.fof(&dom, &copy[..], &cfields, &fp).unwrap();
+            assert!(want.catalogue.len() > 10);
+            for (j, &i) in subset.iter().enumerate() {
+                assert_eq!(labels[i as usize], tag(want.labels[j]), "mask {mask:#x}");
+            }
+            assert_eq!(labels.iter().filter(|&&l| l >= 0).count(), want.labels.iter().filter(|&&l| l >= 0).count(), "others are -1");
+            assert_eq!(cat.tag, want.catalogue.tag.iter().map(|&t| tag(t)).collect::<Vec<_>>());
+            assert_eq!((&cat.count, &cat.mass, &cat.centre), (&want.catalogue.count, &want.catalogue.mass, &want.catalogue.centre));
+            let members: Vec<i64> = want.catalogue.member_indices.iter().map(|&j| subset[j as usize] as i64).collect();
+            assert_eq!(cat.member_indices, members);
+
+            let dp = DbscanParams { eps: LinkingLength::Absolute(0.006), min_pts: 6, min_members: 2, members: true, ..Default::default() };
+            let mut dl = vec![0i64; n];
+            let mut dc = vec![PointClass::Core; n];
+            let (dcat, _) = ctx.dbscan_subset_into(&dom, &pts[..], &fields, &dp, &subset, &mut dl, Some(&mut dc)).unwrap();
+            let dwant = ctx.dbscan(&dom, &copy[..], &cfields, &dp).unwrap();
+            assert!(dwant.stats.border > 0 && dwant.catalogue.len() > 10);
+            for (j, &i) in subset.iter().enumerate() {
+                assert_eq!((dl[i as usize], dc[i as usize]), (tag(dwant.labels[j]), dwant.class[j]));
+            }
+            for i in 0..n {
+                if mask >> ptype[i] & 1 == 0 {
+                    assert_eq!((dl[i], dc[i]), (-1, PointClass::Noise));
+                }
+            }
+            assert_eq!(dcat.rows.count, dwant.catalogue.rows.count);
+            assert_eq!(dcat.max_radius, dwant.catalogue.max_radius);
+        }
+    }
+    // Bad subsets are errors.
+    let mut labels = vec![0i64; n];
+    let fp = FofParams { linking_length: LinkingLength::Absolute(0.004), ..Default::default() };
+    for bad in [vec![3u32, 3], vec![5, 2], vec![n as u32]] {
+        assert!(ctx.fof_subset_into(&dom, &pts[..], &FofFields::default(), &fp, &bad, &mut labels).is_err());
+    }
+}
