@@ -95,7 +95,7 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     fields: &FofFields<'_, D>,
     params: &DbscanParams,
     labels: &mut [i64],
-    mut class: Option<&mut [PointClass]>,
+    class: Option<&mut [PointClass]>,
 ) -> Result<(DbscanCatalogue<D>, DbscanStats)> {
     domain.validate()?;
     params.validate()?;
@@ -222,7 +222,7 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     }
     stats.core = core.par_iter().filter(|&&c| c).count();
     stats.noise = n - stats.core - stats.border;
-    if let Some(cl) = class.as_deref_mut() {
+    if let Some(cl) = class {
         cl.par_iter_mut().zip(core.par_iter()).for_each(|(c, &k)| *c = if k { PointClass::Core } else { PointClass::Noise });
         for &(i, _) in &nearest {
             cl[i as usize] = PointClass::Border;

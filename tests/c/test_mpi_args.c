@@ -100,6 +100,7 @@ static void kp_size0(call_t *c) { c->kp.struct_size = 0; }
 static void src_size_newer(call_t *c) { c->src.struct_size += 8; }
 static void fp_size0(call_t *c) { c->fp.struct_size = 0; }
 static void out_size_bad(call_t *c) { c->bad_out_size = 1; }
+static void fof_mask(call_t *c) { c->fp.type_mask = 2; }
 
 static const case_t cases[] = {
     {"k = 0", 0, k0, ZTREE_ERR_INVALID_ARGUMENT},
@@ -137,6 +138,7 @@ static const case_t cases[] = {
     {"output struct of an unknown size", 0, out_size_bad, ZTREE_ERR_INVALID_ARGUMENT},
     {"FoF params.struct_size = 0", 1, fp_size0, ZTREE_ERR_INVALID_ARGUMENT},
     {"FoF output struct of an unknown size", 1, out_size_bad, ZTREE_ERR_INVALID_ARGUMENT},
+    {"FoF type mask on one rank (serial contexts only)", 1, fof_mask, ZTREE_ERR_UNSUPPORTED},
     {"FoF pos[1].stride = -8", 1, neg_stride, ZTREE_ERR_INVALID_ARGUMENT},
     {"FoF memory = CUDA", 1, cuda, ZTREE_ERR_NO_DEVICE},
     {"FoF f32 positions on one rank", 1, f32_pos, ZTREE_ERR_MPI},
@@ -207,6 +209,23 @@ int main(int argc, char **argv) {
   CHECK(run(serial, &ref, 1, &rk, &rf) == ZTREE_OK, "serial fof: %s", ztree_last_error(serial));
   static int64_t ref_labels[4 * NL];
   memcpy(ref_labels, rf.labels, sizeof(int64_t) * size * NL);
+
+  /* DBSCAN is serial so far: every rank is refused in the same call, and the next
+   * collective call pairs up. */
+  {
+    call_t c = good_call();
+    ztree_dbscan_params dp;
+    ztree_dbscan_params_init(&dp);
+    dp.eps = 0.03;
+    dp.min_pts = 4;
+    ztree_dbscan_output dout;
+    ztree_dbscan_output_init(&dout);
+    ztree_status s = ztree_dbscan(dist, &c.src, &dp, &dout);
+    CHECK(s == ZTREE_ERR_UNSUPPORTED && strstr(ztree_last_error(dist), "MPI"), "dbscan on an MPI context: %d %s", (int)s, ztree_last_error(dist));
+    ztree_knn_output ko;
+    ztree_fof_output fo;
+    CHECK(run(dist, &c, 0, &ko, &fo) == ZTREE_OK, "knn after a refused dbscan: %s", ztree_last_error(dist));
+  }
 
   int ncases = (int)(sizeof cases / sizeof cases[0]);
   for (int ci = 0; ci < ncases; ci++) {

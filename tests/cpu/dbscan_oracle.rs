@@ -112,7 +112,7 @@ fn verify<T: Real, const D: usize>(
 }
 
 fn run<T: Real, const D: usize>(c: &Context, pts: &[[T; D]], box_len: Option<[f64; D]>, p: &DbscanParams) -> ztree::Dbscan<D> {
-    let dom = box_len.map_or(Domain::Open, |l| Domain::Periodic(l));
+    let dom = box_len.map_or(Domain::Open, Domain::Periodic);
     c.dbscan(&dom, pts, &FofFields::default(), p).unwrap()
 }
 

@@ -111,6 +111,7 @@ static ztree_particles particles(int64_t n, double box, int *inputs) {
   if (pick(3) == 0) { int vt = dtype(); for (int d = 0; d < 3; d++) p.vel[d] = array(n, vt, 10.0, 0, inputs); }
   if (pick(3) == 0) p.mass = array(n, dtype(), 2.0, 0, inputs);
   if (pick(3) == 0) p.ids = array(n, clean ? ZTREE_DTYPE_I32 + pick(4) : (pick(2) ? ZTREE_DTYPE_I64 : pick(7)), 0, 1, inputs);
+  if (pick(3) == 0) p.types = array(n, clean ? ZTREE_DTYPE_I32 : pick(8), 0, 1, inputs);
   return p;
 }
 
@@ -146,7 +147,7 @@ int main(int argc, char **argv) {
       int inputs[32] = {0};
       int64_t n = pick(4) == 0 ? pick(8) : pick(MAXN);
       ztree_particles src = particles(n, box, inputs), qry = particles(pick(MAXN / 2), box, inputs);
-      int is_fof = pick(2);
+      int job = pick(3), is_fof = job == 1, is_dbscan = job == 2;
       ztree_knn_params kp;
       ztree_knn_params_init(&kp);
       kp.k = bad(20) ? (pick(2) ? INT32_MAX : -pick(3)) : 1 + pick(40);
@@ -175,15 +176,30 @@ int main(int argc, char **argv) {
       fp.min_members = !bad(20) ? 1 + pick(30) : 0;
       fp.order = !bad(20) ? pick(2) : 9;
       fp.members = pick(2);
+      if (pick(4) == 0) fp.type_mask = (uint32_t)pick(64);
       ztree_fof_output fo;
       ztree_fof_output_init(&fo);
+      ztree_dbscan_params dp;
+      ztree_dbscan_params_init(&dp);
+      dp.eps = fp.linking_length;
+      dp.b = fp.b;
+      dp.min_pts = !bad(20) ? 1 + pick(16) : -pick(3);
+      dp.min_members = !bad(20) ? pick(5) : -1;
+      dp.order = fp.order;
+      dp.members = pick(2);
+      dp.border = !bad(20) ? pick(2) : 7;
+      dp.classes = pick(2);
+      if (pick(4) == 0) dp.type_mask = (uint32_t)pick(64);
+      ztree_dbscan_output dout;
+      ztree_dbscan_output_init(&dout);
       if (src.count >= 0 && src.count <= MAXN && pick(2)) { fo.labels = new_buf((size_t)src.count * 8); inputs[nbufs - 1] = 1; }
       /* Struct sizes no header has: every call must refuse them by name. */
       if (bad(100)) src.struct_size = pick(2) ? 0 : sizeof src + 8 * (1 + pick(4));
       if (bad(100)) kp.struct_size = pick(2) ? 0 : sizeof kp - 8;
       if (bad(100)) fo.struct_size = pick(2) ? 1 : sizeof fo + 8;
       snapshot();
-      s = is_fof ? ztree_fof(ctx, &src, !bad(50) ? &fp : NULL, &fo) : ztree_knn(ctx, &src, use_q ? &qry : NULL, !bad(50) ? &kp : NULL, &ko);
+      s = is_dbscan ? ztree_dbscan(ctx, &src, !bad(50) ? &dp : NULL, &dout)
+          : is_fof ? ztree_fof(ctx, &src, !bad(50) ? &fp : NULL, &fo) : ztree_knn(ctx, &src, use_q ? &qry : NULL, !bad(50) ? &kp : NULL, &ko);
       calls++;
       if ((int)s < 0 || (int)s > ZTREE_ERR_DEVICE) fail("unknown status", NULL);
       if (s == ZTREE_ERR_INTERNAL) fail("internal error", ztree_last_error(ctx));
@@ -194,6 +210,20 @@ int main(int argc, char **argv) {
         if (!is_fof && (kp.outputs & ZTREE_KNN_INDICES))
           for (int64_t i = 0; i < ko.n_queries * kp.k; i++)
             if (ko.indices[i] < -1 || ko.indices[i] >= src.count) fail("neighbour index out of range", NULL);
+        if (is_dbscan) {
+          int64_t counted = 0;
+          for (int64_t i = 0; i < src.count; i++) {
+            if (dout.labels[i] < -1) fail("dbscan label below -1", NULL);
+            if (dp.classes && (dout.point_class[i] < 0 || dout.point_class[i] > 2)) fail("dbscan class", NULL);
+          }
+          for (int64_t c = 0; c < dout.n_clusters; c++) {
+            counted += dout.clusters[c].count;
+            if (dout.clusters[c].core_count < 1 || dout.clusters[c].core_count > dout.clusters[c].count) fail("cluster core count", NULL);
+            if (!(dout.clusters[c].max_radius >= 0)) fail("cluster max radius", NULL);
+          }
+          if (dp.members && dout.member_offsets[dout.n_clusters] != counted) fail("dbscan member offsets", NULL);
+          if (dout.n_core + dout.n_border + dout.n_noise != src.count) fail("dbscan class counts", NULL);
+        }
         if (is_fof) {
           for (int64_t i = 0; i < src.count; i++)
             if (fo.labels[i] < -1) fail("label below -1", NULL);
