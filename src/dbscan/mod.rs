@@ -114,7 +114,8 @@ pub struct DbscanStats {
     pub particles: usize,
     /// The absolute ε used.
     pub eps: f64,
-    /// Core, border and noise points (border points count as border with DBSCAN* too).
+    /// Core, border and noise points (border points count as border with DBSCAN* too;
+    /// particles outside a subset as noise).
     pub core: usize,
     /// See `core`.
     pub border: usize,
