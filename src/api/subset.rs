@@ -118,7 +118,8 @@ impl Context {
         let views = FieldViews::new(fields, subset);
         let mut sub = vec![0i64; subset.len()];
         let mut sub_class = class.as_ref().map(|_| vec![PointClass::Noise; subset.len()]);
-        let (mut cat, mut stats) = self.dbscan_into(domain, &Subset::new(points, subset), &views.fields(), params, &mut sub, sub_class.as_deref_mut())?;
+        let (mut cat, mut stats) =
+            self.dbscan_into(domain, &Subset::new(points, subset), &views.fields(), params, &mut sub, sub_class.as_deref_mut())?;
         // The particles left out count as noise (their class).
         stats.noise += n - subset.len();
         stats.particles = n;
