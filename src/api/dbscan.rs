@@ -271,7 +271,6 @@ fn core_points<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     let mut lists = Vec::new();
     let mut listed = Vec::new();
     while !ask.is_empty() {
-        let view = Subset::new(ex.points, &ask);
         let rows = ask.len() * k;
         let mut idx = vec![0i64; rows];
         let mut kth = vec![T::ZERO; ask.len()];
@@ -281,7 +280,7 @@ fn core_points<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         if first {
             ctx.knn_self(domain, ex.points, &SourceFields::default(), &kp, &mut out)?;
         } else {
-            ctx.knn(domain, ex.points, &view, &SourceFields::default(), &kp, &mut out)?;
+            ctx.knn(domain, ex.points, &Subset::new(ex.points, &ask), &SourceFields::default(), &kp, &mut out)?;
         }
         let all = k >= n;
         let decided: Vec<Option<bool>> = (0..ask.len())
@@ -395,7 +394,6 @@ fn catalogue<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     n_comp: usize,
     labels: &mut [i64],
 ) -> DbscanCatalogue<D> {
-    let n = comp.len();
     // Members of each cluster, ascending input index (a counting sort).
     let mut offsets = vec![0u64; n_comp + 1];
     for &c in comp {
@@ -477,6 +475,5 @@ fn catalogue<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         params.members.then_some((&row_offsets[..], &fill_members as &(dyn Fn(usize, &mut [i64]) + Sync))),
     );
     rows.order = params.order;
-    let _ = n;
     DbscanCatalogue { rows, core_count: perm.iter().map(|&r| per[r].1).collect(), max_radius: perm.iter().map(|&r| per[r].2).collect() }
 }

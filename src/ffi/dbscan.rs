@@ -2,7 +2,8 @@
 //! contexts, dispatch on dimension and element type, and the hand-over of the catalogue.
 
 use super::input::{
-    Strided, StridedPoints, StridedVectors, config_words, count_of, domain, null, pos_dtype, positions, presence, select, types_of, vectors,
+    Strided, StridedPoints, StridedVectors, config_words, count_of, domain, length_or_b, null, pos_dtype, positions, presence, select, types_of,
+    vectors,
 };
 use super::out::{Bytes, Proposal, agree_args, dest, fill_stats, reserve};
 use super::types::*;
@@ -133,12 +134,7 @@ fn check<T: Real, const D: usize>(
     let ids = Strided::new(&p.ids, n, "particles.ids", &[ZTREE_DTYPE_I32, ZTREE_DTYPE_I64, ZTREE_DTYPE_U32, ZTREE_DTYPE_U64], false)?;
     let types = types_of(p, n, prm.type_mask, false)?;
     let bad = |m: String| Err(fail(ZTREE_ERR_INVALID_ARGUMENT, m));
-    let eps = match (prm.eps, prm.b) {
-        (e, b) if e.is_nan() || b.is_nan() => return bad(format!("eps ({e}) and b ({b}) must not be NaN")),
-        (e, b) if e > 0.0 && e.is_finite() && b == 0.0 => LinkingLength::Absolute(e),
-        (e, b) if e == 0.0 && b > 0.0 && b.is_finite() => LinkingLength::Relative(b),
-        (e, b) => return bad(format!("give exactly one of eps (absolute, > 0) and b (relative, > 0), the other 0 (got eps = {e}, b = {b})")),
-    };
+    let eps = length_or_b("eps", prm.eps, prm.b)?;
     if prm.min_pts < 1 {
         return bad(format!("min_pts must be at least 1 (got {})", prm.min_pts));
     }

@@ -2,7 +2,8 @@
 //! dispatch on dimension and element type, and the hand-over of the catalogue.
 
 use super::input::{
-    Strided, StridedPoints, StridedVectors, config_words, count_of, domain, null, pos_dtype, positions, presence, select, types_of, vectors,
+    Strided, StridedPoints, StridedVectors, config_words, count_of, domain, length_or_b, null, pos_dtype, positions, presence, select, types_of,
+    vectors,
 };
 use super::out::{Bytes, DistInfo, Proposal, agree_args, dest, fill_stats, reserve};
 use super::types::*;
@@ -129,16 +130,7 @@ fn check<T: Real, const D: usize>(
     let ids = Strided::new(&p.ids, n, "particles.ids", &[ZTREE_DTYPE_I32, ZTREE_DTYPE_I64, ZTREE_DTYPE_U32, ZTREE_DTYPE_U64], false)?;
     let types = types_of(p, n, prm.type_mask, distributed)?;
     let bad = |m: String| Err(fail(ZTREE_ERR_INVALID_ARGUMENT, m));
-    let link = match (prm.linking_length, prm.b) {
-        (l, b) if l.is_nan() || b.is_nan() => return bad(format!("linking_length ({l}) and b ({b}) must not be NaN")),
-        (l, b) if l > 0.0 && l.is_finite() && b == 0.0 => LinkingLength::Absolute(l),
-        (l, b) if l == 0.0 && b > 0.0 && b.is_finite() => LinkingLength::Relative(b),
-        (l, b) => {
-            return bad(format!(
-                "give exactly one of linking_length (absolute, > 0) and b (relative, > 0), the other 0 (got linking_length = {l}, b = {b})"
-            ));
-        }
-    };
+    let link = length_or_b("linking_length", prm.linking_length, prm.b)?;
     if prm.min_members < 1 {
         return bad(format!("min_members must be at least 1 (got {})", prm.min_members));
     }

@@ -180,6 +180,19 @@ impl ParticleIds for Strided {
     }
 }
 
+/// A length given as exactly one of an absolute value (`name`) and `b`, relative to the
+/// mean spacing, the other 0: FoF's linking length and DBSCAN's ε.
+pub(crate) fn length_or_b(name: &str, l: f64, b: f64) -> Result<crate::fof::LinkingLength, Fail> {
+    use crate::fof::LinkingLength;
+    let bad = |m: String| Err(fail(ztree_status::ZTREE_ERR_INVALID_ARGUMENT, m));
+    match (l, b) {
+        (l, b) if l.is_nan() || b.is_nan() => bad(format!("{name} ({l}) and b ({b}) must not be NaN")),
+        (l, b) if l > 0.0 && l.is_finite() && b == 0.0 => Ok(LinkingLength::Absolute(l)),
+        (l, b) if l == 0.0 && b > 0.0 && b.is_finite() => Ok(LinkingLength::Relative(b)),
+        (l, b) => bad(format!("give exactly one of {name} (absolute, > 0) and b (relative, > 0), the other 0 (got {name} = {l}, b = {b})")),
+    }
+}
+
 /// The particle types a job's `type_mask` reads: None for mask 0 (every particle);
 /// required otherwise. Type masks work on serial contexts and host arrays.
 pub(crate) fn types_of(p: &ztree_particles, n: usize, mask: u32, distributed: bool) -> Result<Option<Strided>, Fail> {
