@@ -41,6 +41,7 @@ mod knn;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod pipeline;
+pub mod radius;
 // The Rust code blocks of the documentation, compiled and run as doc tests
 // (scripts/check_doc_examples.py checks that every page with one is named here).
 #[cfg(doctest)]
@@ -70,6 +71,7 @@ pub use fof::{Catalogue, CatalogueOrder, Fof, FofFields, FofParams, FofStats, Li
 pub use geom::Real;
 pub use input::{Domain, ParticleIds, PointSource, ScalarField, SoaPoints, VectorField};
 pub use knn::{KnnLists, KnnOutput, KnnParams, KnnStats, OutputOrder, SourceFields};
+pub use radius::{ListOrder, NeighbourLists, Radius, RadiusOutput, RadiusParams, RadiusStats, SearchRadius};
 /// Test hooks of builds with the CUDA emulator (feature `cuda-emu`, never shipped): the C
 /// API and a switch that runs "device" calls on the emulated device, whose memory is host
 /// memory, for tests that cannot reach the crate's internals (the MPI tests).

@@ -17,5 +17,7 @@ mod knn_api;
 mod knn_oracle;
 #[path = "tools/knn_scipy.rs"]
 mod knn_scipy;
+#[path = "cpu/radius_oracle.rs"]
+mod radius_oracle;
 #[path = "cpu/subset.rs"]
 mod subset;

@@ -10,6 +10,7 @@ pub(crate) mod device;
 pub(crate) mod dist;
 mod fof;
 mod knn;
+mod radius;
 mod subset;
 
 pub use crate::base::{Timings, WalkStats};

@@ -27,7 +27,9 @@ use crate::geom::morton::Quantizer;
 use crate::input::{Bounds, Domain};
 use crate::pipeline::catalogue::{CatalogueRequest, Counted, GroupRows, Grouped, MemberLists};
 use crate::pipeline::knn::LeafFields;
+use crate::pipeline::radius::{ListRequest, Radii, RadiusSinks};
 use crate::pipeline::{KnnSinks, Lists, PointTypes, Prepared, Tree};
+use crate::radius::NeighbourLists;
 
 /// The stages of the pipeline, in the order `pipeline` runs them.
 pub(crate) trait Backend: Sync + Sized {
@@ -251,6 +253,48 @@ pub(crate) trait Backend: Sync + Sized {
         zs: &'a Prepared<Self, T, D>,
         members: &'a Self::GroupMembers,
     ) -> Result<MemberLists<'a>>;
+}
+
+/// The passes of a radius query (`pipeline::radius`).
+pub(crate) trait RadiusPasses: Backend {
+    /// Per node of every plane, the largest radius of its queries (`per_query` in
+    /// z-order; None: a fixed radius, and nothing is made).
+    fn radius_node_max<T: Real, const D: usize>(&self, zs: &Prepared<Self, T, D>, per_query: Option<&Self::Buf<f64>>) -> Result<Self::Buf<f64>>;
+    /// Moves the interaction lists of plane `parent` one plane down: each child keeps the
+    /// sources within its largest radius.
+    fn radius_node_pass<T: Real, const D: usize, M: Metric<f64, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        radii: &Radii<'_, Self>,
+        parent: usize,
+        lists: &Lists<Self>,
+    ) -> Result<Lists<Self>>;
+    /// Counts and reductions of every query reached (masses and scalar in z-order);
+    /// returns the pairs within the radius.
+    fn radius_count_pass<T: Real, const D: usize, M: Metric<f64, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        radii: &Radii<'_, Self>,
+        fields: (Option<&Self::Buf<f64>>, Option<&Self::Buf<f64>>),
+        lists: &Lists<Self>,
+        sinks: &RadiusSinks<'_, Self>,
+    ) -> Result<u64>;
+    /// The neighbour lists, sized from the counting pass's `sinks.counts_z` (`pairs`
+    /// entries in all; more than `req.max_bytes` is `Error::OutOfMemory` before they are
+    /// allocated).
+    #[allow(clippy::too_many_arguments)]
+    fn radius_lists<T: Real, const D: usize, M: Metric<f64, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Self, T, D>,
+        radii: &Radii<'_, Self>,
+        lists: &Lists<Self>,
+        sinks: &RadiusSinks<'_, Self>,
+        pairs: u64,
+        req: ListRequest,
+    ) -> Result<NeighbourLists<T>>;
 }
 
 /// Reading the caller's positions of representation `P`.

@@ -14,6 +14,7 @@ pub(crate) mod knn;
 pub(crate) mod knn_host;
 pub(crate) mod planes;
 mod prepare;
+pub(crate) mod radius;
 mod tree;
 #[cfg(test)]
 mod tree_tests;

@@ -19,6 +19,7 @@ mod knn_tests;
 pub(crate) mod par;
 pub(crate) mod permute;
 pub(crate) mod planes;
+mod radius;
 mod simd;
 mod sort;
 mod topk;

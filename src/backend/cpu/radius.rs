@@ -1,0 +1,349 @@
+//! Radius queries on the CPU (docs/DESIGN.md §5): the node test and the leaf passes.
+//!
+//! Node test for receiving node A and source node B: keep B when
+//! `d_min(A, B)² <= r_A²`, `r_A` the largest radius of A's queries. Point test: FoF's,
+//! `d² <= r²` in f64 from the input coordinates, so every bound is exact (box bounds are
+//! rounded like point distances, and rounding is monotone: `metric`).
+//!
+//! Each query's neighbours are gathered per query leaf from the candidate leaves; sums
+//! run from +0 in ascending source input index, so they depend on nothing but the inputs (not on
+//! the tree, threads or back end). Lists take two passes: the first counts (and reduces),
+//! the caller sizes the lists, the second writes each query's entries at its offset.
+
+use super::Cpu;
+use super::par::DisjointSlice;
+use super::walk::{Candidates, walk_leaves, walk_plane};
+use crate::error::{Error, Result};
+use crate::geom::Real;
+use crate::geom::metric::Metric;
+use crate::pipeline::radius::{ListRequest, ListSinks, Radii, RadiusSinks};
+use crate::pipeline::{Lists, Prepared, Tree};
+use crate::radius::{ListOrder, NeighbourLists, sph_kernel};
+
+/// The per-node largest radius, leaves up (empty with a fixed radius).
+pub(crate) fn node_max<T: Real, const D: usize>(tree: &Tree<Cpu, T, D>, per_query: Option<&[f64]>) -> Vec<f64> {
+    use rayon::prelude::*;
+    let Some(r) = per_query else { return Vec::new() };
+    let mut out = vec![0.0f64; tree.num_nodes()];
+    let lv = tree.leaves();
+    out[lv.first..lv.first + lv.len].par_iter_mut().enumerate().for_each(|(i, m)| {
+        let (s, c) = tree.qry_range(lv.first + i);
+        *m = r[s as usize..(s + c) as usize].iter().fold(0.0f64, |a, &b| a.max(b));
+    });
+    for p in 1..tree.planes.len() {
+        let pl = tree.planes[p];
+        for n in pl.first..pl.first + pl.len {
+            out[n] = tree.children(n).fold(0.0f64, |a, c| a.max(out[c]));
+        }
+    }
+    out
+}
+
+pub(crate) struct RadiusJob<'a, T: Real, const D: usize> {
+    pub zs: &'a Prepared<Cpu, T, D>,
+    pub radii: &'a Radii<'a, Cpu>,
+    /// Source masses and scalar in z-order.
+    pub masses: Option<&'a [f64]>,
+    pub scalar: Option<&'a [f64]>,
+}
+
+/// Per-task scratch: the kept candidate leaves of a query leaf, one query's neighbours
+/// (distance², source z-index), and the pairs found.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    leaves: Vec<u32>,
+    near: Vec<(f64, u32)>,
+    pairs: u64,
+}
+
+impl<T: Real, const D: usize> RadiusJob<'_, T, D> {
+    #[inline(always)]
+    fn node_r(&self, a: usize) -> f64 {
+        if self.radii.per_query.is_some() { self.radii.node_max[a] } else { self.radii.fixed }
+    }
+
+    #[inline(always)]
+    fn src_box(&self, n: usize) -> ([f64; D], [f64; D]) {
+        let t = &self.zs.tree;
+        (t.src_lo[n].map(|v| v.to_f64()), t.src_hi[n].map(|v| v.to_f64()))
+    }
+
+    #[inline(always)]
+    fn qry_box(&self, n: usize) -> ([f64; D], [f64; D]) {
+        let (lo, hi) = self.zs.tree.qry_box(n);
+        (lo.map(|v| v.to_f64()), hi.map(|v| v.to_f64()))
+    }
+
+    pub fn node_pass<M: Metric<f64, D>>(&self, metric: &M, parent: usize, lists: &Lists<Cpu>) -> Lists<Cpu> {
+        walk_plane(
+            &self.zs.tree,
+            parent,
+            lists,
+            || (),
+            |a, cands, _s, out| {
+                let (alo, ahi) = self.qry_box(a);
+                let r = self.node_r(a);
+                let r2 = r * r;
+                for &b in cands.nodes {
+                    let (blo, bhi) = self.src_box(b as usize);
+                    if metric.box_min2(&alo, &ahi, &blo, &bhi) <= r2 {
+                        out.push(b);
+                    }
+                }
+            },
+        )
+    }
+
+    /// The candidate leaves of leaf `a` its queries may reach.
+    fn kept_leaves<M: Metric<f64, D>>(&self, metric: &M, a: usize, cands: &Candidates<'_>, out: &mut Vec<u32>) {
+        out.clear();
+        let (alo, ahi) = self.qry_box(a);
+        let r = self.node_r(a);
+        let r2 = r * r;
+        for &b in cands.nodes {
+            let (blo, bhi) = self.src_box(b as usize);
+            if metric.box_min2(&alo, &ahi, &blo, &bhi) <= r2 {
+                out.push(b);
+            }
+        }
+    }
+
+    /// Calls `each(z, near)` for every query z of leaf `a` with its neighbours (distance²,
+    /// source z-index; in no particular order), or `count(z, n)` with their number only
+    /// when `count_only` (sources of a leaf wholly within the radius are then counted
+    /// without distances).
+    fn leaf_queries<M: Metric<f64, D>>(
+        &self,
+        metric: &M,
+        a: usize,
+        cands: &Candidates<'_>,
+        s: &mut Scratch,
+        count_only: bool,
+        mut each: impl FnMut(usize, &[(f64, u32)]),
+        mut count: impl FnMut(usize, u64),
+    ) {
+        let mut leaves = std::mem::take(&mut s.leaves);
+        self.kept_leaves(metric, a, cands, &mut leaves);
+        let t = &self.zs.tree;
+        let (qpos, _) = self.zs.queries();
+        let (q0, qn) = t.qry_range(a);
+        let sp = &self.zs.src_pos;
+        for z in q0 as usize..(q0 + qn) as usize {
+            let x: [f64; D] = std::array::from_fn(|d| qpos[d][z].to_f64());
+            let r = self.radii.per_query.map_or(self.radii.fixed, |r| r[z]);
+            let r2 = r * r;
+            s.near.clear();
+            let mut n = 0u64;
+            for &b in &leaves {
+                let b = b as usize;
+                let (blo, bhi) = self.src_box(b);
+                if metric.box_min2(&x, &x, &blo, &bhi) > r2 {
+                    continue;
+                }
+                let (s0, sc) = (t.src_start[b] as usize, t.src_count[b] as usize);
+                if count_only && metric.box_max2(&x, &x, &blo, &bhi) <= r2 {
+                    n += sc as u64;
+                    continue;
+                }
+                for j in s0..s0 + sc {
+                    let y: [f64; D] = std::array::from_fn(|d| sp[d][j].to_f64());
+                    let d2 = metric.dist2(&x, &y);
+                    if d2 <= r2 {
+                        if count_only {
+                            n += 1;
+                        } else {
+                            s.near.push((d2, j as u32));
+                        }
+                    }
+                }
+            }
+            if count_only {
+                s.pairs += n;
+                count(z, n);
+            } else {
+                s.pairs += s.near.len() as u64;
+                each(z, &s.near);
+            }
+        }
+        s.leaves = leaves;
+    }
+
+    /// The first pass: counts and reductions. Returns the pairs within the radius.
+    pub fn count_pass<M: Metric<f64, D>>(&self, metric: &M, lists: &Lists<Cpu>, sinks: &RadiusSinks<'_, Cpu>) -> u64 {
+        let orig = self.zs.queries().1;
+        let src_orig = &self.zs.src_orig;
+        let count_only = sinks.scalar_sum.is_none() && sinks.scalar_mean.is_none() && sinks.density.is_none();
+        let pairs = std::sync::atomic::AtomicU64::new(0);
+        let write_count = |z: usize, n: u64| {
+            let i = orig[z] as usize;
+            // SAFETY: every query is visited once, by the one task holding its leaf; rows
+            // are distinct per query.
+            unsafe {
+                if let Some(c) = &sinks.counts {
+                    c.write(i, n as i64);
+                }
+                if let Some(c) = &sinks.counts_z {
+                    c.write(z, n as u32);
+                }
+            }
+        };
+        walk_leaves(&self.zs.tree, lists, Scratch::default, |a, cands, s| {
+            let before = s.pairs;
+            let mut near_sorted: Vec<(u32, f64)> = Vec::new();
+            self.leaf_queries(
+                metric,
+                a,
+                cands,
+                s,
+                count_only,
+                |z, near| {
+                    write_count(z, near.len() as u64);
+                    // Sums in ascending source input index.
+                    near_sorted.clear();
+                    near_sorted.extend(near.iter().map(|&(d2, j)| (j, d2)));
+                    near_sorted.sort_unstable_by_key(|e| src_orig[e.0 as usize]);
+                    let i = orig[z] as usize;
+                    if let Some(sc) = self.scalar {
+                        let sum = near_sorted.iter().fold(0.0, |a, e| a + sc[e.0 as usize]);
+                        // SAFETY: as above.
+                        unsafe {
+                            if let Some(o) = &sinks.scalar_sum {
+                                o.write(i, sum);
+                            }
+                            if let Some(o) = &sinks.scalar_mean {
+                                o.write(i, if near.is_empty() { f64::NAN } else { sum / near.len() as f64 });
+                            }
+                        }
+                    }
+                    if let Some(o) = &sinks.density {
+                        let h = self.radii.per_query.map_or(self.radii.fixed, |r| r[z]);
+                        let rho =
+                            near_sorted.iter().fold(0.0, |a, e| a + self.masses.map_or(1.0, |m| m[e.0 as usize]) * sph_kernel::<D>(e.1.sqrt(), h));
+                        // SAFETY: as above.
+                        unsafe { o.write(i, rho) };
+                    }
+                },
+                write_count,
+            );
+            pairs.fetch_add(s.pairs - before, std::sync::atomic::Ordering::Relaxed);
+        });
+        pairs.into_inner()
+    }
+
+    /// The second pass: every query's entries, ordered, at its offset.
+    pub fn fill_pass<M: Metric<f64, D>>(&self, metric: &M, lists: &Lists<Cpu>, out: &ListSinks<'_, Cpu, T>) {
+        let orig = self.zs.queries().1;
+        let src_orig = &self.zs.src_orig;
+        walk_leaves(&self.zs.tree, lists, Scratch::default, |a, cands, s| {
+            let mut row: Vec<(f64, u32)> = Vec::new();
+            self.leaf_queries(
+                metric,
+                a,
+                cands,
+                s,
+                false,
+                |z, near| {
+                    row.clear();
+                    row.extend(near.iter().map(|&(d2, j)| (d2, src_orig[j as usize])));
+                    match out.order {
+                        ListOrder::Distance => row.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1))),
+                        ListOrder::Index => row.sort_unstable_by_key(|e| e.1),
+                    }
+                    let i = orig[z] as usize;
+                    let off = out.offsets[i] as usize;
+                    debug_assert_eq!(out.offsets[i + 1] as usize - off, row.len(), "the count pass counted query {i} differently");
+                    for (k, &(d2, idx)) in row.iter().enumerate() {
+                        // SAFETY: query i owns entries offsets[i] .. offsets[i + 1], and
+                        // only this task visits it.
+                        unsafe {
+                            out.indices.write(off + k, idx as i64);
+                            if let Some(d) = &out.distances {
+                                d.write(off + k, T::from_f64(d2.sqrt()));
+                            }
+                        }
+                    }
+                },
+                |_, _| unreachable!("the fill pass gathers neighbours"),
+            );
+        });
+    }
+}
+
+impl crate::backend::RadiusPasses for Cpu {
+    fn radius_node_max<T: Real, const D: usize>(&self, zs: &Prepared<Cpu, T, D>, per_query: Option<&Vec<f64>>) -> Result<Vec<f64>> {
+        Ok(node_max(&zs.tree, per_query.map(|v| v.as_slice())))
+    }
+
+    fn radius_node_pass<T: Real, const D: usize, M: Metric<f64, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Cpu, T, D>,
+        radii: &Radii<'_, Cpu>,
+        parent: usize,
+        lists: &Lists<Cpu>,
+    ) -> Result<Lists<Cpu>> {
+        Ok(RadiusJob { zs, radii, masses: None, scalar: None }.node_pass(metric, parent, lists))
+    }
+
+    fn radius_count_pass<T: Real, const D: usize, M: Metric<f64, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Cpu, T, D>,
+        radii: &Radii<'_, Cpu>,
+        fields: (Option<&Vec<f64>>, Option<&Vec<f64>>),
+        lists: &Lists<Cpu>,
+        sinks: &RadiusSinks<'_, Cpu>,
+    ) -> Result<u64> {
+        let job = RadiusJob { zs, radii, masses: fields.0.map(|v| v.as_slice()), scalar: fields.1.map(|v| v.as_slice()) };
+        Ok(job.count_pass(metric, lists, sinks))
+    }
+
+    fn radius_lists<T: Real, const D: usize, M: Metric<f64, D>>(
+        &self,
+        metric: &M,
+        zs: &Prepared<Cpu, T, D>,
+        radii: &Radii<'_, Cpu>,
+        lists: &Lists<Cpu>,
+        sinks: &RadiusSinks<'_, Cpu>,
+        pairs: u64,
+        req: ListRequest,
+    ) -> Result<NeighbourLists<T>> {
+        let orig = zs.queries().1;
+        let nq = orig.len();
+        let bytes = crate::radius::list_bytes(nq, pairs, req.distances, size_of::<T>());
+        if req.max_bytes > 0 && bytes > req.max_bytes {
+            return Err(Error::OutOfMemory { what: "the neighbour lists (over the memory limit)", bytes });
+        }
+        let counts_z = sinks.counts_z.as_ref().expect("lists need the z-order counts");
+        // Counts in input order, then their prefix sum.
+        let mut offsets = try_vec(nq + 1, 0i64, bytes)?;
+        for (z, &i) in orig.iter().enumerate() {
+            // SAFETY: the counting pass is over; nothing else touches the counts.
+            offsets[i as usize + 1] = unsafe { counts_z.read(z) } as i64;
+        }
+        for i in 0..nq {
+            offsets[i + 1] += offsets[i];
+        }
+        debug_assert_eq!(offsets[nq] as u64, pairs);
+        let mut indices = try_vec(pairs as usize, 0i64, bytes)?;
+        let mut distances = if req.distances { try_vec(pairs as usize, T::ZERO, bytes)? } else { Vec::new() };
+        {
+            let out = ListSinks::<Cpu, T> {
+                offsets: &offsets,
+                indices: DisjointSlice::new(&mut indices),
+                distances: req.distances.then(|| DisjointSlice::new(&mut distances)),
+                order: req.order,
+            };
+            RadiusJob { zs, radii, masses: None, scalar: None }.fill_pass(metric, lists, &out);
+        }
+        Ok(NeighbourLists { offsets, indices, distances })
+    }
+}
+
+/// `n` copies of `v`, or `Error::OutOfMemory` (for lists of `bytes` in all).
+fn try_vec<V: Clone>(n: usize, v: V, bytes: u64) -> Result<Vec<V>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).map_err(|_| Error::OutOfMemory { what: "the neighbour lists", bytes })?;
+    out.resize(n, v);
+    Ok(out)
+}
