@@ -1,4 +1,5 @@
-! Fortran test of the ztree module: kNN density and FoF against brute force, and errors.
+! Fortran test of the ztree module: kNN density, FoF, DBSCAN and radius queries against
+! brute force, and errors.
 program test_fortran
   use, intrinsic :: iso_c_binding
   use, intrinsic :: ieee_arithmetic
@@ -20,6 +21,8 @@ program test_fortran
   integer(c_int8_t), target :: cls(n)
   integer(c_int64_t) :: n_clusters
   integer :: cnt
+  integer(c_int64_t), allocatable, target :: rcounts(:)
+  real(c_double), allocatable, target :: rdens(:), hsml(:)
 
   fails = 0
   call random_seed()
@@ -104,6 +107,26 @@ program test_fortran
   end do
   call check(sum(clusters%count) == count(labels >= 0), 'dbscan catalogue counts')
 
+  ! Radius self-query: counts within l (itself included) by brute force, the same with
+  ! one radius per particle, and the SPH density positive everywhere.
+  allocate(rcounts(n), rdens(n), hsml(n))
+  st = ztree_f_radius(ctx, pos, l, counts=rcounts)
+  call check(st == ZTREE_OK, 'radius: ' // ztree_last_error(ctx))
+  do i = 1, n
+    cnt = 0
+    do j = 1, n
+      dx = pos(:, i) - pos(:, j)
+      where (dx > 0.5d0) dx = dx - 1.0d0
+      where (dx < -0.5d0) dx = dx + 1.0d0
+      if ((dx(1) * dx(1) + dx(2) * dx(2)) + dx(3) * dx(3) <= l * l) cnt = cnt + 1
+    end do
+    call check(rcounts(i) == cnt, 'radius count')
+  end do
+  hsml = l
+  labels = rcounts
+  st = ztree_f_radius(ctx, pos, 0.0d0, counts=rcounts, density=rdens, h=hsml)
+  call check(st == ZTREE_OK .and. all(rcounts == labels) .and. all(rdens > 0), 'radius with h: ' // ztree_last_error(ctx))
+
   pos(2, 7) = ieee_value(1.0d0, ieee_quiet_nan)
   st = ztree_f_knn_density(ctx, pos, k, density)
   call check(st == ZTREE_ERR_NON_FINITE, 'NaN is reported')
@@ -128,6 +151,8 @@ contains
     type(ztree_stats) :: s
     type(ztree_dbscan_params) :: dp
     type(ztree_dbscan_output) :: dout
+    type(ztree_radius_params) :: rp
+    type(ztree_radius_output) :: ro
     call check(p%struct_size == c_sizeof(p), 'ztree_particles%struct_size')
     call check(kp%struct_size == c_sizeof(kp), 'ztree_knn_params%struct_size')
     call check(ko%struct_size == c_sizeof(ko), 'ztree_knn_output%struct_size')
@@ -136,6 +161,8 @@ contains
     call check(s%struct_size == c_sizeof(s), 'ztree_stats%struct_size')
     call check(dp%struct_size == c_sizeof(dp), 'ztree_dbscan_params%struct_size')
     call check(dout%struct_size == c_sizeof(dout), 'ztree_dbscan_output%struct_size')
+    call check(rp%struct_size == c_sizeof(rp), 'ztree_radius_params%struct_size')
+    call check(ro%struct_size == c_sizeof(ro), 'ztree_radius_output%struct_size')
   end subroutine
 
   subroutine check(ok, what)

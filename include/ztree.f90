@@ -35,6 +35,9 @@ module ztree
   integer(c_int32_t), parameter, public :: ZTREE_ORDER_INPUT = 0, ZTREE_ORDER_ZORDER = 1
   integer(c_int32_t), parameter, public :: ZTREE_CATALOGUE_ZORDER = 0, ZTREE_CATALOGUE_GADGET = 1
   integer(c_int32_t), parameter, public :: ZTREE_DBSCAN_BORDER_NEAREST = 0, ZTREE_DBSCAN_BORDER_NOISE = 1
+  integer(c_int32_t), parameter, public :: ZTREE_RADIUS_COUNTS = 1, ZTREE_RADIUS_LISTS = 2, ZTREE_RADIUS_DISTANCES = 4, &
+                                           ZTREE_RADIUS_SCALAR_SUM = 8, ZTREE_RADIUS_SCALAR_MEAN = 16, ZTREE_RADIUS_DENSITY = 32
+  integer(c_int32_t), parameter, public :: ZTREE_LIST_BY_DISTANCE = 0, ZTREE_LIST_BY_INDEX = 1
   integer(c_int8_t), parameter, public :: ZTREE_POINT_NOISE = 0, ZTREE_POINT_BORDER = 1, ZTREE_POINT_CORE = 2
 
   type, bind(C), public :: ztree_array
@@ -145,6 +148,28 @@ module ztree
     integer(c_int64_t) :: n_core = 0, n_border = 0, n_noise = 0, n_clusters_total = 0
   end type
 
+  type, bind(C), public :: ztree_radius_params
+    !> sizeof the struct in this module's layout (checked by the library and by the tests).
+    integer(c_size_t) :: struct_size = 72_c_size_t
+    !> The radius of every query when radii is absent (d <= radius, inclusive).
+    real(c_double) :: radius = 0
+    !> Optional radius per query (e.g. the smoothing length).
+    type(ztree_array) :: radii = ztree_array(c_null_ptr, 0, 0_c_int64_t)
+    !> ZTREE_RADIUS_* bits (uint32_t in C).
+    integer(c_int32_t) :: outputs = 0
+    integer(c_int32_t) :: list_order = 0
+    type(ztree_array) :: scalar = ztree_array(c_null_ptr, 0, 0_c_int64_t)
+  end type
+
+  type, bind(C), public :: ztree_radius_output
+    !> sizeof the struct in this module's layout (checked by the library and by the tests).
+    integer(c_size_t) :: struct_size = 80_c_size_t
+    type(c_ptr) :: counts = c_null_ptr, scalar_sum = c_null_ptr, scalar_mean = c_null_ptr, density = c_null_ptr
+    !> Context-owned lists: query q's neighbours are indices(offsets(q)+1 : offsets(q+1)).
+    type(c_ptr) :: offsets = c_null_ptr, indices = c_null_ptr, distances = c_null_ptr
+    integer(c_int64_t) :: n_queries = 0, n_pairs = 0
+  end type
+
   type, bind(C), public :: ztree_stats
     !> sizeof the struct in this module's layout (checked by the library and by the tests).
     integer(c_size_t) :: struct_size = 848_c_size_t
@@ -160,7 +185,8 @@ module ztree
             ztree_fof, ztree_get_stats, ztree_last_error, ztree_version, ztree_particles_xyz, &
             ztree_set_velocities, ztree_set_masses, ztree_set_ids, ztree_knn_bytes, ztree_fof_bytes, &
             ztree_f_knn_density, ztree_f_fof_labels, ztree_stage_name, ztree_cuda_device_count, &
-            ztree_dbscan, ztree_dbscan_bytes, ztree_f_dbscan_labels, ztree_set_types
+            ztree_dbscan, ztree_dbscan_bytes, ztree_f_dbscan_labels, ztree_set_types, &
+            ztree_radius, ztree_f_radius
 
   interface
     !> CUDA devices ztree can use here (0 without a driver, a device or NVRTC 12 or 13).
@@ -208,6 +234,15 @@ module ztree
       type(ztree_particles), intent(in) :: particles
       type(ztree_dbscan_params), intent(in) :: params
       type(ztree_dbscan_output), intent(inout) :: out
+    end function
+    integer(c_int) function ztree_radius(ctx, sources, queries, params, out) bind(C, name="ztree_radius")
+      import :: c_int, c_ptr, ztree_particles, ztree_radius_params, ztree_radius_output
+      type(c_ptr), value :: ctx
+      type(ztree_particles), intent(in) :: sources
+      !> c_null_ptr for a self-query, or c_loc of a ztree_particles.
+      type(c_ptr), value :: queries
+      type(ztree_radius_params), intent(in) :: params
+      type(ztree_radius_output), intent(inout) :: out
     end function
     integer(c_int) function ztree_dbscan_bytes(ctx, particles, params, out, bytes) bind(C, name="ztree_dbscan_bytes")
       import :: c_int, c_int64_t, c_ptr, ztree_particles, ztree_dbscan_params, ztree_dbscan_output
@@ -287,6 +322,12 @@ module ztree
   !> or as a ztree_particles; optionally each point's class and a copy of the catalogue.
   interface ztree_f_dbscan_labels
     module procedure dbscan_labels_particles, dbscan_labels_f64, dbscan_labels_f32
+  end interface
+  !> Radius self-query of particles given as pos(3, n) (real(4) or real(8)) or as a
+  !> ztree_particles (with masses for the density): per particle the neighbours within
+  !> radius (or within h(i), one radius each), itself included, and the SPH density.
+  interface ztree_f_radius
+    module procedure radius_particles, radius_f64, radius_f32
   end interface
 
 contains
@@ -610,6 +651,64 @@ contains
     integer(c_int8_t), intent(out), target, optional :: point_class(:)
     type(ztree_cluster), allocatable, intent(out), optional :: clusters(:)
     ierr = dbscan_labels_particles(ctx, particles_xyz_f32(pos), eps, b, min_pts, labels, n_clusters, point_class, clusters)
+  end function
+
+  !> counts(n) and density(n) (each optional) of the self-query within radius, or within
+  !> h(i) when h is present (the SPH smoothing length: the kernel's support).
+  integer(c_int) function radius_particles(ctx, p, radius, counts, density, h) result(ierr)
+    type(c_ptr), intent(in) :: ctx
+    type(ztree_particles), intent(in) :: p
+    real(c_double), intent(in) :: radius
+    integer(c_int64_t), intent(out), target, optional :: counts(:)
+    real(c_double), intent(out), target, optional :: density(:)
+    real(c_double), intent(in), target, optional :: h(:)
+    type(ztree_radius_params) :: prm
+    type(ztree_radius_output) :: out
+    prm%radius = radius
+    if (present(h)) then
+      if (size(h, kind=c_int64_t) < p%count) then
+        ierr = ZTREE_ERR_SIZE
+        return
+      end if
+      if (size(h) > 0) prm%radii = ztree_array(c_loc(h(1)), ZTREE_DTYPE_F64, 0_c_int64_t)
+    end if
+    if (present(counts)) then
+      if (size(counts, kind=c_int64_t) < p%count) then
+        ierr = ZTREE_ERR_SIZE
+        return
+      end if
+      prm%outputs = ior(prm%outputs, ZTREE_RADIUS_COUNTS)
+      if (size(counts) > 0) out%counts = c_loc(counts(1))
+    end if
+    if (present(density)) then
+      if (size(density, kind=c_int64_t) < p%count) then
+        ierr = ZTREE_ERR_SIZE
+        return
+      end if
+      prm%outputs = ior(prm%outputs, ZTREE_RADIUS_DENSITY)
+      if (size(density) > 0) out%density = c_loc(density(1))
+    end if
+    ierr = ztree_radius(ctx, p, c_null_ptr, prm, out)
+  end function
+
+  integer(c_int) function radius_f64(ctx, pos, radius, counts, density, h) result(ierr)
+    type(c_ptr), intent(in) :: ctx
+    real(c_double), intent(in), target, contiguous :: pos(:, :)
+    real(c_double), intent(in) :: radius
+    integer(c_int64_t), intent(out), target, optional :: counts(:)
+    real(c_double), intent(out), target, optional :: density(:)
+    real(c_double), intent(in), target, optional :: h(:)
+    ierr = radius_particles(ctx, particles_xyz_f64(pos), radius, counts, density, h)
+  end function
+
+  integer(c_int) function radius_f32(ctx, pos, radius, counts, density, h) result(ierr)
+    type(c_ptr), intent(in) :: ctx
+    real(c_float), intent(in), target, contiguous :: pos(:, :)
+    real(c_double), intent(in) :: radius
+    integer(c_int64_t), intent(out), target, optional :: counts(:)
+    real(c_double), intent(out), target, optional :: density(:)
+    real(c_double), intent(in), target, optional :: h(:)
+    ierr = radius_particles(ctx, particles_xyz_f32(pos), radius, counts, density, h)
   end function
 
 end module ztree

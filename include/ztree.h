@@ -90,6 +90,31 @@
 // At least `min_pts` points within ε (itself included).
 #define ZTREE_POINT_CORE 2
 
+// `ztree_radius_params::outputs`: neighbours within the radius per query.
+#define ZTREE_RADIUS_COUNTS 1
+
+// The neighbour lists (CSR, context-owned).
+#define ZTREE_RADIUS_LISTS 2
+
+// With the lists: each entry's distance.
+#define ZTREE_RADIUS_DISTANCES 4
+
+// Sum of `ztree_radius_params::scalar` over the neighbours.
+#define ZTREE_RADIUS_SCALAR_SUM 8
+
+// Its mean (NaN for a query without neighbours).
+#define ZTREE_RADIUS_SCALAR_MEAN 16
+
+// SPH density: the sources' masses weighted by the cubic spline of support h = the
+// query's radius.
+#define ZTREE_RADIUS_DENSITY 32
+
+// `ztree_radius_params::list_order`: nearest first, equal distances by source index.
+#define ZTREE_LIST_BY_DISTANCE 0
+
+// Ascending source index.
+#define ZTREE_LIST_BY_INDEX 1
+
 // Version of the ztree library this header belongs to.
 #define ZTREE_VERSION_MAJOR 0
 
@@ -455,6 +480,55 @@ typedef struct ztree_dbscan_output {
   int64_t n_clusters_total;
 } ztree_dbscan_output;
 
+// Parameters of `ztree_radius`.
+typedef struct ztree_radius_params {
+  // Bytes of this struct as the caller's header declares it: set by
+  // `ztree_radius_params_init` (C) or by the Fortran type's default initialisation.
+  size_t struct_size;
+  // The radius of every query (finite, >= 0) when `radii` is absent. A source is a
+  // neighbour when its distance is `<= radius` (FoF's inclusive f64 test).
+  double radius;
+  // Optional (`data = NULL`: `radius` for all), f32 or f64, one per query in input
+  // order (finite, >= 0): e.g. the SPH smoothing length.
+  struct ztree_array radii;
+  // Which outputs to compute: `ZTREE_RADIUS_*` bits.
+  uint32_t outputs;
+  // `ZTREE_LIST_BY_DISTANCE` or `ZTREE_LIST_BY_INDEX`.
+  int32_t list_order;
+  // Per-source scalar (f32 or f64) for `ZTREE_RADIUS_SCALAR_SUM` / `_MEAN`.
+  struct ztree_array scalar;
+} ztree_radius_params;
+
+// Outputs of `ztree_radius`. Per-query arrays (`counts`, `scalar_sum`, `scalar_mean`,
+// `density`; input order) for the outputs requested: a caller array of `n_queries`
+// entries, or NULL for a context-owned one (a pointer the context returned before counts
+// as NULL). The lists are context-owned, valid until the next call on the context:
+// query q's neighbours (source input indices) are `indices[offsets[q] .. offsets[q + 1]]`.
+typedef struct ztree_radius_output {
+  // Bytes of this struct as the caller's header declares it: set by
+  // `ztree_radius_output_init` (C) or by the Fortran type's default initialisation.
+  size_t struct_size;
+  // Neighbours per query (a self-query counts the point itself).
+  int64_t *counts;
+  // Sum of the scalar over each query's neighbours (0 without any).
+  double *scalar_sum;
+  // Mean of the scalar over each query's neighbours (NaN without any).
+  double *scalar_mean;
+  // SPH density per query: `sum_j m_j W(r_ij, h)`, h the query's radius (masses from
+  // `sources.mass`, else `ztree_config::particle_mass`).
+  double *density;
+  // With `ZTREE_RADIUS_LISTS`: `n_queries + 1` offsets into `indices` (context-owned).
+  const int64_t *offsets;
+  // `n_pairs` source input indices (context-owned).
+  const int64_t *indices;
+  // With `ZTREE_RADIUS_DISTANCES`: the distance of each entry (context-owned).
+  const double *distances;
+  // Out: number of queries.
+  int64_t n_queries;
+  // Out: (query, source) pairs within the radius.
+  int64_t n_pairs;
+} ztree_radius_output;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -535,6 +609,14 @@ enum ztree_status ztree_dbscan_params_init_size(struct ztree_dbscan_params *s, s
 // its defaults. C and C++ callers use `ztree_dbscan_output_init(&s)`.
 enum ztree_status ztree_dbscan_output_init_size(struct ztree_dbscan_output *s, size_t size);
 
+// Fills a `ztree_radius_params` of `size` bytes (`sizeof` in the caller's header) with
+// its defaults. C and C++ callers use `ztree_radius_params_init(&s)`.
+enum ztree_status ztree_radius_params_init_size(struct ztree_radius_params *s, size_t size);
+
+// Fills a `ztree_radius_output` of `size` bytes (`sizeof` in the caller's header) with
+// its defaults. C and C++ callers use `ztree_radius_output_init(&s)`.
+enum ztree_status ztree_radius_output_init_size(struct ztree_radius_output *s, size_t size);
+
 // DBSCAN clusters of `particles` (definitions: docs/c-api.md): per particle a cluster tag
 // or -1, optionally its class, and the catalogue of clusters. Results are the same for
 // any thread count. Serial contexts and host arrays; an MPI context or device arrays
@@ -593,6 +675,29 @@ enum ztree_status ztree_knn_bytes(struct ztree_context *ctx,
                                   const struct ztree_knn_output *out,
                                   int64_t *bytes);
 
+// For every query (every source when `queries` is NULL: a self-query, each particle its
+// own neighbour), the sources within its radius (`d <= r`, FoF's test): counts, lists,
+// scalar sums and means, SPH density (definitions: docs/c-api.md). Serial contexts and
+// host arrays; an MPI context or device arrays are `ZTREE_ERR_UNSUPPORTED` on every rank.
+// Lists over `ztree_config::memory_limit` are `ZTREE_ERR_MEMORY`, found by the counting
+// pass before they are allocated.
+enum ztree_status ztree_radius(struct ztree_context *ctx,
+                               const struct ztree_particles *sources,
+                               const struct ztree_particles *queries,
+                               const struct ztree_radius_params *params,
+                               struct ztree_radius_output *out);
+
+// The bytes `ztree_radius` would allocate before its lists (scratch and the
+// context-owned per-query outputs): the lists' size is known only after the counting
+// pass (`n_pairs` of a previous call times 8, or 16 with distances, is a guide). Checks
+// the arguments like `ztree_radius`; computes nothing; not collective.
+enum ztree_status ztree_radius_bytes(struct ztree_context *ctx,
+                                     const struct ztree_particles *sources,
+                                     const struct ztree_particles *queries,
+                                     const struct ztree_radius_params *params,
+                                     const struct ztree_radius_output *out,
+                                     int64_t *bytes);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
@@ -614,5 +719,7 @@ ZTREE_INLINE enum ztree_status ztree_fof_output_init(struct ztree_fof_output *s)
 ZTREE_INLINE enum ztree_status ztree_stats_init(struct ztree_stats *s) { return ztree_stats_init_size(s, sizeof *s); }
 ZTREE_INLINE enum ztree_status ztree_dbscan_params_init(struct ztree_dbscan_params *s) { return ztree_dbscan_params_init_size(s, sizeof *s); }
 ZTREE_INLINE enum ztree_status ztree_dbscan_output_init(struct ztree_dbscan_output *s) { return ztree_dbscan_output_init_size(s, sizeof *s); }
+ZTREE_INLINE enum ztree_status ztree_radius_params_init(struct ztree_radius_params *s) { return ztree_radius_params_init_size(s, sizeof *s); }
+ZTREE_INLINE enum ztree_status ztree_radius_output_init(struct ztree_radius_output *s) { return ztree_radius_output_init_size(s, sizeof *s); }
 
 #endif /* ZTREE_H */

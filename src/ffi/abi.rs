@@ -229,6 +229,36 @@ versioned!(
 versioned!(ztree_stats, [], super::out::empty_stats());
 
 versioned!(
+    ztree_radius_params,
+    [],
+    ztree_radius_params {
+        struct_size: size_of::<Self>(),
+        radius: 0.0,
+        radii: NO_ARRAY,
+        outputs: 0,
+        list_order: ZTREE_LIST_BY_DISTANCE,
+        scalar: NO_ARRAY,
+    }
+);
+
+versioned!(
+    ztree_radius_output,
+    [],
+    ztree_radius_output {
+        struct_size: size_of::<Self>(),
+        counts: std::ptr::null_mut(),
+        scalar_sum: std::ptr::null_mut(),
+        scalar_mean: std::ptr::null_mut(),
+        density: std::ptr::null_mut(),
+        offsets: std::ptr::null(),
+        indices: std::ptr::null(),
+        distances: std::ptr::null(),
+        n_queries: 0,
+        n_pairs: 0,
+    }
+);
+
+versioned!(
     ztree_dbscan_params,
     [],
     ztree_dbscan_params {
@@ -327,6 +357,20 @@ pub extern "C" fn ztree_dbscan_output_init_size(s: *mut ztree_dbscan_output, siz
     init(s, size)
 }
 
+/// Fills a `ztree_radius_params` of `size` bytes (`sizeof` in the caller's header) with
+/// its defaults. C and C++ callers use `ztree_radius_params_init(&s)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ztree_radius_params_init_size(s: *mut ztree_radius_params, size: usize) -> ztree_status {
+    init(s, size)
+}
+
+/// Fills a `ztree_radius_output` of `size` bytes (`sizeof` in the caller's header) with
+/// its defaults. C and C++ callers use `ztree_radius_output_init(&s)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ztree_radius_output_init_size(s: *mut ztree_radius_output, size: usize) -> ztree_status {
+    init(s, size)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,6 +403,8 @@ mod tests {
         layouts_ok::<ztree_stats>();
         layouts_ok::<ztree_dbscan_params>();
         layouts_ok::<ztree_dbscan_output>();
+        layouts_ok::<ztree_radius_params>();
+        layouts_ok::<ztree_radius_output>();
         // The first layouts end where the fields appended since start.
         assert_eq!(std::mem::offset_of!(ztree_particles, types), 216);
         assert_eq!(std::mem::offset_of!(ztree_fof_params, type_mask), 48);

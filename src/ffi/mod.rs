@@ -17,6 +17,7 @@ pub(crate) mod fof;
 mod input;
 pub(crate) mod knn;
 mod out;
+pub(crate) mod radius;
 pub mod types;
 #[allow(dead_code)] // read by cbindgen (the header's ZTREE_VERSION_* macros)
 pub mod version;

@@ -24,6 +24,11 @@ pub(crate) struct Buffers {
     pub member_indices: Vec<i64>,
     pub classes: Vec<i8>,
     pub clusters: Vec<ztree_cluster>,
+    pub counts: Vec<i64>,
+    pub scalar_sum: Vec<f64>,
+    pub list_offsets: Vec<i64>,
+    pub list_indices: Vec<i64>,
+    pub list_distances: Vec<f64>,
 }
 
 /// The context's communicator (None: a serial context).

@@ -446,3 +446,75 @@ pub struct ztree_dbscan_output {
     /// See `n_core`.
     pub n_clusters_total: i64,
 }
+
+/// `ztree_radius_params::outputs`: neighbours within the radius per query.
+pub const ZTREE_RADIUS_COUNTS: u32 = 1;
+/// The neighbour lists (CSR, context-owned).
+pub const ZTREE_RADIUS_LISTS: u32 = 2;
+/// With the lists: each entry's distance.
+pub const ZTREE_RADIUS_DISTANCES: u32 = 4;
+/// Sum of `ztree_radius_params::scalar` over the neighbours.
+pub const ZTREE_RADIUS_SCALAR_SUM: u32 = 8;
+/// Its mean (NaN for a query without neighbours).
+pub const ZTREE_RADIUS_SCALAR_MEAN: u32 = 16;
+/// SPH density: the sources' masses weighted by the cubic spline of support h = the
+/// query's radius.
+pub const ZTREE_RADIUS_DENSITY: u32 = 32;
+
+/// `ztree_radius_params::list_order`: nearest first, equal distances by source index.
+pub const ZTREE_LIST_BY_DISTANCE: i32 = 0;
+/// Ascending source index.
+pub const ZTREE_LIST_BY_INDEX: i32 = 1;
+
+/// Parameters of `ztree_radius`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ztree_radius_params {
+    /// Bytes of this struct as the caller's header declares it: set by
+    /// `ztree_radius_params_init` (C) or by the Fortran type's default initialisation.
+    pub struct_size: usize,
+    /// The radius of every query (finite, >= 0) when `radii` is absent. A source is a
+    /// neighbour when its distance is `<= radius` (FoF's inclusive f64 test).
+    pub radius: f64,
+    /// Optional (`data = NULL`: `radius` for all), f32 or f64, one per query in input
+    /// order (finite, >= 0): e.g. the SPH smoothing length.
+    pub radii: ztree_array,
+    /// Which outputs to compute: `ZTREE_RADIUS_*` bits.
+    pub outputs: u32,
+    /// `ZTREE_LIST_BY_DISTANCE` or `ZTREE_LIST_BY_INDEX`.
+    pub list_order: i32,
+    /// Per-source scalar (f32 or f64) for `ZTREE_RADIUS_SCALAR_SUM` / `_MEAN`.
+    pub scalar: ztree_array,
+}
+
+/// Outputs of `ztree_radius`. Per-query arrays (`counts`, `scalar_sum`, `scalar_mean`,
+/// `density`; input order) for the outputs requested: a caller array of `n_queries`
+/// entries, or NULL for a context-owned one (a pointer the context returned before counts
+/// as NULL). The lists are context-owned, valid until the next call on the context:
+/// query q's neighbours (source input indices) are `indices[offsets[q] .. offsets[q + 1]]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ztree_radius_output {
+    /// Bytes of this struct as the caller's header declares it: set by
+    /// `ztree_radius_output_init` (C) or by the Fortran type's default initialisation.
+    pub struct_size: usize,
+    /// Neighbours per query (a self-query counts the point itself).
+    pub counts: *mut i64,
+    /// Sum of the scalar over each query's neighbours (0 without any).
+    pub scalar_sum: *mut f64,
+    /// Mean of the scalar over each query's neighbours (NaN without any).
+    pub scalar_mean: *mut f64,
+    /// SPH density per query: `sum_j m_j W(r_ij, h)`, h the query's radius (masses from
+    /// `sources.mass`, else `ztree_config::particle_mass`).
+    pub density: *mut f64,
+    /// With `ZTREE_RADIUS_LISTS`: `n_queries + 1` offsets into `indices` (context-owned).
+    pub offsets: *const i64,
+    /// `n_pairs` source input indices (context-owned).
+    pub indices: *const i64,
+    /// With `ZTREE_RADIUS_DISTANCES`: the distance of each entry (context-owned).
+    pub distances: *const f64,
+    /// Out: number of queries.
+    pub n_queries: i64,
+    /// Out: (query, source) pairs within the radius.
+    pub n_pairs: i64,
+}

@@ -529,6 +529,132 @@ static void test_dbscan(ztree_context *ctx, int n, double box) {
   free(x), free(y), free(z), free(labels), free(cls);
 }
 
+/* Radius queries against brute force: counts, CSR lists by distance with distances,
+ * by index, sums and means of a scalar, SPH density, per-query radii with separate
+ * queries; the memory limit on the lists; bad arguments. */
+static double sph_w(double r, double h) {
+  if (h <= 0 || r > h) return 0;
+  double q = r / h, w = q <= 0.5 ? 1 - 6 * q * q + 6 * q * q * q : 2 * (1 - q) * (1 - q) * (1 - q);
+  return 8 / ZT_PI * w / (h * h * h);
+}
+
+static void test_radius(ztree_context *ctx, int n, double box) {
+  double *x = malloc(sizeof(double) * n), *y = malloc(sizeof(double) * n), *z = malloc(sizeof(double) * n);
+  double *m = malloc(sizeof(double) * n), *s = malloc(sizeof(double) * n), *h = malloc(sizeof(double) * n);
+  for (int i = 0; i < n; i++) {
+    x[i] = urand() * box, y[i] = urand() * box, z[i] = urand() * box;
+    if (i % 50 == 1) x[i] = x[i - 1], y[i] = y[i - 1], z[i] = z[i - 1]; /* duplicates */
+    m[i] = 0.5 + urand(), s[i] = urand() - 0.25, h[i] = 0.05 + 0.1 * urand();
+  }
+  ztree_particles p = soa_f64(n, x, y, z);
+  p.mass = arr(m, ZTREE_DTYPE_F64, 0);
+  ztree_radius_params rp;
+  CHECK(ztree_radius_params_init(&rp) == ZTREE_OK && rp.struct_size == sizeof rp, "radius params init");
+  rp.radius = 0.08;
+  rp.outputs = ZTREE_RADIUS_COUNTS | ZTREE_RADIUS_LISTS | ZTREE_RADIUS_DISTANCES | ZTREE_RADIUS_SCALAR_SUM | ZTREE_RADIUS_SCALAR_MEAN;
+  rp.scalar = arr(s, ZTREE_DTYPE_F64, 0);
+  ztree_radius_output out;
+  ztree_radius_output_init(&out);
+  int64_t *counts = malloc(sizeof(int64_t) * n);
+  out.counts = counts;
+  CHECK(ztree_radius(ctx, &p, NULL, &rp, &out) == ZTREE_OK, "radius: %s", ztree_last_error(ctx));
+  CHECK(out.counts == counts && out.n_queries == n && out.offsets != NULL && out.distances != NULL && out.scalar_mean != NULL, "radius outputs");
+  cand *c = malloc(sizeof(cand) * n);
+  int wrong = 0;
+  int64_t pairs = 0;
+  for (int q = 0; q < n; q++) {
+    double a[3] = {x[q], y[q], z[q]}, sum = 0;
+    int nc = 0;
+    for (int j = 0; j < n; j++) {
+      double b[3] = {x[j], y[j], z[j]}, d2 = d2_f64(a, b, box);
+      if (d2 <= rp.radius * rp.radius) c[nc].d2 = d2, c[nc].i = j, nc++, sum += s[j];
+    }
+    qsort(c, nc, sizeof *c, cand_cmp);
+    pairs += nc;
+    if (counts[q] != nc || out.offsets[q + 1] - out.offsets[q] != nc) { wrong++; continue; }
+    for (int k = 0; k < nc; k++)
+      if (out.indices[out.offsets[q] + k] != c[k].i || out.distances[out.offsets[q] + k] != sqrt(c[k].d2)) wrong++;
+    if (fabs(out.scalar_sum[q] - sum) > 1e-12 * (1 + fabs(sum)) || fabs(out.scalar_mean[q] - sum / nc) > 1e-12 * (1 + fabs(sum))) wrong++;
+  }
+  CHECK(wrong == 0 && out.n_pairs == pairs, "radius vs brute force: %d wrong, %lld pairs vs %lld", wrong, (long long)out.n_pairs, (long long)pairs);
+
+  /* Separate queries (the first 300 points shifted), a radius each, lists by index, SPH density. */
+  int nq = 300;
+  double *qx = malloc(sizeof(double) * nq), *qy = malloc(sizeof(double) * nq), *qz = malloc(sizeof(double) * nq);
+  for (int q = 0; q < nq; q++) qx[q] = fmod(x[q] + 0.013, box), qy[q] = y[q], qz[q] = z[q];
+  ztree_particles qp = soa_f64(nq, qx, qy, qz);
+  ztree_radius_params rq;
+  ztree_radius_params_init(&rq);
+  rq.radii = arr(h, ZTREE_DTYPE_F64, 0);
+  rq.outputs = ZTREE_RADIUS_COUNTS | ZTREE_RADIUS_LISTS | ZTREE_RADIUS_DENSITY;
+  rq.list_order = ZTREE_LIST_BY_INDEX;
+  ztree_radius_output o2;
+  ztree_radius_output_init(&o2);
+  CHECK(ztree_radius(ctx, &p, &qp, &rq, &o2) == ZTREE_OK, "radius queries: %s", ztree_last_error(ctx));
+  wrong = 0;
+  for (int q = 0; q < nq; q++) {
+    double a[3] = {qx[q], qy[q], qz[q]}, rho = 0;
+    int64_t k = o2.offsets[q];
+    for (int j = 0; j < n; j++) {
+      double b[3] = {x[j], y[j], z[j]}, d2 = d2_f64(a, b, box);
+      if (d2 <= h[q] * h[q]) {
+        rho += m[j] * sph_w(sqrt(d2), h[q]);
+        if (k >= o2.offsets[q + 1] || o2.indices[k++] != j) wrong++;
+      }
+    }
+    if (k != o2.offsets[q + 1] || o2.counts[q] != k - o2.offsets[q] || fabs(o2.density[q] - rho) > 1e-12 * rho) wrong++;
+  }
+  CHECK(wrong == 0 && o2.distances == NULL, "radius queries vs brute force: %d wrong", wrong);
+
+#define EXPECT_R(call, status)                                                                              \
+  do {                                                                                                      \
+    ztree_status s_ = (call);                                                                               \
+    CHECK(s_ == (status) && strlen(ztree_last_error(ctx)) > 0, "%s returned %d, expected %d: %s", #call, (int)s_, \
+          (int)(status), ztree_last_error(ctx));                                                            \
+  } while (0)
+  int64_t bytes = 0;
+  CHECK(ztree_radius_bytes(ctx, &p, NULL, &rp, &out, &bytes) == ZTREE_OK && bytes > n * 8, "radius bytes %lld", (long long)bytes);
+  ztree_radius_params bad = rp;
+  bad.radius = -1;
+  EXPECT_R(ztree_radius(ctx, &p, NULL, &bad, &out), ZTREE_ERR_INVALID_ARGUMENT);
+  bad = rp;
+  bad.outputs = ZTREE_RADIUS_DISTANCES;
+  EXPECT_R(ztree_radius(ctx, &p, NULL, &bad, &out), ZTREE_ERR_INVALID_ARGUMENT);
+  bad = rp;
+  bad.list_order = 7;
+  EXPECT_R(ztree_radius(ctx, &p, NULL, &bad, &out), ZTREE_ERR_INVALID_ARGUMENT);
+  bad = rp;
+  bad.scalar.data = NULL;
+  EXPECT_R(ztree_radius(ctx, &p, NULL, &bad, &out), ZTREE_ERR_NULL_POINTER);
+  bad = rp;
+  bad.struct_size = 3;
+  EXPECT_R(ztree_radius(ctx, &p, NULL, &bad, &out), ZTREE_ERR_INVALID_ARGUMENT);
+  double nan_h = NAN;
+  bad = rq;
+  bad.radii = arr(&nan_h, ZTREE_DTYPE_F64, 0);
+  qp.count = 1;
+  EXPECT_R(ztree_radius(ctx, &p, &qp, &bad, &o2), ZTREE_ERR_INVALID_ARGUMENT);
+  ztree_particles dev = p;
+  dev.memory = ZTREE_MEMORY_CUDA_DEVICE;
+  EXPECT_R(ztree_radius(ctx, &dev, NULL, &rp, &out), ZTREE_ERR_UNSUPPORTED);
+  /* Lists beyond the memory limit: refused after the counting pass, before they exist. */
+  ztree_config cfg;
+  ztree_config_init(&cfg);
+  cfg.periodic = 1;
+  cfg.box_size[0] = cfg.box_size[1] = cfg.box_size[2] = box;
+  ztree_radius_output o3;
+  ztree_radius_output_init(&o3);
+  CHECK(ztree_radius_bytes(ctx, &p, NULL, &rp, &o3, &bytes) == ZTREE_OK, "radius bytes");
+  cfg.memory_limit = bytes + 1000;
+  ztree_context *small = NULL;
+  CHECK(ztree_create(&cfg, &small) == ZTREE_OK, "context with a memory limit");
+  ztree_status st = ztree_radius(small, &p, NULL, &rp, &o3);
+  CHECK(st == ZTREE_ERR_MEMORY && strstr(ztree_last_error(small), "lists") != NULL, "lists over the limit: %d %s", (int)st, ztree_last_error(small));
+  ztree_destroy(small);
+#undef EXPECT_R
+  free(x), free(y), free(z), free(m), free(s), free(h), free(counts), free(c), free(qx), free(qy), free(qz);
+}
+
 /* FoF and DBSCAN on a type mask equal the same calls on a copy of the selected particles
  * (tags and labels in input indices), and a mask without types is refused. */
 static void test_types(ztree_context *ctx, int n) {
@@ -629,6 +755,7 @@ int main(void) {
   test_errors(ctx, open_ctx);
   test_dbscan(ctx, 2000, 1.0);
   test_types(ctx, 3000);
+  test_radius(ctx, 2000, 1.0);
 
   CHECK(ztree_destroy(ctx) == ZTREE_OK, "destroy");
   CHECK(ztree_destroy(open_ctx) == ZTREE_OK, "destroy");

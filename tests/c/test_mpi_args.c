@@ -210,7 +210,7 @@ int main(int argc, char **argv) {
   static int64_t ref_labels[4 * NL];
   memcpy(ref_labels, rf.labels, sizeof(int64_t) * size * NL);
 
-  /* DBSCAN is serial so far: every rank is refused in the same call, and the next
+  /* DBSCAN and radius queries are serial so far: every rank is refused in the same call, and the next
    * collective call pairs up. */
   {
     call_t c = good_call();
@@ -225,6 +225,16 @@ int main(int argc, char **argv) {
     ztree_knn_output ko;
     ztree_fof_output fo;
     CHECK(run(dist, &c, 0, &ko, &fo) == ZTREE_OK, "knn after a refused dbscan: %s", ztree_last_error(dist));
+    /* Radius queries likewise. */
+    ztree_radius_params rp;
+    ztree_radius_params_init(&rp);
+    rp.radius = 0.03;
+    rp.outputs = ZTREE_RADIUS_COUNTS;
+    ztree_radius_output ro;
+    ztree_radius_output_init(&ro);
+    s = ztree_radius(dist, &c.src, NULL, &rp, &ro);
+    CHECK(s == ZTREE_ERR_UNSUPPORTED && strstr(ztree_last_error(dist), "MPI"), "radius on an MPI context: %d %s", (int)s, ztree_last_error(dist));
+    CHECK(run(dist, &c, 1, &ko, &fo) == ZTREE_OK, "fof after a refused radius query: %s", ztree_last_error(dist));
   }
 
   int ncases = (int)(sizeof cases / sizeof cases[0]);

@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
       int inputs[32] = {0};
       int64_t n = pick(4) == 0 ? pick(8) : pick(MAXN);
       ztree_particles src = particles(n, box, inputs), qry = particles(pick(MAXN / 2), box, inputs);
-      int job = pick(3), is_fof = job == 1, is_dbscan = job == 2;
+      int job = pick(4), is_fof = job == 1, is_dbscan = job == 2, is_radius = job == 3;
       ztree_knn_params kp;
       ztree_knn_params_init(&kp);
       kp.k = bad(20) ? (pick(2) ? INT32_MAX : -pick(3)) : 1 + pick(40);
@@ -192,13 +192,26 @@ int main(int argc, char **argv) {
       if (pick(4) == 0) dp.type_mask = (uint32_t)pick(64);
       ztree_dbscan_output dout;
       ztree_dbscan_output_init(&dout);
+      ztree_radius_params rp;
+      ztree_radius_params_init(&rp);
+      rp.radius = !bad(10) ? box * 0.05 * unit() : (pick(2) ? -1.0 : NAN);
+      rp.outputs = (uint32_t)pick(64) | (bad(30) ? 1u << 9 : 0);
+      rp.list_order = !bad(20) ? pick(2) : 4;
+      if (pick(3) == 0) rp.radii = array(nq, !bad(20) ? (pick(2) ? ZTREE_DTYPE_F64 : ZTREE_DTYPE_F32) : ZTREE_DTYPE_I64, box * 0.05, 0, inputs);
+      if (rp.outputs & (ZTREE_RADIUS_SCALAR_SUM | ZTREE_RADIUS_SCALAR_MEAN) && (clean || pick(5)))
+        rp.scalar = array(n, pick(2) ? ZTREE_DTYPE_F64 : ZTREE_DTYPE_F32, 1.0, 0, inputs);
+      ztree_radius_output ro;
+      ztree_radius_output_init(&ro);
+      if (nq >= 0 && nq <= MAXN && pick(2)) { ro.counts = new_buf((size_t)nq * 8); inputs[nbufs - 1] = 1; }
+      if (bad(100)) rp.struct_size = pick(2) ? 0 : sizeof rp + 8;
       if (src.count >= 0 && src.count <= MAXN && pick(2)) { fo.labels = new_buf((size_t)src.count * 8); inputs[nbufs - 1] = 1; }
       /* Struct sizes no header has: every call must refuse them by name. */
       if (bad(100)) src.struct_size = pick(2) ? 0 : sizeof src + 8 * (1 + pick(4));
       if (bad(100)) kp.struct_size = pick(2) ? 0 : sizeof kp - 8;
       if (bad(100)) fo.struct_size = pick(2) ? 1 : sizeof fo + 8;
       snapshot();
-      s = is_dbscan ? ztree_dbscan(ctx, &src, !bad(50) ? &dp : NULL, &dout)
+      s = is_radius ? ztree_radius(ctx, &src, use_q ? &qry : NULL, !bad(50) ? &rp : NULL, &ro)
+          : is_dbscan ? ztree_dbscan(ctx, &src, !bad(50) ? &dp : NULL, &dout)
           : is_fof ? ztree_fof(ctx, &src, !bad(50) ? &fp : NULL, &fo) : ztree_knn(ctx, &src, use_q ? &qry : NULL, !bad(50) ? &kp : NULL, &ko);
       calls++;
       if ((int)s < 0 || (int)s > ZTREE_ERR_DEVICE) fail("unknown status", NULL);
@@ -210,6 +223,18 @@ int main(int argc, char **argv) {
         if (!is_fof && (kp.outputs & ZTREE_KNN_INDICES))
           for (int64_t i = 0; i < ko.n_queries * kp.k; i++)
             if (ko.indices[i] < -1 || ko.indices[i] >= src.count) fail("neighbour index out of range", NULL);
+        if (is_radius) {
+          if (ro.n_queries != nq) fail("radius query count", NULL);
+          if (rp.outputs & ZTREE_RADIUS_LISTS) {
+            if (ro.offsets[0] != 0 || ro.offsets[nq] != ro.n_pairs) fail("radius offsets", NULL);
+            for (int64_t i = 0; i < ro.n_pairs; i++)
+              if (ro.indices[i] < 0 || ro.indices[i] >= src.count) fail("radius neighbour index", NULL);
+            for (int64_t q = 0; q < nq; q++) {
+              if (ro.offsets[q + 1] < ro.offsets[q]) fail("radius offsets decrease", NULL);
+              if ((rp.outputs & ZTREE_RADIUS_COUNTS) && ro.counts[q] != ro.offsets[q + 1] - ro.offsets[q]) fail("radius counts vs lists", NULL);
+            }
+          }
+        }
         if (is_dbscan) {
           int64_t counted = 0;
           for (int64_t i = 0; i < src.count; i++) {
