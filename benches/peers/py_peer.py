@@ -135,6 +135,25 @@ def main():
         out.update(secs=secs, clusters=int(labels.max() + 1), noise=int((labels < 0).sum()))
         del labels
         later = later_secs(call)
+    elif job == "radius" and peer == "scipy":
+        from scipy.spatial import cKDTree
+
+        r, mode = param.split(":")
+        r = float(r)
+
+        def call():
+            t = cKDTree(x, boxsize=box if box > 0 else None)
+            return t.query_ball_point(x, r, workers=threads, return_length=mode == "counts")
+        rss0 = status_bytes("VmRSS:")
+        reset_peak()
+        t0 = time.perf_counter()
+        res = call()
+        secs = time.perf_counter() - t0
+        peak = status_bytes("VmHWM:")
+        pairs = int(np.sum(res)) if mode == "counts" else int(sum(len(v) for v in res))
+        out.update(secs=secs, pairs=pairs)
+        del res
+        later = later_secs(call)
     else:
         sys.exit(f"unknown peer/job {peer} {job}")
     out.update(rss_before=rss0, peak_rss=peak)

@@ -61,7 +61,7 @@ GADGET_LINK = 0.15625
 @dataclass
 class Case:
     title: str
-    job: str          # "knn", "fof" or "dbscan"
+    job: str          # "knn", "fof", "dbscan" or "radius"
     data: str         # file name in DATA (f64 or f32 as the case says)
     param: str        # k, the linking length, or "eps:min_pts"
     box: float        # 0: open domain
@@ -116,6 +116,13 @@ def cases(sizes):
             eps = 0.2 * n ** (-1.0 / 3.0)
             out.append(Case(f"DBSCAN min_pts={min_pts} eps=0.2 spacings clustered {fmt_n(n)}", "dbscan", f"clustered_{n}_src_f64.npy",
                             f"{eps!r}:{min_pts}", 0, ["ztree", "sklearn"]))
+    # Radius self-queries (SPH neighbours): about 32 neighbours per point on average.
+    for n in sizes:
+        r = (32 * 3 / (4 * 3.141592653589793 * n)) ** (1 / 3)
+        for dist, box in (("uniform", 1.0), ("clustered", 1.0)):
+            for mode in ("counts", "lists"):
+                out.append(Case(f"radius {mode} ~32 neighbours f64 periodic {dist} {fmt_n(n)}", "radius", f"{dist}_{n}_src_f64.npy",
+                                f"{r!r}:{mode}", box, ["ztree", "kiddo", "scipy"]))
     # Thread scaling: ztree on 1 thread against the default thread count.
     out.append(Case(f"scaling: kNN k=16 f64 clustered {fmt_n(n0)}", "knn", f"clustered_{n0}_src_f64.npy", "16", 0,
                     ["ztree", "ztree-1t"], scaling=True))
@@ -245,6 +252,9 @@ def checksum_mismatches(case, first):
             rel = abs(a - b) / abs(a) if a else abs(b)
             if rel > KNN_RTOL:
                 out.append(f"MISMATCH {case.title}: mean k-th distance {LABEL[peer]} {b!r} vs ztree {a!r} (rel {rel:.1e})")
+        elif case.job == "radius":
+            if res["pairs"] != z["pairs"]:
+                out.append(f"MISMATCH {case.title}: pairs {LABEL[peer]} {res['pairs']} vs ztree {z['pairs']}")
         elif case.job == "dbscan":
             # Border points are order-dependent in scikit-learn; clusters and noise are not.
             if (res["clusters"], res["noise"]) != (z["clusters"], z["noise"]):

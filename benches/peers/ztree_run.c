@@ -4,6 +4,8 @@
  *   ztree_run knn <points.npy> <k> <threads> <box>    self-query, full neighbour lists
  *   ztree_run fof <points.npy> <link> <threads> <box> labels + catalogue (>= 20 members)
  *   ztree_run dbscan <points.npy> <eps:min_pts> <threads> <box>  labels + classes + catalogue
+ *   ztree_run radius <points.npy> <r:counts|r:lists> <threads> <box>  self-query: counts, or
+ *             CSR lists (by index, context-owned)
  *
  * points.npy: C-order (N, 3) <f4 or <f8, passed in place (array of structs, stride 3).
  * box > 0: periodic cube [0, box)^3; 0: open domain.
@@ -165,7 +167,7 @@ static void knn_request(int k, int64_t *idx, double *dist, ztree_knn_params *kp,
   kp->k = k;
   kp->outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES;
   kp->order = ZTREE_ORDER_INPUT;
-  ztree_knn_params_init(ko);
+  ztree_knn_output_init(ko);
   ko->indices = idx;
   ko->distances = dist;
 }
@@ -261,12 +263,13 @@ static int run_on_device(char **argv) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 6 || argc > 7 || (argc == 7 && strcmp(argv[6], "cuda")) || (strcmp(argv[1], "knn") && strcmp(argv[1], "fof") && strcmp(argv[1], "dbscan")) ||
-      (argc == 7 && !strcmp(argv[1], "dbscan"))) {
+  if (argc < 6 || argc > 7 || (argc == 7 && strcmp(argv[6], "cuda")) || (strcmp(argv[1], "knn") && strcmp(argv[1], "fof") && strcmp(argv[1], "dbscan") && strcmp(argv[1], "radius")) ||
+      (argc == 7 && (!strcmp(argv[1], "dbscan") || !strcmp(argv[1], "radius")))) {
     fprintf(stderr,
             "usage: ztree_run knn <points.npy> <k> <threads> <box> [cuda]\n"
             "       ztree_run fof <points.npy> <link> <threads> <box> [cuda]\n"
             "       ztree_run dbscan <points.npy> <eps:min_pts> <threads> <box>\n"
+            "       ztree_run radius <points.npy> <r:counts|r:lists> <threads> <box>\n"
             "cuda: the points and outputs in GPU memory (the CUDA back end); the call runs\n"
             "once to compile the kernels (first_secs), then ZTREE_RUN_REPS times (median).\n");
     return 2;
@@ -320,6 +323,42 @@ int main(int argc, char **argv) {
     }
     free(idx);
     free(dist);
+  } else if (strcmp(argv[1], "radius") == 0) {
+    ztree_radius_params rp;
+    ztree_radius_params_init(&rp);
+    rp.radius = atof(argv[3]);
+    const char *colon = strchr(argv[3], ':');
+    int lists = colon && !strcmp(colon + 1, "lists");
+    rp.outputs = ZTREE_RADIUS_COUNTS | (lists ? ZTREE_RADIUS_LISTS : 0);
+    rp.list_order = ZTREE_LIST_BY_INDEX;
+    int64_t *counts = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (!counts) die("counts", "out of memory");
+    ztree_radius_output ro;
+    ztree_radius_output_init(&ro);
+    ro.counts = counts;
+    long long rss0 = status_bytes("VmRSS:");
+    reset_peak();
+    long flt0 = minor_faults();
+    double t0 = now();
+    check(ztree_radius(ctx, &p, NULL, &rp, &ro), ctx, "ztree_radius");
+    double secs = now() - t0;
+    long faults = minor_faults() - flt0;
+    long long peak = status_bytes("VmHWM:");
+    printf(", \"secs\": %.6f, \"pairs\": %lld, \"rss_before\": %lld, \"peak_rss\": %lld, \"minor_faults\": %ld", secs, (long long)ro.n_pairs, rss0, peak,
+           faults);
+    print_stats(ctx);
+    int calls = peer_calls();
+    if (calls > 1) {
+      double later[100];
+      for (int c = 1; c < calls; c++) {
+        double t1 = now();
+        check(ztree_radius(ctx, &p, NULL, &rp, &ro), ctx, "ztree_radius");
+        later[c - 1] = now() - t1;
+      }
+      printf(", \"later_secs\": %.6f", median(later, calls - 1));
+      print_later_stages(ctx);
+    }
+    free(counts);
   } else if (strcmp(argv[1], "dbscan") == 0) {
     ztree_dbscan_params dp;
     ztree_dbscan_params_init(&dp);

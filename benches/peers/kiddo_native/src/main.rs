@@ -181,6 +181,34 @@ macro_rules! drivers {
 drivers!(f32, start_f32, knn_f32, fof_f32);
 drivers!(f64, start_f64, knn_f64, fof_f64);
 
+/// Radius self-query: per point the points within r (`within`, unsorted), counted, and
+/// with `lists` kept as one vector per point (as scipy's `query_ball_point` returns them).
+fn radius_f64(pts: &[[f64; 3]], r: f64, box_len: f64, lists: bool) -> (f64, String) {
+    let n = pts.len();
+    let (rss0, t0, tree, build) = start_f64(pts);
+    let r2 = r * r;
+    let bs = [box_len; 3];
+    let counts: Vec<AtomicU32> = (0..n).into_par_iter().map(|_| AtomicU32::new(0)).collect();
+    let kept: Vec<std::sync::Mutex<Vec<u32>>> = if lists { (0..n).into_par_iter().map(|_| std::sync::Mutex::new(Vec::new())).collect() } else { Vec::new() };
+    let row = |i: usize, res: &[QueryResultItem<(), u32, f64>]| {
+        counts[i].store(res.len() as u32, Ordering::Relaxed);
+        if lists {
+            *kept[i].lock().unwrap() = res.iter().map(|x| x.item).collect();
+        }
+    };
+    let batch = tree.query_batch(pts);
+    if box_len > 0.0 {
+        batch.periodic_boundary_condition(&bs).within::<SquaredEuclidean<f64>>(r2).unsorted().for_each(|i, res| row(i, &res));
+    } else {
+        batch.within::<SquaredEuclidean<f64>>(r2).unsorted().for_each(|i, res| row(i, &res));
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let peak = status_bytes("VmHWM");
+    let pairs: u64 = counts.iter().map(|c| c.load(Ordering::Relaxed) as u64).sum();
+    std::hint::black_box(&kept);
+    (secs, format!("\"secs\": {secs:.6}, \"build_secs\": {build:.6}, \"pairs\": {pairs}, \"rss_before\": {rss0}, \"peak_rss\": {peak}"))
+}
+
 /// The FoF checksum (after the clock): groups, groups with >= 20 members, the largest.
 fn group_summary(labels: &[u32], secs: f64, build: f64, rss0: u64, peak: u64) -> String {
     let mut count = vec![0u32; labels.len()];
@@ -229,8 +257,11 @@ fn union(parent: &[AtomicU32], a: u32, b: u32) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 6 || !matches!(args[1].as_str(), "knn" | "fof") {
-        eprintln!("usage: kiddo_native knn <points.npy> <k> <threads> <box>\n       kiddo_native fof <points.npy> <link> <threads> <box>");
+    if args.len() != 6 || !matches!(args[1].as_str(), "knn" | "fof" | "radius") {
+        eprintln!(
+            "usage: kiddo_native knn <points.npy> <k> <threads> <box>\n       kiddo_native fof <points.npy> <link> <threads> <box>\n       \
+             kiddo_native radius <points.npy> <r:counts|r:lists> <threads> <box>"
+        );
         std::process::exit(2);
     }
     let threads: usize = args[4].parse().expect("threads");
@@ -246,6 +277,12 @@ fn main() {
         match &pts {
             Points::F32(p) => knn_f32(p, k, box_len),
             Points::F64(p) => knn_f64(p, k, box_len),
+        }
+    } else if args[1] == "radius" {
+        let (r, mode) = args[3].split_once(':').expect("r:mode");
+        match &pts {
+            Points::F64(p) => radius_f64(p, r.parse().expect("radius"), box_len, mode == "lists"),
+            Points::F32(_) => panic!("radius: f64 points only"),
         }
     } else {
         let link: f64 = args[3].parse().expect("link");
