@@ -87,7 +87,9 @@ fn radius_agrees_with_scipy_query_ball_point() {
         );
         let st = std::process::Command::new(&py).arg("-c").arg(script).status().unwrap();
         assert!(st.success());
-        let read = |name: &str| -> Vec<i64> { std::fs::read(dir.join(name)).unwrap().chunks(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).collect() };
+        let read = |name: &str| -> Vec<i64> {
+            std::fs::read(dir.join(name)).unwrap().chunks(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).collect()
+        };
         let dom = if periodic { Domain::periodic_cube(1.0) } else { Domain::Open };
         let f = SourceFields::default();
         let box_len = periodic.then_some([1.0; 3]);
