@@ -37,14 +37,6 @@ impl<'a, B: RadiusPasses + 'a> Default for RadiusSinks<'a, B> {
     }
 }
 
-/// Where the filling pass writes: query `i`'s entries from `offsets[i]` (input order).
-pub(crate) struct ListSinks<'a, B: RadiusPasses + 'a, T: crate::base::Elem> {
-    pub offsets: &'a [i64],
-    pub indices: B::Out<'a, i64>,
-    pub distances: Option<B::Out<'a, T>>,
-    pub order: ListOrder,
-}
-
 /// The caller's fields and radius, as the back end reads them.
 pub(crate) struct RadiusFields<'a, B: RadiusPasses + 'a> {
     pub masses: Option<B::Scalar<'a>>,

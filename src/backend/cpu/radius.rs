@@ -17,9 +17,10 @@ use super::walk::{Candidates, walk_leaves, walk_plane};
 use crate::error::{Error, Result};
 use crate::geom::Real;
 use crate::geom::metric::Metric;
-use crate::pipeline::radius::{ListRequest, ListSinks, Radii, RadiusSinks};
+use crate::pipeline::radius::{ListRequest, Radii, RadiusSinks};
 use crate::pipeline::{Lists, Prepared, Tree};
 use crate::radius::{ListOrder, NeighbourLists, sph_kernel};
+use std::mem::MaybeUninit;
 
 /// The per-node largest radius, leaves up (empty with a fixed radius).
 pub(crate) fn node_max<T: Real, const D: usize>(tree: &Tree<Cpu, T, D>, per_query: Option<&[f64]>) -> Vec<f64> {
@@ -38,6 +39,15 @@ pub(crate) fn node_max<T: Real, const D: usize>(tree: &Tree<Cpu, T, D>, per_quer
         }
     }
     out
+}
+
+/// Where the filling pass writes: query `i`'s entries from `offsets[i]` (input order),
+/// into arrays not yet initialised (every entry is written once).
+struct ListSinks<'a, T> {
+    offsets: &'a [i64],
+    indices: DisjointSlice<'a, MaybeUninit<i64>>,
+    distances: Option<DisjointSlice<'a, MaybeUninit<T>>>,
+    order: ListOrder,
 }
 
 pub(crate) struct RadiusJob<'a, T: Real, const D: usize> {
@@ -280,12 +290,12 @@ impl<T: Real, const D: usize> RadiusJob<'_, T, D> {
     }
 
     /// The second pass: every query's entries, ordered, at its offset.
-    pub fn fill_pass<M: Metric<f64, D>>(&self, metric: &M, lists: &Lists<Cpu>, out: &ListSinks<'_, Cpu, T>) {
+    fn fill_pass<M: Metric<f64, D>>(&self, metric: &M, lists: &Lists<Cpu>, out: &ListSinks<'_, T>) {
         let orig = self.zs.queries().1;
         let src_orig = &self.zs.src_orig;
         walk_leaves(&self.zs.tree, lists, Scratch::default, |a, cands, s| {
             let mut row: Vec<(f64, u32)> = Vec::new();
-            let mut ids: Vec<u32> = Vec::new();
+            let (mut ids, mut tmp): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
             self.leaf_queries(
                 metric,
                 a,
@@ -295,14 +305,17 @@ impl<T: Real, const D: usize> RadiusJob<'_, T, D> {
                 |z, near| {
                     let i = orig[z] as usize;
                     let off = out.offsets[i] as usize;
+                    // Every entry of the lists is written once (they are not initialised):
+                    // the walk reproduces the counting pass's counts, checked.
+                    assert_eq!(out.offsets[i + 1] as usize - off, near.len(), "the count pass counted query {i} differently");
                     if out.order == ListOrder::Index && out.distances.is_none() {
                         // Indices alone: a sort of plain integers.
                         ids.clear();
                         ids.extend(near.iter().map(|&(_, j)| src_orig[j as usize]));
-                        ids.sort_unstable();
+                        sort_u32(&mut ids, &mut tmp);
                         for (k, &idx) in ids.iter().enumerate() {
                             // SAFETY: as below.
-                            unsafe { out.indices.write(off + k, idx as i64) };
+                            unsafe { out.indices.write(off + k, MaybeUninit::new(idx as i64)) };
                         }
                         return;
                     }
@@ -312,14 +325,13 @@ impl<T: Real, const D: usize> RadiusJob<'_, T, D> {
                         ListOrder::Distance => row.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1))),
                         ListOrder::Index => row.sort_unstable_by_key(|e| e.1),
                     }
-                    debug_assert_eq!(out.offsets[i + 1] as usize - off, row.len(), "the count pass counted query {i} differently");
                     for (k, &(d2, idx)) in row.iter().enumerate() {
                         // SAFETY: query i owns entries offsets[i] .. offsets[i + 1], and
                         // only this task visits it.
                         unsafe {
-                            out.indices.write(off + k, idx as i64);
+                            out.indices.write(off + k, MaybeUninit::new(idx as i64));
                             if let Some(d) = &out.distances {
-                                d.write(off + k, T::from_f64(d2.sqrt()));
+                                d.write(off + k, MaybeUninit::new(T::from_f64(d2.sqrt())));
                             }
                         }
                     }
@@ -424,28 +436,77 @@ impl crate::backend::RadiusPasses for Cpu {
         for i in 0..nq {
             offsets[i + 1] += offsets[i];
         }
-        debug_assert_eq!(offsets[nq] as u64, pairs);
-        let mut indices = try_vec(pairs as usize, 0i64, bytes)?;
-        let mut distances = if req.distances { try_vec(pairs as usize, T::ZERO, bytes)? } else { Vec::new() };
+        assert_eq!(offsets[nq] as u64, pairs, "the counts add up to the pairs");
+        // Not initialised: the filling pass writes every entry once, into pages mapped in
+        // first by parallel madvise calls (not one fault per 4 KiB in the hot loop).
+        let m = pairs as usize;
+        let mut indices: Vec<i64> = uninit_vec(m, bytes)?;
+        let mut distances: Vec<T> = if req.distances { uninit_vec(m, bytes)? } else { Vec::new() };
+        super::par::prefault(&mut indices.spare_capacity_mut()[..m]);
+        if req.distances {
+            super::par::prefault(&mut distances.spare_capacity_mut()[..m]);
+        }
         {
-            let out = ListSinks::<Cpu, T> {
+            let out = ListSinks::<T> {
                 offsets: &offsets,
-                indices: DisjointSlice::new(&mut indices),
-                distances: req.distances.then(|| DisjointSlice::new(&mut distances)),
+                indices: DisjointSlice::new(&mut indices.spare_capacity_mut()[..m]),
+                distances: req.distances.then(|| DisjointSlice::new(&mut distances.spare_capacity_mut()[..m])),
                 order: req.order,
             };
             RadiusJob { zs, radii, masses: None, scalar: None }.fill_pass(metric, lists, &out);
+        }
+        // SAFETY: the filling pass wrote entries offsets[i] .. offsets[i + 1] of every query
+        // i (the counts of the counting pass, which the same walk reproduces), and those
+        // ranges cover 0 .. m.
+        unsafe {
+            indices.set_len(m);
+            if req.distances {
+                distances.set_len(m);
+            }
         }
         Ok(NeighbourLists { offsets, indices, distances })
     }
 }
 
-/// `n` copies of `v`, or `Error::OutOfMemory` (for lists of `bytes` in all), written by
-/// the pool's threads (a fresh page faults in at its first write: the lists are large).
-fn try_vec<V: Copy + Send + Sync>(n: usize, v: V, bytes: u64) -> Result<Vec<V>> {
-    use rayon::prelude::*;
+/// `n` copies of `v`, or `Error::OutOfMemory` (for lists of `bytes` in all).
+fn try_vec<V: Clone>(n: usize, v: V, bytes: u64) -> Result<Vec<V>> {
+    let mut out = uninit_vec(n, bytes)?;
+    out.resize(n, v);
+    Ok(out)
+}
+
+/// Room for `n` elements (length 0), or `Error::OutOfMemory`.
+fn uninit_vec<V>(n: usize, bytes: u64) -> Result<Vec<V>> {
     let mut out = Vec::new();
     out.try_reserve_exact(n).map_err(|_| Error::OutOfMemory { what: "the neighbour lists", bytes })?;
-    out.par_extend(rayon::iter::repeat_n(v, n));
     Ok(out)
+}
+
+/// Sorts `v` ascending: short rows by comparisons, long ones (dense regions: hundreds of
+/// neighbours) by an LSD radix sort over the bytes the largest value has, through `tmp`.
+fn sort_u32(v: &mut Vec<u32>, tmp: &mut Vec<u32>) {
+    if v.len() <= 96 {
+        v.sort_unstable();
+        return;
+    }
+    let max = v.iter().copied().max().unwrap_or(0);
+    let bytes = (32 - max.leading_zeros()).div_ceil(8);
+    tmp.clear();
+    tmp.resize(v.len(), 0);
+    for b in 0..bytes {
+        let shift = 8 * b;
+        let mut count = [0usize; 257];
+        for &x in v.iter() {
+            count[((x >> shift) & 255) as usize + 1] += 1;
+        }
+        for i in 0..256 {
+            count[i + 1] += count[i];
+        }
+        for &x in v.iter() {
+            let d = ((x >> shift) & 255) as usize;
+            tmp[count[d]] = x;
+            count[d] += 1;
+        }
+        std::mem::swap(v, tmp);
+    }
 }
