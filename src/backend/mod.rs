@@ -27,7 +27,7 @@ use crate::geom::morton::Quantizer;
 use crate::input::{Bounds, Domain};
 use crate::pipeline::catalogue::{CatalogueRequest, Counted, GroupRows, Grouped, MemberLists};
 use crate::pipeline::knn::LeafFields;
-use crate::pipeline::radius::{ListRequest, Radii, RadiusSinks};
+use crate::pipeline::radius::{ListRequest, Radii, RadiusSinks, ZFields};
 use crate::pipeline::{KnnSinks, Lists, PointTypes, Prepared, Tree};
 use crate::radius::NeighbourLists;
 
@@ -277,7 +277,7 @@ pub(crate) trait RadiusPasses: Backend {
         metric: &M,
         zs: &Prepared<Self, T, D>,
         radii: &Radii<'_, Self>,
-        fields: (Option<&Self::Buf<f64>>, Option<&Self::Buf<f64>>),
+        fields: &ZFields<'_, Self>,
         lists: &Lists<Self>,
         sinks: &RadiusSinks<'_, Self>,
     ) -> Result<u64>;

@@ -37,6 +37,12 @@ impl<'a, B: RadiusPasses + 'a> Default for RadiusSinks<'a, B> {
     }
 }
 
+/// The sources' masses and scalar in z-order, as the counting pass reads them.
+pub(crate) struct ZFields<'a, B: RadiusPasses> {
+    pub masses: Option<&'a B::Buf<f64>>,
+    pub scalar: Option<&'a B::Buf<f64>>,
+}
+
 /// The caller's fields and radius, as the back end reads them.
 pub(crate) struct RadiusFields<'a, B: RadiusPasses + 'a> {
     pub masses: Option<B::Scalar<'a>>,
@@ -83,10 +89,10 @@ where
     })?;
     let node_max = super::stage(b, &mut timings, "radii", || b.radius_node_max(&zs, radii.as_ref()))?;
     let radii = Radii::<B> { fixed: fields.fixed, per_query: radii.as_ref(), node_max };
-    let lf = (masses.as_ref(), scalar.as_ref());
+    let lf = ZFields::<B> { masses: masses.as_ref(), scalar: scalar.as_ref() };
     let (walk, pairs, out_lists) = match domain {
-        Domain::Open => walk(b, &Open, &zs, &radii, lf, sinks, lists, &mut timings)?,
-        Domain::Periodic(l) => walk(b, &Periodic::<f64, D>::new(l), &zs, &radii, lf, sinks, lists, &mut timings)?,
+        Domain::Open => walk(b, &Open, &zs, &radii, &lf, sinks, lists, &mut timings)?,
+        Domain::Periodic(l) => walk(b, &Periodic::<f64, D>::new(l), &zs, &radii, &lf, sinks, lists, &mut timings)?,
     };
     let field_bytes = [&masses, &scalar].iter().map(|f| f.as_ref().map_or(0, |f| B::bytes(f))).sum::<usize>()
         + radii.per_query.map_or(0, |r| B::bytes(r))
@@ -110,7 +116,7 @@ fn walk<B: RadiusPasses, T: Real, const D: usize, M: Metric<f64, D>>(
     metric: &M,
     zs: &Prepared<B, T, D>,
     radii: &Radii<'_, B>,
-    fields: (Option<&B::Buf<f64>>, Option<&B::Buf<f64>>),
+    fields: &ZFields<'_, B>,
     sinks: &RadiusSinks<'_, B>,
     lists: Option<ListRequest>,
     timings: &mut Timings,

@@ -17,7 +17,7 @@ use super::walk::{Candidates, walk_leaves, walk_plane};
 use crate::error::{Error, Result};
 use crate::geom::Real;
 use crate::geom::metric::Metric;
-use crate::pipeline::radius::{ListRequest, Radii, RadiusSinks};
+use crate::pipeline::radius::{ListRequest, Radii, RadiusSinks, ZFields};
 use crate::pipeline::{Lists, Prepared, Tree};
 use crate::radius::{ListOrder, NeighbourLists, sph_kernel};
 use std::mem::MaybeUninit;
@@ -402,11 +402,11 @@ impl crate::backend::RadiusPasses for Cpu {
         metric: &M,
         zs: &Prepared<Cpu, T, D>,
         radii: &Radii<'_, Cpu>,
-        fields: (Option<&Vec<f64>>, Option<&Vec<f64>>),
+        fields: &ZFields<'_, Cpu>,
         lists: &Lists<Cpu>,
         sinks: &RadiusSinks<'_, Cpu>,
     ) -> Result<u64> {
-        let job = RadiusJob { zs, radii, masses: fields.0.map(|v| v.as_slice()), scalar: fields.1.map(|v| v.as_slice()) };
+        let job = RadiusJob { zs, radii, masses: fields.masses.map(|v| v.as_slice()), scalar: fields.scalar.map(|v| v.as_slice()) };
         Ok(job.count_pass(metric, lists, sinks))
     }
 
