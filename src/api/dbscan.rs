@@ -1,15 +1,14 @@
-//! `Context::dbscan`: DBSCAN composed from the exact jobs, with O(n) memory beyond one kNN
-//! pass and no neighbour lists kept:
-//! 1. core test: a self kNN with k = min_pts; a point is core when its k nearest are all
-//!    within ε (FoF's f64 test on each candidate);
+//! `Context::dbscan`: DBSCAN composed from the exact jobs, with no neighbour lists kept
+//! beyond the border points' (fewer than min_pts each):
+//! 1. core test: a radius self-query with r = ε, counts only: a point is core when at
+//!    least min_pts points (itself included) are within ε — FoF's f64 test, and a leaf
+//!    wholly within ε of a point is counted without distances (ArborX's dense cells);
 //! 2. clusters: FoF over the core points (a view, nothing copied) with linking length ε;
-//! 3. border points: a kNN from the other points to the core points, nearest first;
+//! 3. border points: a radius query from the other points to the core points, each list
+//!    nearest first with ties by index: its first entry is the nearest core point;
 //! 4. tags, the catalogue and the member lists from the final labels.
 //!
-//! The kNN ranks candidates by distance in the input precision, FoF's test is in f64:
-//! where a decision rests on distances within rounding of ε or of each other (a lattice
-//! of spacing ε, exact duplicates at ε, f32 input), the query is asked again with twice
-//! the candidates until the decision is certain, so results are exact in every case.
+//! Every decision is the f64 test itself: exact in f32 and f64 with no rounding margin.
 
 use rayon::prelude::*;
 
@@ -19,11 +18,11 @@ use crate::error::{Result, check_len};
 use crate::fof::catalogue::{Member, Row, assemble, reduce_group};
 use crate::fof::{CatalogueOrder, FofFields, FofParams, LinkingLength};
 use crate::geom::Real;
-use crate::geom::metric::{Metric, Open, Periodic, min_image};
+use crate::geom::metric::min_image;
 use crate::input::subset::Subset;
-use crate::input::validate::check_point;
 use crate::input::{Domain, PointSource};
-use crate::knn::{KnnOutput, KnnParams, SourceFields};
+use crate::knn::SourceFields;
+use crate::radius::{ListOrder, RadiusOutput, RadiusParams};
 
 impl Context {
     /// DBSCAN clusters of `points` (see [`crate::dbscan`] for the definitions): per
@@ -59,35 +58,6 @@ impl Context {
     }
 }
 
-/// Distances in f64 as FoF evaluates them, and how far the kNN's distances (in the input
-/// precision) may be from them.
-struct Exact<'a, T, const D: usize, P: ?Sized> {
-    points: &'a P,
-    periodic: Option<Periodic<f64, D>>,
-    /// Absolute and relative error of a kNN distance.
-    err_abs: f64,
-    err_rel: f64,
-    _t: std::marker::PhantomData<T>,
-}
-
-impl<T: Real, const D: usize, P: PointSource<T, D> + ?Sized> Exact<'_, T, D, P> {
-    fn pos(&self, i: usize) -> [f64; D] {
-        let p = self.points.point(i);
-        std::array::from_fn(|d| p[d].to_f64())
-    }
-    fn d2(&self, i: usize, j: usize) -> f64 {
-        let (a, b) = (self.pos(i), self.pos(j));
-        match &self.periodic {
-            Some(m) => m.dist2(&a, &b),
-            None => Metric::<f64, D>::dist2(&Open, &a, &b),
-        }
-    }
-    /// The least f64 distance of a point the kNN ranked at distance `d` or beyond.
-    fn lower(&self, d: f64) -> f64 {
-        d - self.err_abs - self.err_rel * d
-    }
-}
-
 fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     ctx: &Context,
     domain: &Domain<D>,
@@ -112,20 +82,8 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     if n == 0 {
         return Ok((empty(params.order), stats));
     }
-    // The points' check (finite, inside a periodic box) and their largest coordinate.
     crate::input::validate::check_domain::<T, D>(domain)?;
     let box_len = domain.box_lengths();
-    let max_abs = (0..n)
-        .into_par_iter()
-        .map(|i| check_point(&points.point(i), i, "points", box_len.as_ref()).map(|p| p.iter().fold(0.0f64, |a, c| a.max(c.abs()))))
-        .try_reduce(|| 0.0, |a, b| Ok(a.max(b)))?;
-    let max_abs = box_len.map_or(max_abs, |l| l.iter().fold(max_abs, |a, &b| a.max(b)));
-    // Rounding of a distance computed in T: a few units in the last place of the largest
-    // coordinate (differences, periodic shifts) and of the distance (squares, sums, root).
-    let unit = if T::IS_F64 { 1e-14 } else { 1e-6 };
-    let ex =
-        Exact { points, periodic: box_len.map(|l| Periodic::new(&l)), err_abs: 4.0 * unit * max_abs, err_rel: 4.0 * unit, _t: Default::default() };
-    let eps2 = eps * eps;
 
     const NONE: u32 = u32::MAX;
     let fof_params =
@@ -150,12 +108,19 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         core = comp.par_iter().map(|&c| c != NONE).collect();
         stats.timings.stages.push(("clusters", t.elapsed().as_secs_f64()));
     } else {
-        // 1. The core test.
+        // 1. The core test: neighbours within ε, itself included.
         let t = std::time::Instant::now();
-        let cp = core_points(ctx, domain, &ex, params.min_pts, eps, eps2)?;
-        stats.rechecked += cp.rechecked;
-        stats.scratch_bytes = stats.scratch_bytes.max(cp.bytes);
-        core = cp.core;
+        let mut counts = vec![0i64; n];
+        let r = ctx.radius_self(
+            domain,
+            points,
+            &SourceFields::default(),
+            &RadiusParams::new(eps),
+            &mut RadiusOutput { counts: Some(&mut counts), ..Default::default() },
+        )?;
+        stats.scratch_bytes = stats.scratch_bytes.max(r.stats.scratch_bytes + 8 * n);
+        core = counts.par_iter().map(|&c| c as usize >= params.min_pts).collect();
+        drop(counts);
         let sel_core: Vec<u32> = (0..n as u32).filter(|&i| core[i as usize]).collect();
         stats.timings.stages.push(("core", t.elapsed().as_secs_f64()));
 
@@ -165,7 +130,7 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
             let view = Subset::new(points, &sel_core);
             let mut core_labels = vec![0i64; sel_core.len()];
             let (cat, fst) = ctx.fof_into(domain, &view, &FofFields::default(), &fof_params(1), &mut core_labels)?;
-            stats.scratch_bytes = stats.scratch_bytes.max(cp.bytes + fst.scratch_bytes + 8 * sel_core.len());
+            stats.scratch_bytes = stats.scratch_bytes.max(fst.scratch_bytes + 8 * sel_core.len());
             // Without ids a core group's tag is its smallest view index: the row it has.
             let mut row_of = vec![NONE; sel_core.len()];
             for (r, &tag) in cat.tag.iter().enumerate() {
@@ -178,38 +143,17 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         }
         stats.timings.stages.push(("clusters", t.elapsed().as_secs_f64()));
 
-        // 3. Border points: the cluster of the nearest core point within ε. A point found
-        // non-core in the first kNN pass holds its whole ε-neighbourhood among its
-        // candidates (the k-th lies beyond ε): the nearest core point is one of them.
+        // 3. Border points: the cluster of the nearest core point within ε. The views
+        // keep the input order, so a list's ties by view index are ties by input index.
         let t = std::time::Instant::now();
-        let k = cp.k;
-        let from_lists: Vec<(u32, u32)> = (0..n)
-            .into_par_iter()
-            .filter(|&i| !core[i] && cp.listed[i])
-            .filter_map(|i| {
-                let (mut best, mut best_j) = (f64::INFINITY, NONE);
-                for &j in &cp.lists[i * k..(i + 1) * k] {
-                    let j = j as usize;
-                    if core[j] {
-                        let d2 = ex.d2(i, j);
-                        if d2 <= eps2 && (d2 < best || (d2 == best && (j as u32) < best_j)) {
-                            (best, best_j) = (d2, j as u32);
-                        }
-                    }
-                }
-                (best_j != NONE).then_some((i as u32, best_j))
-            })
-            .collect();
-        drop(cp.lists);
-        nearest = from_lists;
-        // The others (decided in a later, wider pass): a kNN to the core points.
-        let sel_other: Vec<u32> = (0..n as u32).filter(|&i| !core[i as usize] && !cp.listed[i as usize]).collect();
+        let sel_other: Vec<u32> = (0..n as u32).filter(|&i| !core[i as usize]).collect();
         if !sel_other.is_empty() && !sel_core.is_empty() {
-            let mut near = vec![NONE; sel_other.len()];
-            let (rechecked, bytes) = nearest_core(ctx, domain, &ex, &sel_core, &sel_other, eps2, &mut near)?;
-            stats.rechecked += rechecked;
-            stats.scratch_bytes = stats.scratch_bytes.max(bytes);
-            nearest.extend(sel_other.iter().zip(&near).filter(|(_, c)| **c != NONE).map(|(&i, &c)| (i, c)));
+            let (sources, queries) = (Subset::new(points, &sel_core), Subset::new(points, &sel_other));
+            let p = RadiusParams::new(eps).with_lists(ListOrder::Distance);
+            let r = ctx.radius(domain, &sources, &queries, &SourceFields::default(), &p, &mut RadiusOutput::default())?;
+            let lists = r.lists.expect("lists were asked for");
+            stats.scratch_bytes = stats.scratch_bytes.max(r.stats.scratch_bytes + 8 * (lists.indices.len() + lists.offsets.len()));
+            nearest = (0..sel_other.len()).filter_map(|q| lists.of(q).first().map(|&c| (sel_other[q], sel_core[c as usize]))).collect();
         }
         stats.timings.stages.push(("border", t.elapsed().as_secs_f64()));
     }
@@ -234,152 +178,6 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     let cat = catalogue(points, fields, params, box_len, &comp, &core, n_comp, labels);
     stats.timings.stages.push(("catalogue", t.elapsed().as_secs_f64()));
     Ok((cat, stats))
-}
-
-/// The core test's results.
-struct CorePoints {
-    core: Vec<bool>,
-    /// The first pass's candidates (`k` per point) and which points it decided.
-    lists: Vec<i64>,
-    k: usize,
-    listed: Vec<bool>,
-    rechecked: usize,
-    bytes: usize,
-}
-
-/// Which points are core: a self kNN with `k = min_pts`, then the undecided queries again
-/// with twice the candidates.
-fn core_points<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
-    ctx: &Context,
-    domain: &Domain<D>,
-    ex: &Exact<'_, T, D, P>,
-    min_pts: usize,
-    eps: f64,
-    eps2: f64,
-) -> Result<CorePoints> {
-    let n = ex.points.len();
-    if n < min_pts {
-        // Fewer points than min_pts: none is core, and all are each other's candidates.
-        let lists = (0..n).flat_map(|_| 0..n as i64).collect();
-        return Ok(CorePoints { core: vec![false; n], lists, k: n, listed: vec![true; n], rechecked: 0, bytes: 8 * n * n });
-    }
-    // None: undecided.
-    let mut core: Vec<Option<bool>> = vec![None; n];
-    let mut ask: Vec<u32> = (0..n as u32).collect();
-    let (mut k, mut rechecked, mut bytes) = (min_pts, 0usize, 0usize);
-    let mut first = true;
-    let mut lists = Vec::new();
-    let mut listed = Vec::new();
-    while !ask.is_empty() {
-        let rows = ask.len() * k;
-        let mut idx = vec![0i64; rows];
-        let mut kth = vec![T::ZERO; ask.len()];
-        bytes = bytes.max(rows * 8 + ask.len() * std::mem::size_of::<T>());
-        let mut out = KnnOutput { indices: Some(&mut idx), kth_distance: Some(&mut kth), ..Default::default() };
-        let kp = KnnParams::new(k);
-        if first {
-            ctx.knn_self(domain, ex.points, &SourceFields::default(), &kp, &mut out)?;
-        } else {
-            ctx.knn(domain, ex.points, &Subset::new(ex.points, &ask), &SourceFields::default(), &kp, &mut out)?;
-        }
-        let all = k >= n;
-        let decided: Vec<Option<bool>> = (0..ask.len())
-            .into_par_iter()
-            .map(|q| {
-                let i = ask[q] as usize;
-                let within = idx[q * k..(q + 1) * k].iter().filter(|&&j| ex.d2(i, j as usize) <= eps2).count();
-                if within >= min_pts {
-                    Some(true)
-                } else if all || ex.lower(kth[q].to_f64()) > eps {
-                    Some(false)
-                } else {
-                    None
-                }
-            })
-            .collect();
-        let mut again = Vec::new();
-        for (q, d) in decided.into_iter().enumerate() {
-            match d {
-                Some(c) => core[ask[q] as usize] = Some(c),
-                None => again.push(ask[q]),
-            }
-        }
-        rechecked += if first { 0 } else { ask.len() };
-        if first {
-            listed = core.par_iter().map(|c| c.is_some()).collect();
-            lists = idx;
-        }
-        ask = again;
-        k = (2 * k).min(n);
-        first = false;
-    }
-    Ok(CorePoints { core: core.into_iter().map(|c| c == Some(true)).collect(), lists, k: min_pts, listed, rechecked, bytes })
-}
-
-/// For each point of `other` (not core), the nearest core point (input index; ties: the
-/// smaller) when it is within ε, else `u32::MAX`.
-#[allow(clippy::too_many_arguments)]
-fn nearest_core<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
-    ctx: &Context,
-    domain: &Domain<D>,
-    ex: &Exact<'_, T, D, P>,
-    core: &[u32],
-    other: &[u32],
-    eps2: f64,
-    nearest: &mut [u32],
-) -> Result<(usize, usize)> {
-    let sources = Subset::new(ex.points, core);
-    let mut ask: Vec<u32> = (0..other.len() as u32).collect();
-    let (mut k, mut rechecked, mut bytes) = (2usize.min(core.len()), 0usize, 0usize);
-    let mut first = true;
-    let eps = eps2.sqrt();
-    while !ask.is_empty() {
-        let qsel: Vec<u32> = ask.iter().map(|&q| other[q as usize]).collect();
-        let queries = Subset::new(ex.points, &qsel);
-        let rows = ask.len() * k;
-        let mut idx = vec![0i64; rows];
-        let mut kth = vec![T::ZERO; ask.len()];
-        bytes = bytes.max(rows * 8 + ask.len() * (8 + std::mem::size_of::<T>()));
-        let mut out = KnnOutput { indices: Some(&mut idx), kth_distance: Some(&mut kth), ..Default::default() };
-        ctx.knn(domain, &sources, &queries, &SourceFields::default(), &KnnParams::new(k), &mut out)?;
-        let all = k >= core.len();
-        let decided: Vec<Option<u32>> = (0..ask.len())
-            .into_par_iter()
-            .map(|q| {
-                let i = qsel[q] as usize;
-                // The nearest candidate in FoF's metric, ties to the smaller input index
-                // (the view's order is the input order).
-                let (mut best, mut best_j) = (f64::INFINITY, u32::MAX);
-                for &j in &idx[q * k..(q + 1) * k] {
-                    let c = core[j as usize];
-                    let d2 = ex.d2(i, c as usize);
-                    if d2 < best || (d2 == best && c < best_j) {
-                        (best, best_j) = (d2, c);
-                    }
-                }
-                let lower = ex.lower(kth[q].to_f64());
-                if all || lower > best.sqrt() {
-                    Some(if best <= eps2 { best_j } else { u32::MAX })
-                } else if lower > eps && best > eps2 {
-                    Some(u32::MAX)
-                } else {
-                    None
-                }
-            })
-            .collect();
-        let mut again = Vec::new();
-        for (q, d) in decided.into_iter().enumerate() {
-            match d {
-                Some(c) => nearest[ask[q] as usize] = c,
-                None => again.push(ask[q]),
-            }
-        }
-        rechecked += if first { 0 } else { ask.len() };
-        ask = again;
-        k = (2 * k).min(core.len());
-        first = false;
-    }
-    Ok((rechecked, bytes))
 }
 
 /// Labels, and the rows of the clusters with at least `min_members` members.

@@ -123,9 +123,6 @@ pub struct DbscanStats {
     pub noise: usize,
     /// Clusters of any size (before `min_members`).
     pub clusters_total: usize,
-    /// Queries whose core test or nearest core point needed a second, wider kNN pass
-    /// (distances within rounding of ε or of each other).
-    pub rechecked: usize,
     /// Seconds per stage.
     pub timings: Timings,
     /// Largest bytes of ztree's own buffers held at once, outputs excluded.

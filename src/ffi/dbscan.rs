@@ -14,8 +14,8 @@ use crate::geom::Real;
 use crate::input::{ParticleIds, ScalarField, VectorField};
 use ztree_status::*;
 
-/// Scratch bytes per particle beyond inputs and outputs: the kNN rows of the core test
-/// (min_pts entries of index and distance) come on top.
+/// Scratch bytes per particle beyond inputs and outputs: the core counts and the border
+/// points' lists (fewer than min_pts entries each, and an offset) come on top.
 const SCRATCH_PER_PARTICLE: usize = 128;
 
 // The header's class values are the Rust enum's.
@@ -156,7 +156,7 @@ fn check<T: Real, const D: usize>(
     let classes = prm.classes != 0;
     let mut bytes = Bytes::default();
     bytes.add(n, SCRATCH_PER_PARTICLE);
-    bytes.add(n, params.min_pts.min(n.max(1)) * (8 + std::mem::size_of::<T>()));
+    bytes.add(n, 16 + params.min_pts.min(n.max(1)) * 8);
     if o.labels.is_null() {
         bytes.add(n, 8);
     }
