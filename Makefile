@@ -54,9 +54,10 @@ package: bootstrap
 # Every test the project has: Rust (oracles, invariants, scipy cross-check, GADGET-4
 # snapshot, doc tests), the distributed tests on 1-4 MPI ranks, the header check, C and
 # Fortran tests against the installed package (valgrind included), the examples and a
-# distributed run of the in-situ demo; benchmarks must compile; the build without MPI
-# must compile.
-test: bootstrap lint header-check bench-build examples doc-examples test-c test-fortran test-consumers test-fuzz test-mpi test-rust test-emu-check
+# distributed run of the in-situ demo; the build without MPI must compile. (The
+# benchmarks are compiled by lint's clippy over every target; `make bench-build` links
+# them too.)
+test: bootstrap lint header-check examples doc-examples test-c test-fortran test-consumers test-fuzz test-mpi test-rust test-emu-check
 
 # The edit loop (under 2 minutes after a build): unit tests, the CPU oracles and API tests,
 # and the distributed tests on 2 ranks.
@@ -80,8 +81,8 @@ lint: bootstrap
 	$(CARGO) clippy --lib --no-default-features -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --lib -q
 
-# The benchmarks must compile: built in the test profile with the test features (sharing
-# the library and dependencies the tests build, rather than a second optimised LTO build).
+# The benchmarks built and linked in the test profile with the test features (sharing the
+# library and dependencies the tests build, rather than a second optimised LTO build).
 bench-build: bootstrap
 	$(CARGO) test $(TEST_FEATURES) --benches --no-run
 

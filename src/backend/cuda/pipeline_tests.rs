@@ -313,9 +313,15 @@ fn pipeline_on_the_device_equals_the_cpu_f32_3d() {
 }
 
 #[test]
-fn pipeline_on_the_device_equals_the_cpu_2d() {
+fn pipeline_on_the_device_equals_the_cpu_f64_2d() {
     for dev in devices() {
         all_cases::<f64, 2>(&dev);
+    }
+}
+
+#[test]
+fn pipeline_on_the_device_equals_the_cpu_f32_2d() {
+    for dev in devices() {
         all_cases::<f32, 2>(&dev);
     }
 }
