@@ -71,7 +71,7 @@ module ztree
 
   type, bind(C), public :: ztree_knn_params
     !> sizeof the struct in this module's layout (checked by the library and by the tests).
-    integer(c_size_t) :: struct_size = 80_c_size_t
+    integer(c_size_t) :: struct_size = 88_c_size_t
     integer(c_int32_t) :: k = 1
     integer(c_int32_t) :: outputs = 0   ! uint32_t bit mask in C
     integer(c_int32_t) :: order = 0
@@ -81,6 +81,8 @@ module ztree
     !> Optional per-query guess of the k-th neighbour distance (e.g. the previous step's
     !> kth_distance output): a faster call, the same results whatever it holds.
     type(ztree_array) :: kth_hint
+    !> Bit t selects sources (queries) of type t (particles%types); 0: all (uint32_t in C).
+    integer(c_int32_t) :: source_type_mask = 0, query_type_mask = 0
   end type
 
   type, bind(C), public :: ztree_knn_output

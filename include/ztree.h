@@ -295,6 +295,13 @@ typedef struct ztree_knn_params {
   // host calls, serial or distributed (ranks may differ in giving one); device calls
   // ignore it.
   struct ztree_array kth_hint;
+  // The sources taking part: bit t selects type t of `sources.types`; 0: all.
+  uint32_t source_type_mask;
+  // The queries taking part (of `queries.types`, or of `sources.types` in a
+  // self-query); 0: all. A query left out keeps its row, not computed: indices -1,
+  // distances +inf, density and mean NaN. Masks need `ZTREE_ORDER_INPUT`; serial
+  // contexts and host arrays only, so far.
+  uint32_t query_type_mask;
 } ztree_knn_params;
 
 // Outputs of `ztree_knn`. For each output requested in `ztree_knn_params::outputs`:

@@ -64,7 +64,7 @@ pub(crate) use test_common::require as test_require;
 pub use api::Dist;
 #[cfg(feature = "cuda")]
 pub use api::device::{CudaDevice, DeviceArray, DeviceFofFields, DeviceKnnFields, DeviceKnnOutput, DeviceOut, DevicePoints, DeviceType};
-pub use api::{Config, Context, Timings, TreeParams, WalkStats};
+pub use api::{Config, Context, KnnSubset, Timings, TreeParams, WalkStats};
 pub use dbscan::{BorderPoints, Dbscan, DbscanCatalogue, DbscanParams, DbscanStats, PointClass};
 pub use error::{Error, Result};
 pub use fof::{Catalogue, CatalogueOrder, Fof, FofFields, FofParams, FofStats, LinkingLength};

@@ -18,3 +18,4 @@ pub use config::{Config, TreeParams};
 pub use context::Context;
 #[cfg(feature = "mpi")]
 pub use dist::Dist;
+pub use subset::KnnSubset;

@@ -20,7 +20,7 @@ impl Context {
         fields: &SourceFields<'_>,
         params: &RadiusParams,
         out: &mut RadiusOutput<'_>,
-    ) -> Result<Radius<T>> {
+    ) -> Result<Radius> {
         self.pool.install(|| run::<T, D, P, P>(self, domain, points, None, fields, params, out))
     }
 
@@ -33,7 +33,7 @@ impl Context {
         fields: &SourceFields<'_>,
         params: &RadiusParams,
         out: &mut RadiusOutput<'_>,
-    ) -> Result<Radius<T>> {
+    ) -> Result<Radius> {
         self.pool.install(|| run(self, domain, sources, Some(queries), fields, params, out))
     }
 }
@@ -46,7 +46,7 @@ fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T,
     fields: &SourceFields<'_>,
     params: &RadiusParams,
     out: &mut RadiusOutput<'_>,
-) -> Result<Radius<T>> {
+) -> Result<Radius> {
     let ns = sources.len();
     let nq = queries.map_or(ns, |q| q.len());
     check_call(ns, nq, params, fields, out)?;
@@ -70,8 +70,8 @@ fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T,
         // Nothing to search (the points are still checked).
         crate::input::validate::check_domain::<T, D>(domain)?;
         let lists = req.map(|_| NeighbourLists { offsets: vec![0; nq + 1], indices: Vec::new(), distances: Vec::new() });
-        if let Some(r) = req.filter(|r| r.max_bytes > 0 && list_bytes(nq, 0, r.distances, size_of::<T>()) > r.max_bytes) {
-            return Err(crate::Error::OutOfMemory { what: "the neighbour lists (over the memory limit)", bytes: list_bytes(nq, 0, r.distances, 8) });
+        if let Some(r) = req.filter(|r| r.max_bytes > 0 && list_bytes(nq, 0, r.distances) > r.max_bytes) {
+            return Err(crate::Error::OutOfMemory { what: "the neighbour lists (over the memory limit)", bytes: list_bytes(nq, 0, r.distances) });
         }
         let stats = RadiusStats { sources: ns, queries: nq, max_radius, ..Default::default() };
         return Ok(Radius { lists, stats });

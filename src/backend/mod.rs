@@ -294,7 +294,7 @@ pub(crate) trait RadiusPasses: Backend {
         sinks: &RadiusSinks<'_, Self>,
         pairs: u64,
         req: ListRequest,
-    ) -> Result<NeighbourLists<T>>;
+    ) -> Result<NeighbourLists>;
 }
 
 /// Reading the caller's positions of representation `P`.

@@ -167,7 +167,7 @@ versioned!(ztree_config, [], {
 
 versioned!(
     ztree_knn_params,
-    [],
+    [first(80)],
     ztree_knn_params {
         struct_size: size_of::<Self>(),
         k: 0,
@@ -176,6 +176,8 @@ versioned!(
         scalar: NO_ARRAY,
         cuda_stream: std::ptr::null_mut(),
         kth_hint: NO_ARRAY,
+        source_type_mask: 0,
+        query_type_mask: 0,
     }
 );
 
@@ -408,6 +410,7 @@ mod tests {
         // The first layouts end where the fields appended since start.
         assert_eq!(std::mem::offset_of!(ztree_particles, types), 216);
         assert_eq!(std::mem::offset_of!(ztree_fof_params, type_mask), 48);
+        assert_eq!(std::mem::offset_of!(ztree_knn_params, source_type_mask), 80);
         assert_eq!(std::mem::offset_of!(ztree_dbscan_params, struct_size), 0);
         assert_eq!(std::mem::offset_of!(ztree_dbscan_output, struct_size), 0);
     }

@@ -113,6 +113,8 @@ fn knn_on_device_arrays_equals_host_arrays() {
                 scalar: ztree_array { data: scalar as *const c_void, dtype: ZTREE_DTYPE_F32, stride: 0 },
                 cuda_stream: std::ptr::null_mut(),
                 kth_hint: ztree_array { data: std::ptr::null(), dtype: 0, stride: 0 },
+                source_type_mask: 0,
+                query_type_mask: 0,
             };
             let mut src = src;
             if !masses {

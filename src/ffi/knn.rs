@@ -1,10 +1,11 @@
 //! `ztree_knn` and `ztree_knn_bytes`: argument checks, the agreement on MPI contexts,
 //! dispatch on dimension and element type, and the hand-over of results.
 
-use super::input::{Constant, Strided, StridedPoints, config_words, count_of, domain, null, pos_dtype, positions, presence};
+use super::input::{Constant, Strided, StridedPoints, config_words, count_of, domain, null, pos_dtype, positions, presence, select, types_of};
 use super::out::{Bytes, DistInfo, Proposal, agree_args, dest, fill_stats, try_vec};
 use super::types::*;
 use super::{Fail, abi, fail, guard, ztree_context};
+use crate::api::KnnSubset;
 use crate::geom::Real;
 use crate::input::ScalarField;
 use crate::knn::{KnnOutput, KnnParams, OutputOrder, SourceFields};
@@ -123,6 +124,9 @@ pub(crate) struct Checked<T: Real, const D: usize> {
     /// `params.kth_hint` (host calls only).
     pub kth_hint: Option<Strided>,
     pub order: OutputOrder,
+    /// The types of the sources and of the queries, when a mask selects them.
+    pub src_types: Option<Strided>,
+    pub qry_types: Option<Strided>,
     pub bytes: Bytes,
     proposal: Proposal,
 }
@@ -185,9 +189,24 @@ fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_knn_outp
         None
     };
 
+    let src_types = types_of(src, ns, prm.source_type_mask, distributed)?;
+    let qry_types = match &a.qry {
+        Some(q) => types_of(q, nq, prm.query_type_mask, distributed)?,
+        None => types_of(src, ns, prm.query_type_mask, distributed)?,
+    };
+    let masked = src_types.is_some() || qry_types.is_some();
+    if masked && order != OutputOrder::Input {
+        return Err(fail(ZTREE_ERR_INVALID_ARGUMENT, "type masks need ZTREE_ORDER_INPUT"));
+    }
     let mut bytes = Bytes::default();
     let t = std::mem::size_of::<T>();
     bytes.add(ns + if a.qry.is_some() { nq } else { 0 }, if distributed { SCRATCH_PER_POINT_MPI } else { SCRATCH_PER_POINT });
+    if masked {
+        // The selections, and the selected queries' rows before they are scattered.
+        bytes.add(ns + nq, 8);
+        bytes.add(rows, 8 + t);
+        bytes.add(nq, 2 * t + 16);
+    }
     if kth_hint.is_some() {
         bytes.add(nq, 8); // the hints in the queries' z-order
     }
@@ -218,9 +237,17 @@ fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_knn_outp
     }
 
     let mut words = config_words(c);
-    words.extend([a.dtype as u64, a.qry.is_some() as u64, k as u64, prm.outputs as u64, prm.order as u64]);
+    words.extend([
+        a.dtype as u64,
+        a.qry.is_some() as u64,
+        k as u64,
+        prm.outputs as u64,
+        prm.order as u64,
+        prm.source_type_mask as u64,
+        prm.query_type_mask as u64,
+    ]);
     let optional = vec![if want(ZTREE_KNN_DENSITY) { presence(&masses, ns) } else { None }, presence(&scalar, ns)];
-    Ok(Checked { ns, nq, k, rows, sp, qp, masses, scalar, kth_hint, order, bytes, proposal: Proposal { words, optional } })
+    Ok(Checked { ns, nq, k, rows, sp, qp, masses, scalar, kth_hint, order, src_types, qry_types, bytes, proposal: Proposal { words, optional } })
 }
 
 pub(crate) fn typed<T: Real, const D: usize>(
@@ -301,7 +328,28 @@ pub(crate) fn typed<T: Real, const D: usize>(
     let dom = domain::<D>(&ctx.config);
     #[allow(unused_mut)]
     let mut dist: Option<DistInfo> = None;
+    let masked = c.src_types.is_some() || c.qry_types.is_some();
     let stats = match (&ctx.comm, &c.qp) {
+        // Type masks (serial, host arrays: `check` refused the others).
+        _ if masked => {
+            let all = |n: usize| (0..n as u32).collect::<Vec<u32>>();
+            let ssel = c.src_types.as_ref().map_or_else(|| all(c.ns), |t| select(t, a.prm.source_type_mask));
+            let qsel = c.qry_types.as_ref().map_or_else(|| all(c.nq), |t| select(t, a.prm.query_type_mask));
+            let src = KnnSubset { points: &c.sp, sel: &ssel };
+            let qry = c.qp.as_ref().map(|q| KnnSubset { points: q, sel: &qsel[..] });
+            match qry {
+                Some(q) => ctx.core.knn_subset(&dom, src, Some(q), &fields, &kp, &mut kout)?,
+                // A self-query: the queries' selection over the sources' points.
+                None => ctx.core.knn_subset(
+                    &dom,
+                    src,
+                    Some(KnnSubset { points: &c.sp, sel: &qsel[..] }).filter(|_| qsel != ssel),
+                    &fields,
+                    &kp,
+                    &mut kout,
+                )?,
+            }
+        }
         #[cfg(feature = "mpi")]
         (Some(comm), _) => {
             let on = crate::mpi::On { ctx: &ctx.core, comm };

@@ -250,11 +250,7 @@ fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztr
     if let Some(l) = r.lists {
         b.list_offsets = l.offsets;
         b.list_indices = l.indices;
-        b.list_distances.clear();
-        if want(ZTREE_RADIUS_DISTANCES) {
-            super::out::reserve(&mut b.list_distances, l.distances.len(), "radius list distances")?;
-            b.list_distances.extend(l.distances.iter().map(|d| d.to_f64()));
-        }
+        b.list_distances = l.distances;
         // Never a dangling pointer, even for empty lists.
         b.list_indices.reserve(1);
         b.list_distances.reserve(1);

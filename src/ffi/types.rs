@@ -200,6 +200,13 @@ pub struct ztree_knn_params {
     /// host calls, serial or distributed (ranks may differ in giving one); device calls
     /// ignore it.
     pub kth_hint: ztree_array,
+    /// The sources taking part: bit t selects type t of `sources.types`; 0: all.
+    pub source_type_mask: u32,
+    /// The queries taking part (of `queries.types`, or of `sources.types` in a
+    /// self-query); 0: all. A query left out keeps its row, not computed: indices -1,
+    /// distances +inf, density and mean NaN. Masks need `ZTREE_ORDER_INPUT`; serial
+    /// contexts and host arrays only, so far.
+    pub query_type_mask: u32,
 }
 
 /// Outputs of `ztree_knn`. For each output requested in `ztree_knn_params::outputs`:

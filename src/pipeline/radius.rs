@@ -72,7 +72,7 @@ pub(crate) fn run<B, T, const D: usize, S, Q>(
     params: &TreeParams,
     sinks: &RadiusSinks<'_, B>,
     lists: Option<ListRequest>,
-) -> Result<(RadiusStats, Option<NeighbourLists<T>>)>
+) -> Result<(RadiusStats, Option<NeighbourLists>)>
 where
     T: Real,
     S: ?Sized,
@@ -120,7 +120,7 @@ fn walk<B: RadiusPasses, T: Real, const D: usize, M: Metric<f64, D>>(
     sinks: &RadiusSinks<'_, B>,
     lists: Option<ListRequest>,
     timings: &mut Timings,
-) -> Result<(WalkStats, u64, Option<NeighbourLists<T>>)> {
+) -> Result<(WalkStats, u64, Option<NeighbourLists>)> {
     let mut stats = WalkStats::default();
     let tree = &zs.tree;
     let leaf_lists: Lists<B> = super::stage(b, timings, "walk", || -> Result<_> {

@@ -92,16 +92,17 @@ pub struct RadiusOutput<'a> {
 /// Neighbour lists in CSR form: query `q`'s neighbours are entries
 /// `offsets[q] .. offsets[q + 1]` (queries in input order).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct NeighbourLists<T> {
+pub struct NeighbourLists {
     /// `n_queries + 1` offsets, from 0 to the number of entries.
     pub offsets: Vec<i64>,
     /// Source input indices.
     pub indices: Vec<i64>,
-    /// Their distances (empty unless `RadiusParams::list_distances`).
-    pub distances: Vec<T>,
+    /// Their distances, in f64 as the test computes them, whatever the input precision
+    /// (empty unless `RadiusParams::list_distances`).
+    pub distances: Vec<f64>,
 }
 
-impl<T> NeighbourLists<T> {
+impl NeighbourLists {
     /// The neighbour indices of query `q`.
     pub fn of(&self, q: usize) -> &[i64] {
         &self.indices[self.offsets[q] as usize..self.offsets[q + 1] as usize]
@@ -131,9 +132,9 @@ pub struct RadiusStats {
 
 /// The result of a radius query: statistics, and the lists when asked for.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Radius<T> {
+pub struct Radius {
     /// The neighbour lists (with `RadiusParams::lists`).
-    pub lists: Option<NeighbourLists<T>>,
+    pub lists: Option<NeighbourLists>,
     /// What the call did.
     pub stats: RadiusStats,
 }
@@ -193,8 +194,8 @@ pub(crate) fn check_call(ns: usize, nq: usize, params: &RadiusParams, fields: &S
 }
 
 /// Bytes of lists with `entries` entries over `nq` queries.
-pub(crate) fn list_bytes(nq: usize, entries: u64, distances: bool, elem: usize) -> u64 {
-    (nq as u64 + 1) * 8 + entries * (8 + if distances { elem as u64 } else { 0 })
+pub(crate) fn list_bytes(nq: usize, entries: u64, distances: bool) -> u64 {
+    (nq as u64 + 1) * 8 + entries * if distances { 16 } else { 8 }
 }
 
 #[cfg(test)]

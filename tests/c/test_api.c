@@ -655,7 +655,7 @@ static void test_radius(ztree_context *ctx, int n, double box) {
   free(x), free(y), free(z), free(m), free(s), free(h), free(counts), free(c), free(qx), free(qy), free(qz);
 }
 
-/* FoF and DBSCAN on a type mask equal the same calls on a copy of the selected particles
+/* FoF, DBSCAN and kNN on type masks equal the same calls on copies of the selected particles
  * (tags and labels in input indices), and a mask without types is refused. */
 static void test_types(ztree_context *ctx, int n) {
   double *x = malloc(sizeof(double) * n), *y = malloc(sizeof(double) * n), *z = malloc(sizeof(double) * n);
@@ -703,6 +703,44 @@ static void test_types(ztree_context *ctx, int n) {
   wrong = 0;
   for (int j = 0; j < m; j++) wrong += labels[sel[j]] != (dout.labels[j] < 0 ? -1 : sel[dout.labels[j]]);
   CHECK(wrong == 0 && dout.n_core > 0, "dbscan type mask vs copy: %d labels differ", wrong);
+
+  /* kNN of the stars among the dark matter (types 1) equals kNN from the copied stars to
+   * a copy of the dark matter; the others' rows are not computed. */
+  {
+    double *dx = malloc(sizeof(double) * n), *dy = malloc(sizeof(double) * n), *dz = malloc(sizeof(double) * n);
+    int64_t *dsel = malloc(sizeof(int64_t) * n);
+    int md = 0;
+    for (int i = 0; i < n; i++)
+      if (type[i] == 1) dx[md] = x[i], dy[md] = y[i], dz[md] = z[i], dsel[md++] = i;
+    ztree_particles dm = soa_f64(md, dx, dy, dz);
+    enum { KK = 4 };
+    ztree_knn_params kp;
+    ztree_knn_params_init(&kp);
+    kp.k = KK;
+    kp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES;
+    kp.source_type_mask = 1u << 1;
+    kp.query_type_mask = 1u << 4;
+    ztree_knn_output ko;
+    ztree_knn_output_init(&ko);
+    CHECK(ztree_knn(ctx, &p, NULL, &kp, &ko) == ZTREE_OK, "knn on type masks: %s", ztree_last_error(ctx));
+    int64_t *got = malloc(sizeof(int64_t) * n * KK);
+    memcpy(got, ko.indices, sizeof(int64_t) * n * KK);
+    kp.source_type_mask = kp.query_type_mask = 0;
+    CHECK(ztree_knn(ctx, &dm, &c, &kp, &ko) == ZTREE_OK, "knn between copies: %s", ztree_last_error(ctx));
+    int bad = 0;
+    for (int j = 0, q = 0; q < n; q++) {
+      for (int r = 0; r < KK; r++) {
+        int64_t want = type[q] == 4 ? dsel[ko.indices[j * KK + r]] : -1;
+        bad += got[q * KK + r] != want;
+      }
+      if (type[q] == 4) j++;
+    }
+    CHECK(bad == 0, "knn type masks vs copies: %d entries differ", bad);
+    kp.query_type_mask = 1u << 4;
+    kp.order = ZTREE_ORDER_ZORDER;
+    CHECK(ztree_knn(ctx, &p, NULL, &kp, &ko) == ZTREE_ERR_INVALID_ARGUMENT, "masks in z-order: %s", ztree_last_error(ctx));
+    free(dx), free(dy), free(dz), free(dsel), free(got);
+  }
 
   /* A mask needs types of an integer type. */
   fp.type_mask = 2;

@@ -65,3 +65,94 @@ fn fof_and_dbscan_on_a_subset_equal_the_copied_subset() {
         assert!(ctx.fof_subset_into(&dom, &pts[..], &FofFields::default(), &fp, &bad, &mut labels).is_err());
     }
 }
+
+/// kNN between type subsets equals kNN between copied subsets: a self-query on one type,
+/// queries of one type among sources of another, separate query points; rows of the
+/// queries left out are not computed, and indices are the caller's.
+#[test]
+fn knn_between_subsets_equals_the_copied_subsets() {
+    use ztree::{KnnOutput, KnnParams, KnnSubset, SourceFields};
+    let ctx = Context::new(Config { threads: 2, ..Default::default() }).unwrap();
+    let mut rng = Rng::new(41);
+    let n = 20_000;
+    let pts: Vec<[f64; 3]> = points(Shape::Clustered, n, [1.0; 3], &mut rng);
+    let qpts: Vec<[f64; 3]> = points(Shape::Uniform, 3000, [1.0; 3], &mut rng);
+    let mass: Vec<f64> = (0..n).map(|i| 1.0 + (i % 5) as f64).collect();
+    let ptype: Vec<u8> = (0..n).map(|_| [0u8, 1, 1, 4][rng.below(4)]).collect();
+    let qtype: Vec<u8> = (0..qpts.len()).map(|_| [1u8, 4][rng.below(2)]).collect();
+    let pick = |t: &[u8], mask: u32| -> Vec<u32> { (0..t.len() as u32).filter(|&i| mask >> t[i as usize] & 1 == 1).collect() };
+    let copy = |p: &[[f64; 3]], sel: &[u32]| -> Vec<[f64; 3]> { sel.iter().map(|&i| p[i as usize]).collect() };
+    let dom = Domain::Periodic([1.0; 3]);
+    let k = 8;
+    // (sources' mask, queries' mask, separate query points)
+    for (sm, qm, separate) in [(1u32 << 1, 1u32 << 1, false), (1 << 1, 1 << 4, false), (1 << 4, 1 << 1, true), ((1 << 0) | (1 << 4), 1 << 4, true)] {
+        let ssel = pick(&ptype, sm);
+        let (qall, qt) = if separate { (&qpts, &qtype) } else { (&pts, &ptype) };
+        let qsel = pick(qt, qm);
+        let nq = qall.len();
+        let (mut idx, mut dist, mut kth, mut dens) = (vec![0i64; nq * k], vec![0.0; nq * k], vec![0.0; nq], vec![0.0; nq]);
+        let mut out = KnnOutput {
+            indices: Some(&mut idx),
+            distances: Some(&mut dist),
+            kth_distance: Some(&mut kth),
+            density: Some(&mut dens),
+            ..Default::default()
+        };
+        let fields = SourceFields { masses: Some(&mass), scalar: None };
+        let src = KnnSubset { points: &pts[..], sel: &ssel };
+        let qry = (separate || qsel != ssel).then_some(KnnSubset { points: &qall[..], sel: &qsel[..] });
+        ctx.knn_subset(&dom, src, qry, &fields, &KnnParams::new(k), &mut out).unwrap();
+        // The same on copies.
+        let (cs, cq) = (copy(&pts, &ssel), copy(qall, &qsel));
+        let cmass: Vec<f64> = ssel.iter().map(|&i| mass[i as usize]).collect();
+        let m = qsel.len();
+        let (mut widx, mut wdist, mut wkth, mut wdens) = (vec![0i64; m * k], vec![0.0; m * k], vec![0.0; m], vec![0.0; m]);
+        let mut wout = KnnOutput {
+            indices: Some(&mut widx),
+            distances: Some(&mut wdist),
+            kth_distance: Some(&mut wkth),
+            density: Some(&mut wdens),
+            ..Default::default()
+        };
+        let cf = SourceFields { masses: Some(&cmass), scalar: None };
+        if !separate && sm == qm {
+            ctx.knn_self(&dom, &cs[..], &cf, &KnnParams::new(k), &mut wout).unwrap();
+        } else {
+            ctx.knn(&dom, &cs[..], &cq[..], &cf, &KnnParams::new(k), &mut wout).unwrap();
+        }
+        let what = format!("masks {sm:#x} / {qm:#x}, separate {separate}");
+        let mut row = vec![usize::MAX; nq];
+        for (j, &i) in qsel.iter().enumerate() {
+            row[i as usize] = j;
+        }
+        for i in 0..nq {
+            let r = &idx[i * k..(i + 1) * k];
+            match row[i] {
+                usize::MAX => {
+                    assert!(r.iter().all(|&x| x == -1) && dist[i * k..(i + 1) * k].iter().all(|d| d.is_infinite()), "{what}: row {i} left out");
+                    assert!(kth[i].is_infinite() && dens[i].is_nan(), "{what}: row {i} left out");
+                }
+                j => {
+                    let want: Vec<i64> = widx[j * k..(j + 1) * k].iter().map(|&x| ssel[x as usize] as i64).collect();
+                    assert_eq!(r, &want[..], "{what}: row {i}");
+                    assert_eq!(&dist[i * k..(i + 1) * k], &wdist[j * k..(j + 1) * k], "{what}: distances of row {i}");
+                    assert_eq!((kth[i], dens[i]), (wkth[j], wdens[j]), "{what}: row {i}");
+                }
+            }
+        }
+    }
+    // No sources selected: an error, as kNN without sources.
+    let mut idx = vec![0i64; n];
+    let mut out = KnnOutput { indices: Some(&mut idx), ..Default::default() };
+    let none: Vec<u32> = Vec::new();
+    let all: Vec<u32> = (0..n as u32).collect();
+    let e = ctx.knn_subset(
+        &dom,
+        KnnSubset { points: &pts[..], sel: &none },
+        Some(KnnSubset { points: &pts[..], sel: &all[..] }),
+        &SourceFields::default(),
+        &KnnParams::new(1),
+        &mut out,
+    );
+    assert!(matches!(e, Err(ztree::Error::NoSources)));
+}

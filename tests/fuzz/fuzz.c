@@ -153,6 +153,8 @@ int main(int argc, char **argv) {
       kp.k = bad(20) ? (pick(2) ? INT32_MAX : -pick(3)) : 1 + pick(40);
       kp.outputs = (uint32_t)pick(64) | (bad(30) ? 1u << 9 : 0);
       kp.order = bad(20) ? 5 : pick(2);
+      if (pick(4) == 0) kp.source_type_mask = (uint32_t)pick(64);
+      if (pick(4) == 0) kp.query_type_mask = (uint32_t)pick(64);
       if (kp.outputs & ZTREE_KNN_SCALAR_MEAN && (clean || pick(5))) kp.scalar = array(n, pick(2) ? ZTREE_DTYPE_F64 : ZTREE_DTYPE_F32, 1.0, 0, inputs);
       ztree_knn_output ko;
       ztree_knn_output_init(&ko);

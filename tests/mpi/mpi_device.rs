@@ -190,6 +190,8 @@ fn knn_params(k: i32, scalar: &ztree_array) -> ztree_knn_params {
         scalar: *scalar,
         cuda_stream: std::ptr::null_mut(),
         kth_hint: NONE,
+        source_type_mask: 0,
+        query_type_mask: 0,
     }
 }
 

@@ -43,10 +43,10 @@ pub(crate) fn node_max<T: Real, const D: usize>(tree: &Tree<Cpu, T, D>, per_quer
 
 /// Where the filling pass writes: query `i`'s entries from `offsets[i]` (input order),
 /// into arrays not yet initialised (every entry is written once).
-struct ListSinks<'a, T> {
+struct ListSinks<'a> {
     offsets: &'a [i64],
     indices: DisjointSlice<'a, MaybeUninit<i64>>,
-    distances: Option<DisjointSlice<'a, MaybeUninit<T>>>,
+    distances: Option<DisjointSlice<'a, MaybeUninit<f64>>>,
     order: ListOrder,
 }
 
@@ -290,7 +290,7 @@ impl<T: Real, const D: usize> RadiusJob<'_, T, D> {
     }
 
     /// The second pass: every query's entries, ordered, at its offset.
-    fn fill_pass<M: Metric<f64, D>>(&self, metric: &M, lists: &Lists<Cpu>, out: &ListSinks<'_, T>) {
+    fn fill_pass<M: Metric<f64, D>>(&self, metric: &M, lists: &Lists<Cpu>, out: &ListSinks<'_>) {
         let orig = self.zs.queries().1;
         let src_orig = &self.zs.src_orig;
         walk_leaves(&self.zs.tree, lists, Scratch::default, |a, cands, s| {
@@ -331,7 +331,7 @@ impl<T: Real, const D: usize> RadiusJob<'_, T, D> {
                         unsafe {
                             out.indices.write(off + k, MaybeUninit::new(idx as i64));
                             if let Some(d) = &out.distances {
-                                d.write(off + k, MaybeUninit::new(T::from_f64(d2.sqrt())));
+                                d.write(off + k, MaybeUninit::new(d2.sqrt()));
                             }
                         }
                     }
@@ -419,10 +419,10 @@ impl crate::backend::RadiusPasses for Cpu {
         sinks: &RadiusSinks<'_, Cpu>,
         pairs: u64,
         req: ListRequest,
-    ) -> Result<NeighbourLists<T>> {
+    ) -> Result<NeighbourLists> {
         let orig = zs.queries().1;
         let nq = orig.len();
-        let bytes = crate::radius::list_bytes(nq, pairs, req.distances, size_of::<T>());
+        let bytes = crate::radius::list_bytes(nq, pairs, req.distances);
         if req.max_bytes > 0 && bytes > req.max_bytes {
             return Err(Error::OutOfMemory { what: "the neighbour lists (over the memory limit)", bytes });
         }
@@ -441,13 +441,13 @@ impl crate::backend::RadiusPasses for Cpu {
         // first by parallel madvise calls (not one fault per 4 KiB in the hot loop).
         let m = pairs as usize;
         let mut indices: Vec<i64> = uninit_vec(m, bytes)?;
-        let mut distances: Vec<T> = if req.distances { uninit_vec(m, bytes)? } else { Vec::new() };
+        let mut distances: Vec<f64> = if req.distances { uninit_vec(m, bytes)? } else { Vec::new() };
         super::par::prefault(&mut indices.spare_capacity_mut()[..m]);
         if req.distances {
             super::par::prefault(&mut distances.spare_capacity_mut()[..m]);
         }
         {
-            let out = ListSinks::<T> {
+            let out = ListSinks {
                 offsets: &offsets,
                 indices: DisjointSlice::new(&mut indices.spare_capacity_mut()[..m]),
                 distances: req.distances.then(|| DisjointSlice::new(&mut distances.spare_capacity_mut()[..m])),
