@@ -88,28 +88,11 @@ impl<T: Real, const D: usize> RadiusJob<'_, T, D> {
     }
 
     pub fn node_pass<M: Metric<f64, D>>(&self, metric: &M, parent: usize, lists: &Lists<Cpu>) -> Lists<Cpu> {
-        walk_plane(
-            &self.zs.tree,
-            parent,
-            lists,
-            || (),
-            |a, cands, _s, out| {
-                let (alo, ahi) = self.qry_box(a);
-                let r = self.node_r(a);
-                let r2 = r * r;
-                for &b in cands.nodes {
-                    let (blo, bhi) = self.src_box(b as usize);
-                    if metric.box_min2(&alo, &ahi, &blo, &bhi) <= r2 {
-                        out.push(b);
-                    }
-                }
-            },
-        )
+        walk_plane(&self.zs.tree, parent, lists, || (), |a, cands, _s, out| self.push_reached(metric, a, cands, out))
     }
 
-    /// The candidate leaves of leaf `a` its queries may reach.
-    fn kept_leaves<M: Metric<f64, D>>(&self, metric: &M, a: usize, cands: &Candidates<'_>, out: &mut Vec<u32>) {
-        out.clear();
+    /// Appends to `out` the candidates of node `a` its queries may reach (the node test).
+    fn push_reached<M: Metric<f64, D>>(&self, metric: &M, a: usize, cands: &Candidates<'_>, out: &mut Vec<u32>) {
         let (alo, ahi) = self.qry_box(a);
         let r = self.node_r(a);
         let r2 = r * r;
@@ -175,7 +158,8 @@ impl<T: Real, const D: usize> RadiusJob<'_, T, D> {
         mut count: impl FnMut(usize, u64),
     ) {
         let mut leaves = std::mem::take(&mut s.leaves);
-        self.kept_leaves(metric, a, cands, &mut leaves);
+        leaves.clear();
+        self.push_reached(metric, a, cands, &mut leaves);
         let t = &self.zs.tree;
         let (qpos, _) = self.zs.queries();
         let (q0, qn) = t.qry_range(a);
