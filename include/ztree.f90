@@ -133,6 +133,8 @@ module ztree
     integer(c_int32_t) :: classes = 0
     !> Bit t selects particles of type t (particles%types); 0: all (uint32_t in C).
     integer(c_int32_t) :: type_mask = 0
+    !> MPI contexts: non-zero gathers the catalogue on rank 0.
+    integer(c_int32_t) :: gather = 0
   end type
 
   type, bind(C), public :: ztree_cluster

@@ -429,6 +429,9 @@ typedef struct ztree_dbscan_params {
   // The particles taking part: bit t selects type t of `ztree_particles::types`; 0: all.
   // The others get label -1 and class noise, and are in no cluster.
   uint32_t type_mask;
+  // MPI contexts: non-zero gathers the whole catalogue on rank 0 (others get none);
+  // 0 leaves each cluster on the rank that passed its first core point.
+  int32_t gather;
 } ztree_dbscan_params;
 
 // One cluster of the DBSCAN catalogue: the FoF columns and two of its own.
@@ -626,8 +629,11 @@ enum ztree_status ztree_radius_output_init_size(struct ztree_radius_output *s, s
 
 // DBSCAN clusters of `particles` (definitions: docs/c-api.md): per particle a cluster tag
 // or -1, optionally its class, and the catalogue of clusters. Results are the same for
-// any thread count. Serial contexts and host arrays; an MPI context or device arrays
-// are `ZTREE_ERR_UNSUPPORTED` on every rank.
+// any thread count. Collective on an MPI context: labels and classes equal one serial
+// call's on the ranks' particles concatenated in rank order (tags and member lists are
+// global indices); each cluster's row is on the rank that passed its first core point,
+// or all on rank 0 with `gather`. Host arrays; device arrays are
+// `ZTREE_ERR_UNSUPPORTED` on every rank.
 enum ztree_status ztree_dbscan(struct ztree_context *ctx,
                                const struct ztree_particles *particles,
                                const struct ztree_dbscan_params *params,
@@ -684,8 +690,10 @@ enum ztree_status ztree_knn_bytes(struct ztree_context *ctx,
 
 // For every query (every source when `queries` is NULL: a self-query, each particle its
 // own neighbour), the sources within its radius (`d <= r`, FoF's test): counts, lists,
-// scalar sums and means, SPH density (definitions: docs/c-api.md). Serial contexts and
-// host arrays; an MPI context or device arrays are `ZTREE_ERR_UNSUPPORTED` on every rank.
+// scalar sums and means, SPH density (definitions: docs/c-api.md). Collective on an MPI
+// context (results equal one serial call on the ranks' particles concatenated in rank
+// order; list entries are global source indices). Host arrays; device arrays are
+// `ZTREE_ERR_UNSUPPORTED` on every rank.
 // Lists over `ztree_config::memory_limit` are `ZTREE_ERR_MEMORY`, found by the counting
 // pass before they are allocated.
 enum ztree_status ztree_radius(struct ztree_context *ctx,

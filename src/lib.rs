@@ -139,4 +139,4 @@ pub mod __emulator {
 }
 
 #[cfg(feature = "mpi")]
-pub use mpi::{CatalogueScope, CommStage, CommStats, DistFofStats, DistKnnStats, DistStats};
+pub use mpi::{CatalogueScope, CommStage, CommStats, DistFofStats, DistKnnStats, DistRadiusStats, DistStats};

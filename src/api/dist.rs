@@ -2,16 +2,21 @@
 
 use mpi::topology::SimpleCommunicator;
 
+use super::radius::{list_request, prefill};
 use super::{Config, Context};
 use crate::backend::cpu::{Cpu, DisjointSlice};
+use crate::dbscan::{DbscanCatalogue, DbscanParams, DbscanStats, PointClass};
 use crate::error::{Error, Result, check_len};
 use crate::fof::{Catalogue, FofFields, FofParams};
 use crate::geom::Real;
 use crate::input::{Domain, PointSource};
-use crate::knn::{KnnOutput, KnnParams, OutputOrder, SourceFields, check_call};
-use crate::mpi::{CatalogueScope, Comm, DistFofStats, DistKnnStats, DistStats, On};
+use crate::knn::{KnnOutput, KnnParams, OutputOrder, SourceFields, check_call as check_knn_call};
+use crate::mpi::{CatalogueScope, Comm, DistFofStats, DistKnnStats, DistRadiusStats, DistStats, On};
 use crate::pipeline::KnnSinks;
 use crate::pipeline::knn::KnnFields;
+use crate::pipeline::radius::{RadiusFields, RadiusSinks};
+use crate::radius::check_call;
+use crate::radius::{Radius, RadiusOutput, RadiusParams, SearchRadius};
 
 /// A [`Context`] bound to a communicator. Every rank passes the particles it holds (any
 /// number, zero included) and gets the results for exactly those, in its input order,
@@ -79,6 +84,74 @@ impl Dist {
         knn_host(self.on(), domain, sources, Some(queries), fields, params, out)
     }
 
+    /// Collective radius self-query: the particles (over all ranks) within the radius of
+    /// every particle this rank passes, itself included (see [`crate::radius`]): per-query
+    /// outputs into `out` in this rank's input order; list entries are global indices.
+    pub fn radius_self<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+        &self,
+        domain: &Domain<D>,
+        points: &P,
+        fields: &SourceFields<'_>,
+        params: &RadiusParams<'_>,
+        out: &mut RadiusOutput<'_>,
+    ) -> Result<(Radius, DistRadiusStats)> {
+        radius_host(self.on(), domain, points, None::<&P>, fields, params, out)
+    }
+
+    /// Collective radius query with a separate query set: the sources (over all ranks)
+    /// within the radius of every query this rank passes. Every rank passes its sources and
+    /// its queries (either may be empty); list entries are global source indices.
+    #[allow(clippy::too_many_arguments)]
+    pub fn radius<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T, D> + ?Sized>(
+        &self,
+        domain: &Domain<D>,
+        sources: &S,
+        queries: &Q,
+        fields: &SourceFields<'_>,
+        params: &RadiusParams<'_>,
+        out: &mut RadiusOutput<'_>,
+    ) -> Result<(Radius, DistRadiusStats)> {
+        radius_host(self.on(), domain, sources, Some(queries), fields, params, out)
+    }
+
+    /// Collective DBSCAN over the particles of all ranks (see [`crate::dbscan`]): labels
+    /// and classes in this rank's input order, identical to one single-rank call on the
+    /// ranks' particles concatenated in rank order (tags, member lists: global indices).
+    /// The catalogue is spread over the ranks (each cluster on the rank that passed its
+    /// first core point) or gathered on rank 0 (`scope`); rows in z-order come in the
+    /// order of their first core points' global indices.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dbscan<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+        &self,
+        domain: &Domain<D>,
+        points: &P,
+        fields: &FofFields<'_, D>,
+        params: &DbscanParams,
+        scope: CatalogueScope,
+        labels: &mut [i64],
+        class: Option<&mut [PointClass]>,
+    ) -> Result<(DbscanCatalogue<D>, DbscanStats)> {
+        super::dist_dbscan::dbscan_host(self.on(), domain, points, fields, params, scope, labels, class, None)
+    }
+
+    /// [`Dist::dbscan`] over a subset of each rank's particles (`subset`: strictly
+    /// ascending input indices): the others take no part (label -1, class noise); tags
+    /// without ids and member lists are global input indices of the whole sets.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dbscan_subset<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+        &self,
+        domain: &Domain<D>,
+        points: &P,
+        fields: &FofFields<'_, D>,
+        params: &DbscanParams,
+        subset: &[u32],
+        scope: CatalogueScope,
+        labels: &mut [i64],
+        class: Option<&mut [PointClass]>,
+    ) -> Result<(DbscanCatalogue<D>, DbscanStats)> {
+        super::dist_dbscan::dbscan_subset_host(self.on(), domain, points, fields, params, subset, scope, labels, class)
+    }
+
     /// Collective friends-of-friends over the particles of all ranks. `labels` gets, in
     /// this rank's input order, each particle's halo tag (the group's minimum particle id,
     /// or its minimum global input index without ids) or -1. The catalogue is spread over
@@ -115,7 +188,7 @@ pub(crate) fn knn_host<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q
                 why: "z-order rows are per rank: distributed calls return rows in input order".into(),
             });
         }
-        on.ctx.pool.install(|| check_call(ns, nq, params, fields, out))
+        on.ctx.pool.install(|| check_knn_call(ns, nq, params, fields, out))
     })();
     if on.comm.size() == 1 {
         // One rank: the serial engine gives the same results without the exchanges.
@@ -177,6 +250,50 @@ pub(crate) fn fof_host<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         ids: fields.ids,
     };
     crate::mpi::fof::run(on, &Cpu, domain, points, &f, params, scope, &DisjointSlice::new(labels), checks)
+}
+
+/// Collective radius query on host arrays, on the CPU back end (`Dist::radius_self`,
+/// `Dist::radius`, and the C face's MPI contexts with host arrays).
+pub(crate) fn radius_host<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T, D> + ?Sized>(
+    on: On<'_>,
+    domain: &Domain<D>,
+    sources: &S,
+    queries: Option<&Q>,
+    fields: &SourceFields<'_>,
+    params: &RadiusParams<'_>,
+    out: &mut RadiusOutput<'_>,
+) -> Result<(Radius, DistRadiusStats)> {
+    let (ns, nq) = (sources.len(), queries.map_or(sources.len(), |q| q.len()));
+    let checks = on.ctx.pool.install(|| check_call(ns, nq, params, fields, out));
+    if on.comm.size() == 1 {
+        // One rank: the serial engine gives the same results without the exchanges.
+        checks?;
+        let r = match queries {
+            None => on.ctx.radius_self(domain, sources, fields, params, out)?,
+            Some(q) => on.ctx.radius(domain, sources, q, fields, params, out)?,
+        };
+        let dist = DistStats { timings: r.stats.timings.clone(), owned: ns, ..Default::default() };
+        let local = r.stats.clone();
+        return Ok((r, DistRadiusStats { local, dist }));
+    }
+    if checks.is_ok() {
+        prefill(out);
+    }
+    let (fixed, radii) = match params.radius {
+        SearchRadius::Fixed(r) => (r, None),
+        SearchRadius::PerQuery(v) => (0.0, Some(v)),
+    };
+    let sinks = RadiusSinks::<Cpu> {
+        counts: out.counts.as_deref_mut().map(DisjointSlice::new),
+        scalar_sum: out.scalar_sum.as_deref_mut().map(DisjointSlice::new),
+        scalar_mean: out.scalar_mean.as_deref_mut().map(DisjointSlice::new),
+        density: out.density.as_deref_mut().map(DisjointSlice::new),
+        counts_z: None,
+    };
+    let rf = RadiusFields::<Cpu> { masses: fields.masses, scalar: fields.scalar, radii, fixed };
+    let (mut st, lists) = crate::mpi::radius::run(on, &Cpu, domain, sources, queries, &rf, &sinks, list_request(params), checks)?;
+    st.local.max_radius = f64::from_bits(on.comm.max_u64(&[radii.map_or(fixed, |v| (0..nq).map(|i| v.get(i)).fold(0.0, f64::max)).to_bits()])[0]);
+    Ok((Radius { lists, stats: st.local.clone() }, st))
 }
 
 #[cfg(feature = "cuda")]

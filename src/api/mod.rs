@@ -8,6 +8,8 @@ mod dbscan;
 pub(crate) mod device;
 #[cfg(feature = "mpi")]
 pub(crate) mod dist;
+#[cfg(feature = "mpi")]
+pub(crate) mod dist_dbscan;
 mod fof;
 mod knn;
 mod radius;

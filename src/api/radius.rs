@@ -50,22 +50,13 @@ fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T,
     let ns = sources.len();
     let nq = queries.map_or(ns, |q| q.len());
     check_call(ns, nq, params, fields, out)?;
-    // What a query no leaf pass reaches keeps.
-    for o in [out.counts.as_deref_mut()].into_iter().flatten() {
-        o.fill(0);
-    }
-    for o in [out.scalar_sum.as_deref_mut(), out.density.as_deref_mut()].into_iter().flatten() {
-        o.fill(0.0);
-    }
-    if let Some(o) = out.scalar_mean.as_deref_mut() {
-        o.fill(f64::NAN);
-    }
+    prefill(out);
     let (fixed, radii) = match params.radius {
         SearchRadius::Fixed(r) => (r, None),
         SearchRadius::PerQuery(v) => (0.0, Some(v)),
     };
     let max_radius = radii.map_or(fixed, |v| (0..nq).map(|i| v.get(i)).fold(0.0, f64::max));
-    let req = params.lists.map(|order| ListRequest { order, distances: params.list_distances, max_bytes: params.max_list_bytes });
+    let req = list_request(params);
     if ns == 0 || nq == 0 {
         // Nothing to search (the points are still checked).
         crate::input::validate::check_domain::<T, D>(domain)?;
@@ -88,4 +79,22 @@ fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T,
     let (mut stats, lists) = crate::pipeline::radius::run(&Cpu, domain, sources, queries, &rf, &ctx.config.tree, &sinks, req)?;
     stats.max_radius = max_radius;
     Ok(Radius { lists, stats })
+}
+
+/// The values a query no leaf pass reaches keeps: count 0, sums 0, mean NaN.
+pub(crate) fn prefill(out: &mut RadiusOutput<'_>) {
+    for o in [out.counts.as_deref_mut()].into_iter().flatten() {
+        o.fill(0);
+    }
+    for o in [out.scalar_sum.as_deref_mut(), out.density.as_deref_mut()].into_iter().flatten() {
+        o.fill(0.0);
+    }
+    if let Some(o) = out.scalar_mean.as_deref_mut() {
+        o.fill(f64::NAN);
+    }
+}
+
+/// What the lists need, when asked for.
+pub(crate) fn list_request(params: &RadiusParams<'_>) -> Option<ListRequest> {
+    params.lists.map(|order| ListRequest { order, distances: params.list_distances, max_bytes: params.max_list_bytes })
 }

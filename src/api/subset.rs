@@ -15,7 +15,7 @@ use crate::input::{Domain, ParticleIds, PointSource, ScalarField, VectorField};
 use crate::knn::{KnnOutput, KnnParams, KnnStats, OutputOrder, SourceFields};
 
 /// Checks that `subset` is strictly ascending and inside `0..n`.
-fn check_subset(subset: &[u32], n: usize) -> Result<()> {
+pub(super) fn check_subset(subset: &[u32], n: usize) -> Result<()> {
     let bad = subset.par_windows(2).any(|w| w[0] >= w[1]) || subset.last().is_some_and(|&l| l as usize >= n);
     if bad {
         return Err(Error::InvalidParameter { name: "subset", why: format!("must be strictly ascending indices below the {n} particles") });
@@ -24,7 +24,7 @@ fn check_subset(subset: &[u32], n: usize) -> Result<()> {
 }
 
 /// Views of the fields at `subset`, kept alive beside the `FofFields` that borrow them.
-struct FieldViews<'a, const D: usize> {
+pub(super) struct FieldViews<'a, const D: usize> {
     vel: Option<Subset<'a, dyn VectorField<D> + 'a>>,
     mass: Option<Subset<'a, dyn ScalarField + 'a>>,
     ids: Option<Subset<'a, dyn ParticleIds + 'a>>,
@@ -32,7 +32,7 @@ struct FieldViews<'a, const D: usize> {
 }
 
 impl<'a, const D: usize> FieldViews<'a, D> {
-    fn new(f: &FofFields<'a, D>, subset: &'a [u32]) -> Self {
+    pub(super) fn new(f: &FofFields<'a, D>, subset: &'a [u32]) -> Self {
         Self {
             vel: f.velocities.map(|v| Subset::new(v, subset)),
             mass: f.masses.map(|m| Subset::new(m, subset)),
@@ -40,7 +40,7 @@ impl<'a, const D: usize> FieldViews<'a, D> {
             particle_mass: f.particle_mass,
         }
     }
-    fn fields(&self) -> FofFields<'_, D> {
+    pub(super) fn fields(&self) -> FofFields<'_, D> {
         FofFields {
             velocities: self.vel.as_ref().map(|v| v as &dyn VectorField<D>),
             masses: self.mass.as_ref().map(|m| m as &dyn ScalarField),

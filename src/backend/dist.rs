@@ -225,4 +225,23 @@ pub(crate) trait DistOps: Backend {
     fn find_rows(&self, sorted: &Self::Buf<u64>, values: &Self::Buf<u64>) -> Result<Self::Buf<u32>>;
     /// The values as i64 (global indices as tags).
     fn to_i64(&self, v: &Self::Buf<u64>) -> Result<Self::Buf<i64>>;
+    /// The rows of `a` followed by `b` in ascending order of their (distinct) values: row
+    /// `i < a.len()` is `a[i]`, the others `b[i - a.len()]`. (Through host memory unless
+    /// a back end does better: on the CPU that is its own memory.)
+    fn merge_order(&self, a: &Self::Buf<u64>, b: &Self::Buf<u64>) -> Result<Self::Buf<u32>> {
+        use rayon::prelude::*;
+        let (a, b) = (self.to_host(a)?, self.to_host(b)?);
+        let na = a.len();
+        let mut order: Vec<u32> = (0..(na + b.len()) as u32).collect();
+        order.par_sort_unstable_by_key(|&i| if (i as usize) < na { a[i as usize] } else { b[i as usize - na] });
+        self.upload_host(order)
+    }
+    /// `out[j]` = row `order[j]` of `a` followed by `b`.
+    fn gather_joined<T: Elem>(&self, a: &Self::Buf<T>, b: &Self::Buf<T>, order: &Self::Buf<u32>) -> Result<Self::Buf<T>> {
+        use rayon::prelude::*;
+        let (a, b, order) = (self.to_host(a)?, self.to_host(b)?, self.to_host(order)?);
+        let na = a.len();
+        let out: Vec<T> = order.par_iter().map(|&i| if (i as usize) < na { a[i as usize] } else { b[i as usize - na] }).collect();
+        self.upload_host(out)
+    }
 }

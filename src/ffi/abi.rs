@@ -274,6 +274,7 @@ versioned!(
         border: ZTREE_DBSCAN_BORDER_NEAREST,
         classes: 0,
         type_mask: 0,
+        gather: 0,
     }
 );
 

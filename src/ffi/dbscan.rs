@@ -25,8 +25,11 @@ const _: () = assert!(
 
 /// DBSCAN clusters of `particles` (definitions: docs/c-api.md): per particle a cluster tag
 /// or -1, optionally its class, and the catalogue of clusters. Results are the same for
-/// any thread count. Serial contexts and host arrays; an MPI context or device arrays
-/// are `ZTREE_ERR_UNSUPPORTED` on every rank.
+/// any thread count. Collective on an MPI context: labels and classes equal one serial
+/// call's on the ranks' particles concatenated in rank order (tags and member lists are
+/// global indices); each cluster's row is on the rank that passed its first core point,
+/// or all on rank 0 with `gather`. Host arrays; device arrays are
+/// `ZTREE_ERR_UNSUPPORTED` on every rank.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ztree_dbscan(
     ctx: *mut ztree_context,
@@ -79,9 +82,6 @@ unsafe fn entry(
         // SAFETY: checked non-null; the structs start with their sizes.
         let (p, prm, o) = unsafe { (abi::read_in(particles)?, abi::read_in(params)?, abi::read_in(out.cast_const())?) };
         let dtype = pos_dtype(&p, dims, "particles")?;
-        if ctx.comm.is_some() {
-            return Err(fail(ZTREE_ERR_UNSUPPORTED, "ztree_dbscan: MPI contexts are not supported yet (use a serial context)"));
-        }
         if p.memory == ZTREE_MEMORY_CUDA_DEVICE {
             return Err(fail(ZTREE_ERR_UNSUPPORTED, "ztree_dbscan: device arrays are not supported yet (pass host arrays)"));
         }
@@ -178,6 +178,7 @@ fn check<T: Real, const D: usize>(
         prm.border as u64,
         prm.classes as u64,
         prm.type_mask as u64,
+        (prm.gather != 0) as u64,
     ]);
     if types.is_some() {
         bytes.add(n, 13); // the subset's indices, labels and classes
@@ -232,12 +233,19 @@ fn typed<T: Real, const D: usize>(
         unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<PointClass>(), s.len()) }
     });
     let dom = domain::<D>(&ctx.config);
-    let (cat, stats) = match &c.types {
-        Some(t) => {
-            let subset = select(t, prm.type_mask);
-            ctx.core.dbscan_subset_into(&dom, &c.pos, &fields, &c.params, &subset, labels, class)?
+    let subset = c.types.as_ref().map(|t| select(t, prm.type_mask));
+    let (cat, stats) = match (&ctx.comm, &subset) {
+        #[cfg(feature = "mpi")]
+        (Some(comm), _) => {
+            let on = crate::mpi::On { ctx: &ctx.core, comm };
+            let scope = if prm.gather != 0 { crate::mpi::CatalogueScope::Root } else { crate::mpi::CatalogueScope::Distributed };
+            match &subset {
+                Some(s) => crate::api::dist_dbscan::dbscan_subset_host(on, &dom, &c.pos, &fields, &c.params, s, scope, labels, class)?,
+                None => crate::api::dist_dbscan::dbscan_host(on, &dom, &c.pos, &fields, &c.params, scope, labels, class, None)?,
+            }
         }
-        None => ctx.core.dbscan_into(&dom, &c.pos, &fields, &c.params, labels, class)?,
+        (_, Some(s)) => ctx.core.dbscan_subset_into(&dom, &c.pos, &fields, &c.params, s, labels, class)?,
+        (_, None) => ctx.core.dbscan_into(&dom, &c.pos, &fields, &c.params, labels, class)?,
     };
     let b = &mut ctx.buffers;
     let rows = &cat.rows;

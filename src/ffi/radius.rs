@@ -20,8 +20,10 @@ const KNOWN: u32 =
 
 /// For every query (every source when `queries` is NULL: a self-query, each particle its
 /// own neighbour), the sources within its radius (`d <= r`, FoF's test): counts, lists,
-/// scalar sums and means, SPH density (definitions: docs/c-api.md). Serial contexts and
-/// host arrays; an MPI context or device arrays are `ZTREE_ERR_UNSUPPORTED` on every rank.
+/// scalar sums and means, SPH density (definitions: docs/c-api.md). Collective on an MPI
+/// context (results equal one serial call on the ranks' particles concatenated in rank
+/// order; list entries are global source indices). Host arrays; device arrays are
+/// `ZTREE_ERR_UNSUPPORTED` on every rank.
 /// Lists over `ztree_config::memory_limit` are `ZTREE_ERR_MEMORY`, found by the counting
 /// pass before they are allocated.
 #[unsafe(no_mangle)]
@@ -91,9 +93,6 @@ unsafe fn entry(
             && pos_dtype(q, dims, "queries")? != dtype
         {
             return Err(fail(ZTREE_ERR_DTYPE, "queries: positions must have the same element type as the sources"));
-        }
-        if ctx.comm.is_some() {
-            return Err(fail(ZTREE_ERR_UNSUPPORTED, "ztree_radius: MPI contexts are not supported yet (use a serial context)"));
         }
         if src.memory == ZTREE_MEMORY_CUDA_DEVICE || qry.is_some_and(|q| q.memory == ZTREE_MEMORY_CUDA_DEVICE) {
             return Err(fail(ZTREE_ERR_UNSUPPORTED, "ztree_radius: device arrays are not supported yet (pass host arrays)"));
@@ -242,9 +241,19 @@ fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztr
     let mk_f = |p: Option<*mut f64>| p.map(|p| unsafe { std::slice::from_raw_parts_mut(p, c.nq) });
     let mut rout = RadiusOutput { counts: mk_i(counts), scalar_sum: mk_f(sum), scalar_mean: mk_f(mean), density: mk_f(density) };
     let dom = domain::<D>(&ctx.config);
-    let r = match &c.qp {
-        None => ctx.core.radius_self(&dom, &c.sp, &fields, &params, &mut rout)?,
-        Some(q) => ctx.core.radius(&dom, &c.sp, q, &fields, &params, &mut rout)?,
+    #[allow(unused_mut)]
+    let mut dist = None;
+    let r = match (&ctx.comm, &c.qp) {
+        #[cfg(feature = "mpi")]
+        (Some(comm), _) => {
+            let on = crate::mpi::On { ctx: &ctx.core, comm };
+            let (mut r, st) = crate::api::dist::radius_host(on, &dom, &c.sp, c.qp.as_ref(), &fields, &params, &mut rout)?;
+            r.stats.timings = st.dist.timings.clone();
+            dist = Some(st.dist);
+            r
+        }
+        (_, None) => ctx.core.radius_self(&dom, &c.sp, &fields, &params, &mut rout)?,
+        (_, Some(q)) => ctx.core.radius(&dom, &c.sp, q, &fields, &params, &mut rout)?,
     };
     let b = &mut ctx.buffers;
     if let Some(l) = r.lists {
@@ -272,6 +281,6 @@ fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztr
     }
     o.n_queries = c.nq as i64;
     o.n_pairs = r.stats.pairs as i64;
-    ctx.stats = fill_stats(&r.stats.timings, r.stats.scratch_bytes, c.ns, c.nq, 0, None);
+    ctx.stats = fill_stats(&r.stats.timings, r.stats.scratch_bytes, c.ns, c.nq, 0, dist.as_ref());
     Ok(())
 }

@@ -392,6 +392,9 @@ pub struct ztree_dbscan_params {
     /// The particles taking part: bit t selects type t of `ztree_particles::types`; 0: all.
     /// The others get label -1 and class noise, and are in no cluster.
     pub type_mask: u32,
+    /// MPI contexts: non-zero gathers the whole catalogue on rank 0 (others get none);
+    /// 0 leaves each cluster on the rank that passed its first core point.
+    pub gather: i32,
 }
 
 /// One cluster of the DBSCAN catalogue: the FoF columns and two of its own.

@@ -26,11 +26,12 @@
 //! order, whatever the number of ranks.
 
 mod agree;
-pub(crate) use agree::{agree_params, agree_presence};
+pub(crate) use agree::{agree_params, agree_presence, domain_words};
 pub(crate) mod comm;
 mod decomp;
 pub(crate) mod fof;
 pub(crate) mod knn;
+pub(crate) mod radius;
 mod route;
 
 use crate::api::Context;
@@ -40,6 +41,7 @@ pub(crate) use comm::Comm;
 pub use comm::{CommStage, CommStats};
 pub use fof::{CatalogueScope, DistFofStats};
 pub use knn::DistKnnStats;
+pub use radius::DistRadiusStats;
 
 /// A context and a communicator, borrowed for one collective call.
 #[derive(Clone, Copy)]

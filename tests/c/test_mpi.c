@@ -125,6 +125,55 @@ int main(int argc, char **argv) {
   MPI_Allreduce(&mine, &all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
   CHECK(all == fs.n_halos, "%lld halos over the ranks, expected %lld", (long long)all, (long long)fs.n_halos);
 
+  /* Radius queries: counts, SPH density and lists (global indices, by distance) equal. */
+  ztree_radius_params rp;
+  ztree_radius_params_init(&rp);
+  rp.radius = 0.03;
+  rp.outputs = ZTREE_RADIUS_COUNTS | ZTREE_RADIUS_DENSITY | ZTREE_RADIUS_LISTS | ZTREE_RADIUS_DISTANCES;
+  ztree_radius_output rd, rs;
+  ztree_radius_output_init(&rd);
+  ztree_radius_output_init(&rs);
+  CHECK(ztree_radius(dist, &pd, NULL, &rp, &rd) == ZTREE_OK, "radius: %s", ztree_last_error(dist));
+  CHECK(ztree_radius(serial, &ps, NULL, &rp, &rs) == ZTREE_OK, "serial radius");
+  bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t c = rd.counts[i];
+    bad += c != rs.counts[lo + i] || rd.density[i] != rs.density[lo + i] || rd.offsets[i + 1] - rd.offsets[i] != c;
+    for (int64_t j = 0; j < c && !bad; j++)
+      bad += rd.indices[rd.offsets[i] + j] != rs.indices[rs.offsets[lo + i] + j] || rd.distances[rd.offsets[i] + j] != rs.distances[rs.offsets[lo + i] + j];
+  }
+  CHECK(bad == 0, "%d radius rows differ from the serial context", bad);
+  CHECK(rd.n_queries == n && rd.n_pairs == rd.offsets[n], "radius n_queries %lld n_pairs %lld", (long long)rd.n_queries, (long long)rd.n_pairs);
+
+  /* DBSCAN: labels and classes equal; the gathered catalogue on rank 0 equals the serial one. */
+  ztree_dbscan_params dp;
+  ztree_dbscan_params_init(&dp);
+  dp.eps = 0.006;
+  dp.min_pts = 5;
+  dp.min_members = 3;
+  dp.order = ZTREE_CATALOGUE_GADGET;
+  dp.classes = 1;
+  dp.gather = 1;
+  ztree_dbscan_output dd, ds;
+  ztree_dbscan_output_init(&dd);
+  ztree_dbscan_output_init(&ds);
+  CHECK(ztree_dbscan(dist, &pd, &dp, &dd) == ZTREE_OK, "dbscan: %s", ztree_last_error(dist));
+  CHECK(ztree_dbscan(serial, &ps, &dp, &ds) == ZTREE_OK, "serial dbscan");
+  bad = 0;
+  for (int64_t i = 0; i < n; i++) bad += dd.labels[i] != ds.labels[lo + i] || dd.point_class[i] != ds.point_class[lo + i];
+  CHECK(bad == 0, "%d DBSCAN labels or classes differ", bad);
+  CHECK(dd.n_clusters_total == ds.n_clusters_total && ds.n_clusters > 0, "clusters %lld vs %lld", (long long)dd.n_clusters_total,
+        (long long)ds.n_clusters_total);
+  if (rank == 0) {
+    CHECK(dd.n_clusters == ds.n_clusters, "gathered clusters %lld vs %lld", (long long)dd.n_clusters, (long long)ds.n_clusters);
+    for (int64_t h = 0; h < dd.n_clusters && h < ds.n_clusters; h++)
+      CHECK(dd.clusters[h].tag == ds.clusters[h].tag && dd.clusters[h].count == ds.clusters[h].count && dd.clusters[h].mass == ds.clusters[h].mass &&
+                dd.clusters[h].max_radius == ds.clusters[h].max_radius,
+            "cluster %lld", (long long)h);
+  } else {
+    CHECK(dd.n_clusters == 0, "gathered clusters on rank %d", rank);
+  }
+
   /* A NaN on the last rank: every rank fails, nobody hangs, the next call works. */
   if (rank == size - 1 && n > 0) mx[0] = NAN;
   ztree_status s = ztree_knn(dist, &pd, NULL, &kp, &kd);

@@ -210,31 +210,36 @@ int main(int argc, char **argv) {
   static int64_t ref_labels[4 * NL];
   memcpy(ref_labels, rf.labels, sizeof(int64_t) * size * NL);
 
-  /* DBSCAN and radius queries are serial so far: every rank is refused in the same call, and the next
-   * collective call pairs up. */
-  {
+  /* DBSCAN and radius queries: a bad parameter on one rank fails the call on every rank, and the
+   * next collective call pairs up. */
+  for (int bad = 0; bad < size; bad++) {
     call_t c = good_call();
     ztree_dbscan_params dp;
     ztree_dbscan_params_init(&dp);
     dp.eps = 0.03;
-    dp.min_pts = 4;
+    dp.min_pts = rank == bad ? 0 : 4;
     ztree_dbscan_output dout;
     ztree_dbscan_output_init(&dout);
     ztree_status s = ztree_dbscan(dist, &c.src, &dp, &dout);
-    CHECK(s == ZTREE_ERR_UNSUPPORTED && strstr(ztree_last_error(dist), "MPI"), "dbscan on an MPI context: %d %s", (int)s, ztree_last_error(dist));
+    CHECK(rank == bad ? s == ZTREE_ERR_INVALID_ARGUMENT : s == ZTREE_ERR_REMOTE, "dbscan with min_pts 0 on rank %d: %d %s", bad, (int)s,
+          ztree_last_error(dist));
     ztree_knn_output ko;
     ztree_fof_output fo;
-    CHECK(run(dist, &c, 0, &ko, &fo) == ZTREE_OK, "knn after a refused dbscan: %s", ztree_last_error(dist));
-    /* Radius queries likewise. */
+    CHECK(run(dist, &c, 0, &ko, &fo) == ZTREE_OK, "knn after a failed dbscan: %s", ztree_last_error(dist));
     ztree_radius_params rp;
     ztree_radius_params_init(&rp);
-    rp.radius = 0.03;
+    rp.radius = rank == bad ? -1.0 : 0.03;
     rp.outputs = ZTREE_RADIUS_COUNTS;
     ztree_radius_output ro;
     ztree_radius_output_init(&ro);
     s = ztree_radius(dist, &c.src, NULL, &rp, &ro);
-    CHECK(s == ZTREE_ERR_UNSUPPORTED && strstr(ztree_last_error(dist), "MPI"), "radius on an MPI context: %d %s", (int)s, ztree_last_error(dist));
-    CHECK(run(dist, &c, 1, &ko, &fo) == ZTREE_OK, "fof after a refused radius query: %s", ztree_last_error(dist));
+    CHECK(rank == bad ? s == ZTREE_ERR_INVALID_ARGUMENT : s == ZTREE_ERR_REMOTE, "radius -1 on rank %d: %d %s", bad, (int)s, ztree_last_error(dist));
+    CHECK(run(dist, &c, 1, &ko, &fo) == ZTREE_OK, "fof after a failed radius query: %s", ztree_last_error(dist));
+    /* Both again, good everywhere. */
+    dp.min_pts = 4;
+    CHECK(ztree_dbscan(dist, &c.src, &dp, &dout) == ZTREE_OK, "dbscan: %s", ztree_last_error(dist));
+    rp.radius = 0.03;
+    CHECK(ztree_radius(dist, &c.src, NULL, &rp, &ro) == ZTREE_OK, "radius: %s", ztree_last_error(dist));
   }
 
   int ncases = (int)(sizeof cases / sizeof cases[0]);

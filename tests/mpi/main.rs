@@ -1,18 +1,32 @@
-//! Distributed kNN and FoF against single-rank results, in one binary (one build of the
+//! Distributed kNN, FoF, radius queries and DBSCAN against single-rank results, in one binary (one build of the
 //! library's generic code both call). Run under `mpirun -np 1..4` (`make test-mpi`); also
 //! runs as a one-rank singleton under `cargo test`. MPI initialises once per process.
 
 #[path = "../common/mod.rs"]
 mod common;
+mod mpi_dbscan;
 mod mpi_fof;
 mod mpi_knn;
+mod mpi_radius;
 
 use mpi::traits::*;
 
 fn main() {
+    // A panic on one rank aborts the process, so mpirun ends the others rather than
+    // leaving them waiting in the next collective.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
+    }));
     let universe = mpi::initialize().expect("MPI initialises once");
     let world = universe.world();
-    let failures = mpi_knn::run(&world) + mpi_fof::run(&world);
+    // `ZTREE_MPI_ONLY=radius` (say) runs one suite while working on it.
+    let only = std::env::var("ZTREE_MPI_ONLY").ok();
+    let on = |name: &str| only.as_deref().is_none_or(|o| o == name);
+    type Suite = fn(&mpi::topology::SimpleCommunicator) -> usize;
+    let suites: [(&str, Suite); 4] = [("knn", mpi_knn::run), ("fof", mpi_fof::run), ("radius", mpi_radius::run), ("dbscan", mpi_dbscan::run)];
+    let failures: usize = suites.iter().filter(|(name, _)| on(name)).map(|(_, run)| run(&world)).sum();
     if failures > 0 {
         world.abort(1);
     }
