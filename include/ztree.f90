@@ -154,7 +154,7 @@ module ztree
 
   type, bind(C), public :: ztree_radius_params
     !> sizeof the struct in this module's layout (checked by the library and by the tests).
-    integer(c_size_t) :: struct_size = 72_c_size_t
+    integer(c_size_t) :: struct_size = 80_c_size_t
     !> The radius of every query when radii is absent (d <= radius, inclusive).
     real(c_double) :: radius = 0
     !> Optional radius per query (e.g. the smoothing length).
@@ -163,6 +163,8 @@ module ztree
     integer(c_int32_t) :: outputs = 0
     integer(c_int32_t) :: list_order = 0
     type(ztree_array) :: scalar = ztree_array(c_null_ptr, 0, 0_c_int64_t)
+    !> Counts only: a count stops at this many; 0: exact counts.
+    integer(c_int64_t) :: count_limit = 0
   end type
 
   type, bind(C), public :: ztree_radius_output

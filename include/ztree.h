@@ -507,6 +507,9 @@ typedef struct ztree_radius_params {
   int32_t list_order;
   // Per-source scalar (f32 or f64) for `ZTREE_RADIUS_SCALAR_SUM` / `_MEAN`.
   struct ztree_array scalar;
+  // Counts only: a count stops at this many (`min(true count, count_limit)`), so dense
+  // regions cost less (e.g. "at least min_pts neighbours"); 0: exact counts.
+  int64_t count_limit;
 } ztree_radius_params;
 
 // Outputs of `ztree_radius`. Per-query arrays (`counts`, `scalar_sum`, `scalar_mean`,

@@ -115,7 +115,7 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
             domain,
             points,
             &SourceFields::default(),
-            &RadiusParams::new(eps),
+            &RadiusParams { count_limit: params.min_pts as u64, ..RadiusParams::new(eps) },
             &mut RadiusOutput { counts: Some(&mut counts), ..Default::default() },
         )?;
         stats.scratch_bytes = stats.scratch_bytes.max(r.stats.scratch_bytes + 8 * n);

@@ -290,7 +290,7 @@ pub(crate) fn radius_host<T: Real, const D: usize, S: PointSource<T, D> + ?Sized
         density: out.density.as_deref_mut().map(DisjointSlice::new),
         counts_z: None,
     };
-    let rf = RadiusFields::<Cpu> { masses: fields.masses, scalar: fields.scalar, radii, fixed };
+    let rf = RadiusFields::<Cpu> { masses: fields.masses, scalar: fields.scalar, radii, fixed, count_limit: params.count_limit };
     let (mut st, lists) = crate::mpi::radius::run(on, &Cpu, domain, sources, queries, &rf, &sinks, list_request(params), checks)?;
     st.local.max_radius = f64::from_bits(on.comm.max_u64(&[radii.map_or(fixed, |v| (0..nq).map(|i| v.get(i)).fold(0.0, f64::max)).to_bits()])[0]);
     Ok((Radius { lists, stats: st.local.clone() }, st))

@@ -127,7 +127,7 @@ pub(crate) fn dbscan_host<T: Real, const D: usize, P: PointSource<T, D> + ?Sized
             points,
             None::<&P>,
             &SourceFields::default(),
-            &RadiusParams::new(eps),
+            &RadiusParams { count_limit: params.min_pts as u64, ..RadiusParams::new(eps) },
             &mut RadiusOutput { counts: Some(&mut nbrs), ..Default::default() },
         )?;
         stats.scratch_bytes = r.stats.scratch_bytes + 8 * n;

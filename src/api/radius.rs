@@ -75,7 +75,7 @@ fn run<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T,
         density: out.density.as_deref_mut().map(DisjointSlice::new),
         counts_z: req.is_some().then(|| DisjointSlice::new(&mut counts_z)),
     };
-    let rf = RadiusFields::<Cpu> { masses: fields.masses, scalar: fields.scalar, radii, fixed };
+    let rf = RadiusFields::<Cpu> { masses: fields.masses, scalar: fields.scalar, radii, fixed, count_limit: params.count_limit };
     let (mut stats, lists) = crate::pipeline::radius::run(&Cpu, domain, sources, queries, &rf, &ctx.config.tree, &sinks, req)?;
     stats.max_radius = max_radius;
     Ok(Radius { lists, stats })

@@ -240,6 +240,7 @@ versioned!(
         outputs: 0,
         list_order: ZTREE_LIST_BY_DISTANCE,
         scalar: NO_ARRAY,
+        count_limit: 0,
     }
 );
 

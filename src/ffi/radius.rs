@@ -188,7 +188,10 @@ fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_radius_o
         }
     }
     let mut words = config_words(c);
-    words.extend([a.dtype as u64, a.qry.is_some() as u64, prm.radius.to_bits(), prm.outputs as u64, prm.list_order as u64]);
+    if prm.count_limit < 0 {
+        return bad(format!("count_limit must be >= 0 (got {})", prm.count_limit));
+    }
+    words.extend([a.dtype as u64, a.qry.is_some() as u64, prm.radius.to_bits(), prm.outputs as u64, prm.list_order as u64, prm.count_limit as u64]);
     let optional = vec![presence(&radii, nq), presence(&masses, ns), presence(&scalar, ns)];
     Ok(Checked { ns, nq, sp, qp, masses, scalar, radii, order, bytes, proposal: Proposal { words, optional } })
 }
@@ -234,7 +237,13 @@ fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztr
     let lists = want(ZTREE_RADIUS_LISTS);
     // The lists may take what the memory limit leaves after the rest of the call.
     let max_list_bytes = if limit > 0 { (limit as u128).saturating_sub(c.bytes.0).max(1) as u64 } else { 0 };
-    let params = RadiusParams { radius, lists: lists.then_some(c.order), list_distances: want(ZTREE_RADIUS_DISTANCES), max_list_bytes };
+    let params = RadiusParams {
+        radius,
+        lists: lists.then_some(c.order),
+        list_distances: want(ZTREE_RADIUS_DISTANCES),
+        max_list_bytes,
+        count_limit: a.prm.count_limit.max(0) as u64,
+    };
     // SAFETY: each pointer is a distinct `nq`-element array from `dest` (a caller array or
     // a context buffer not otherwise borrowed until the call returns).
     let mk_i = |p: Option<*mut i64>| p.map(|p| unsafe { std::slice::from_raw_parts_mut(p, c.nq) });

@@ -495,6 +495,9 @@ pub struct ztree_radius_params {
     pub list_order: i32,
     /// Per-source scalar (f32 or f64) for `ZTREE_RADIUS_SCALAR_SUM` / `_MEAN`.
     pub scalar: ztree_array,
+    /// Counts only: a count stops at this many (`min(true count, count_limit)`), so dense
+    /// regions cost less (e.g. "at least min_pts neighbours"); 0: exact counts.
+    pub count_limit: i64,
 }
 
 /// Outputs of `ztree_radius`. Per-query arrays (`counts`, `scalar_sum`, `scalar_mean`,

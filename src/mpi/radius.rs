@@ -124,6 +124,7 @@ where
         fields.scalar.is_some() as u64,
         queries.is_some() as u64,
         std::mem::size_of::<T>() as u64,
+        fields.count_limit,
     ];
     words.extend(want.iter().map(|&w| w as u64));
     agree_params(comm, "radius", checks.map(|_| words.into_iter().chain(domain_words(domain)).collect()))?;
@@ -229,6 +230,7 @@ where
             scalar: src_scalar.as_ref().map(|s| b.scalar_of(s)),
             radii: qset.radius.as_ref().map(|r| b.scalar_of(r)),
             fixed: fields.fixed,
+            count_limit: fields.count_limit,
         };
         let params = &on.ctx.config.tree;
         pool.install(|| crate::pipeline::radius::run(b, domain, &src_pos, Some(&qset.pos), &rf, params, &sinks, lists)).map(Some)

@@ -19,6 +19,8 @@ pub(crate) struct Radii<'a, B: RadiusPasses> {
     pub fixed: f64,
     pub per_query: Option<&'a B::Buf<f64>>,
     pub node_max: B::Buf<f64>,
+    /// Counts stop at this many (0: exact).
+    pub count_limit: u64,
 }
 
 /// Per-query outputs in the queries' input order.
@@ -50,6 +52,8 @@ pub(crate) struct RadiusFields<'a, B: RadiusPasses + 'a> {
     /// None: `fixed` for every query.
     pub radii: Option<B::Scalar<'a>>,
     pub fixed: f64,
+    /// Counts stop at this many (0: exact; counts only).
+    pub count_limit: u64,
 }
 
 /// What the lists need: their order, whether with distances, and the byte ceiling.
@@ -88,7 +92,7 @@ where
         Ok((g(fields.masses)?, g(fields.scalar)?, r))
     })?;
     let node_max = super::stage(b, &mut timings, "radii", || b.radius_node_max(&zs, radii.as_ref()))?;
-    let radii = Radii::<B> { fixed: fields.fixed, per_query: radii.as_ref(), node_max };
+    let radii = Radii::<B> { fixed: fields.fixed, per_query: radii.as_ref(), node_max, count_limit: fields.count_limit };
     let lf = ZFields::<B> { masses: masses.as_ref(), scalar: scalar.as_ref() };
     let (walk, pairs, out_lists) = match domain {
         Domain::Open => walk(b, &Open, &zs, &radii, &lf, sinks, lists, &mut timings)?,

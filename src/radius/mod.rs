@@ -54,12 +54,16 @@ pub struct RadiusParams<'a> {
     /// counting pass sizes them first, and more is `Error::OutOfMemory` before anything
     /// is allocated for them.
     pub max_list_bytes: u64,
+    /// Counts only (no lists, sums or density): a query's count stops once it reaches
+    /// this many, so the count is `min(true count, limit)` and dense regions cost less
+    /// (DBSCAN's core test: `min_pts`). 0: exact counts.
+    pub count_limit: u64,
 }
 
 impl<'a> RadiusParams<'a> {
     /// A fixed radius, no lists.
     pub fn new(radius: f64) -> Self {
-        Self { radius: SearchRadius::Fixed(radius), lists: None, list_distances: false, max_list_bytes: 0 }
+        Self { radius: SearchRadius::Fixed(radius), lists: None, list_distances: false, max_list_bytes: 0, count_limit: 0 }
     }
 
     /// One radius per query.
@@ -168,6 +172,9 @@ pub(crate) fn check_call(ns: usize, nq: usize, params: &RadiusParams, fields: &S
                 return Err(Error::InvalidParameter { name: "radii", why: format!("radius {i} must be finite and >= 0 (got {r})") });
             }
         }
+    }
+    if params.count_limit > 0 && (params.lists.is_some() || out.scalar_sum.is_some() || out.scalar_mean.is_some() || out.density.is_some()) {
+        return Err(Error::InvalidParameter { name: "count_limit", why: "limits counts only: not with lists, sums, means or density".into() });
     }
     if params.list_distances && params.lists.is_none() {
         return Err(Error::InvalidParameter { name: "list_distances", why: "asked for without neighbour lists".into() });

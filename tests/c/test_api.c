@@ -577,6 +577,27 @@ static void test_radius(ztree_context *ctx, int n, double box) {
     if (fabs(out.scalar_sum[q] - sum) > 1e-12 * (1 + fabs(sum)) || fabs(out.scalar_mean[q] - sum / nc) > 1e-12 * (1 + fabs(sum))) wrong++;
   }
   CHECK(wrong == 0 && out.n_pairs == pairs, "radius vs brute force: %d wrong, %lld pairs vs %lld", wrong, (long long)out.n_pairs, (long long)pairs);
+  /* Counts stopped at a limit: min(true count, limit). */
+  {
+    int64_t *capped = malloc(sizeof(int64_t) * n), *exact = malloc(sizeof(int64_t) * n);
+    memcpy(exact, counts, sizeof(int64_t) * n);
+    ztree_radius_params rc;
+    ztree_radius_params_init(&rc);
+    rc.radius = rp.radius;
+    rc.outputs = ZTREE_RADIUS_COUNTS;
+    rc.count_limit = 3;
+    ztree_radius_output oc;
+    ztree_radius_output_init(&oc);
+    oc.counts = capped;
+    CHECK(ztree_radius(ctx, &p, NULL, &rc, &oc) == ZTREE_OK, "radius with a count limit: %s", ztree_last_error(ctx));
+    int off = 0;
+    for (int q = 0; q < n; q++) off += capped[q] != (exact[q] < 3 ? exact[q] : 3);
+    CHECK(off == 0, "%d counts differ from min(count, 3)", off);
+    rc.outputs |= ZTREE_RADIUS_LISTS;
+    CHECK(ztree_radius(ctx, &p, NULL, &rc, &oc) == ZTREE_ERR_INVALID_ARGUMENT, "a count limit with lists must be refused");
+    free(capped);
+    free(exact);
+  }
 
   /* Separate queries (the first 300 points shifted), a radius each, lists by index, SPH density. */
   int nq = 300;

@@ -263,3 +263,43 @@ fn radius_edge_cases_and_errors() {
     let e = c.radius_self(&Domain::Open, &many, &f, &p, &mut RadiusOutput::default()).unwrap_err();
     assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
 }
+
+/// A count limit: every count is min(brute force, limit), on clustered, duplicate and
+/// lattice points, open and periodic, fixed and per-query radii; refused with lists or
+/// sums.
+#[test]
+fn radius_count_limit_is_the_capped_count() {
+    let c = ctx(2, 16);
+    let f = SourceFields::default();
+    for (si, &shape) in [Shape::Clustered, Shape::Duplicates, Shape::Lattice, Shape::Uniform].iter().enumerate() {
+        for periodic in [false, true] {
+            let mut rng = Rng::new(70 + si as u64);
+            let pts: Vec<[f64; 3]> = points(shape, 1200, [1.0; 3], &mut rng);
+            let box_len = periodic.then_some([1.0; 3]);
+            let domain = box_len.map_or(Domain::Open, Domain::Periodic);
+            let r = if shape == Shape::Lattice { 1.0 / 11.0 } else { 0.08 };
+            let radii: Vec<f64> = (0..pts.len()).map(|i| r * [1.0, 0.5, 1.5][i % 3]).collect();
+            for per_query in [false, true] {
+                let rr = if per_query { radii.clone() } else { vec![r; pts.len()] };
+                let want = brute(&pts, &pts, &rr, box_len);
+                for limit in [1u64, 2, 10, 50] {
+                    let mut counts = vec![-1i64; pts.len()];
+                    let base = if per_query { RadiusParams::per_query(&radii) } else { RadiusParams::new(r) };
+                    let p = RadiusParams { count_limit: limit, ..base };
+                    c.radius_self(&domain, &pts, &f, &p, &mut RadiusOutput { counts: Some(&mut counts), ..Default::default() }).unwrap();
+                    for (q, w) in want.iter().enumerate() {
+                        assert_eq!(
+                            counts[q],
+                            (w.len() as u64).min(limit) as i64,
+                            "{shape:?} periodic={periodic} per_query={per_query} limit {limit} query {q}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let pts = vec![[0.1, 0.2, 0.3]; 3];
+    let p = RadiusParams { count_limit: 2, ..RadiusParams::new(0.1).with_lists(ListOrder::Index) };
+    let e = c.radius_self(&Domain::Open, &pts, &f, &p, &mut RadiusOutput::default()).unwrap_err();
+    assert!(matches!(e, Error::InvalidParameter { name: "count_limit", .. }), "{e}");
+}

@@ -170,7 +170,11 @@ impl<T: Real, const D: usize> RadiusJob<'_, T, D> {
             let r2 = r * r;
             s.near.clear();
             let mut n = 0u64;
+            let limit = if count_only && self.radii.count_limit > 0 { self.radii.count_limit } else { u64::MAX };
             for &b in &leaves {
+                if n >= limit {
+                    break;
+                }
                 let b = b as usize;
                 let (blo, bhi) = self.src_box(b);
                 if metric.box_min2(&x, &x, &blo, &bhi) > r2 {
@@ -201,6 +205,7 @@ impl<T: Real, const D: usize> RadiusJob<'_, T, D> {
                 }
             }
             if count_only {
+                let n = n.min(limit);
                 s.pairs += n;
                 count(z, n);
             } else {
