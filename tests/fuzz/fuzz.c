@@ -199,6 +199,7 @@ int main(int argc, char **argv) {
       rp.radius = !bad(10) ? box * 0.05 * unit() : (pick(2) ? -1.0 : NAN);
       rp.outputs = (uint32_t)pick(64) | (bad(30) ? 1u << 9 : 0);
       rp.list_order = !bad(20) ? pick(2) : 4;
+      if (pick(4) == 0) rp.count_limit = !bad(20) ? pick(20) : -pick(5) - 1;
       if (pick(3) == 0) rp.radii = array(nq, !bad(20) ? (pick(2) ? ZTREE_DTYPE_F64 : ZTREE_DTYPE_F32) : ZTREE_DTYPE_I64, box * 0.05, 0, inputs);
       if (rp.outputs & (ZTREE_RADIUS_SCALAR_SUM | ZTREE_RADIUS_SCALAR_MEAN) && (clean || pick(5)))
         rp.scalar = array(n, pick(2) ? ZTREE_DTYPE_F64 : ZTREE_DTYPE_F32, 1.0, 0, inputs);
@@ -227,13 +228,16 @@ int main(int argc, char **argv) {
             if (ko.indices[i] < -1 || ko.indices[i] >= src.count) fail("neighbour index out of range", NULL);
         if (is_radius) {
           if (ro.n_queries != nq) fail("radius query count", NULL);
+          if ((rp.outputs & ZTREE_RADIUS_COUNTS) && rp.count_limit > 0)
+            for (int64_t q = 0; q < nq; q++)
+              if (ro.counts[q] < 0 || ro.counts[q] > rp.count_limit) fail("radius count above its limit", NULL);
           if (rp.outputs & ZTREE_RADIUS_LISTS) {
             if (ro.offsets[0] != 0 || ro.offsets[nq] != ro.n_pairs) fail("radius offsets", NULL);
             for (int64_t i = 0; i < ro.n_pairs; i++)
               if (ro.indices[i] < 0 || ro.indices[i] >= src.count) fail("radius neighbour index", NULL);
             for (int64_t q = 0; q < nq; q++) {
               if (ro.offsets[q + 1] < ro.offsets[q]) fail("radius offsets decrease", NULL);
-              if ((rp.outputs & ZTREE_RADIUS_COUNTS) && ro.counts[q] != ro.offsets[q + 1] - ro.offsets[q]) fail("radius counts vs lists", NULL);
+              if ((rp.outputs & ZTREE_RADIUS_COUNTS) && rp.count_limit == 0 && ro.counts[q] != ro.offsets[q + 1] - ro.offsets[q]) fail("radius counts vs lists", NULL);
             }
           }
         }
