@@ -63,7 +63,7 @@ test: bootstrap lint header-check examples doc-examples test-c test-fortran test
 # and the distributed tests on 2 ranks.
 check:
 	$(CUDA_ENV) $(CARGO) test $(TEST_FEATURES) --lib --test host
-	@$(MAKE) --no-print-directory test-mpi MPI_RANKS=2 MPI_DEMO=0
+	@$(MAKE) --no-print-directory test-mpi MPI_RANKS=2 MPI_DEVICE_RANKS=2 MPI_DEMO=0
 
 # Miri over the modules it can run (sort, tree, union-find, catalogue, metric, keys,
 # disjoint writes; about 7 minutes). Needs a nightly toolchain with the miri component
@@ -113,20 +113,20 @@ test-emu-check: bootstrap
 test-device: bootstrap
 	$(CUDA_ENV) $(CARGO) test $(TEST_FEATURES) --lib -- backend::cuda ffi::device
 
-# Distributed kNN and FoF against single-rank results, on 1, 2, 3 and 4 ranks
-# (oversubscribed); the device-array tests once more with device buffers given to MPI
-# directly (the CUDA-aware route, host memory on the emulator); then the C in-situ demo
-# on 3 ranks.
+# Distributed kNN, FoF, radius queries and DBSCAN against single-rank results on 1, 2, 3
+# and 4 ranks (oversubscribed); the device-array tests (kernels on the emulator: slow) on
+# 2 and 3 ranks, and once more with device buffers given to MPI directly (the CUDA-aware
+# route, host memory on the emulator); then the C in-situ demo on 3 ranks.
 MPI_TESTS = mpi_dist mpi_device
 MPI_RANKS ?= 1 2 3 4
+MPI_DEVICE_RANKS ?= 2 3
 MPI_DEMO ?= 1
 test-mpi:
 	@bins=$$($(CARGO) test $(TEST_FEATURES) --no-run $(MPI_TESTS:%=--test %) --message-format=json | \
 	  python3 -c 'import sys, json; [print(m["executable"]) for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable")]'); \
-	for np in $(MPI_RANKS); do for b in $$bins; do \
-	  echo "mpirun -np $$np $$(basename $$b)"; timeout 900 mpirun -np $$np $$b || exit 1; \
-	done; done; \
-	dev=$$(echo "$$bins" | grep mpi_device); \
+	host=$$(echo "$$bins" | grep mpi_dist); dev=$$(echo "$$bins" | grep mpi_device); \
+	for np in $(MPI_RANKS); do echo "mpirun -np $$np $$(basename $$host)"; timeout 900 mpirun -np $$np $$host || exit 1; done; \
+	for np in $(MPI_DEVICE_RANKS); do echo "mpirun -np $$np $$(basename $$dev)"; timeout 900 mpirun -np $$np $$dev || exit 1; done; \
 	echo "mpirun -np 2 $$(basename $$dev) (device buffers handed to MPI as if CUDA-aware)"; \
 	ZTREE_CUDA_AWARE_MPI=1 timeout 900 mpirun -np 2 $$dev || exit 1
 	@if [ "$(MPI_DEMO)" = 1 ]; then $(MAKE) --no-print-directory examples && mpirun -np 3 $(BUILD)/examples-c/insitu 30000 2; fi

@@ -510,6 +510,12 @@ typedef struct ztree_radius_params {
   // Counts only: a count stops at this many (`min(true count, count_limit)`), so dense
   // regions cost less (e.g. "at least min_pts neighbours"); 0: exact counts.
   int64_t count_limit;
+  // The sources taking part, by type (bit t: type t of `sources.types`); 0: all.
+  uint32_t source_type_mask;
+  // The queries taking part, by type (of `queries.types`, or the sources' in a
+  // self-query); 0: all. A query left out gets count -1, NaN sums, means and density,
+  // and an empty list.
+  uint32_t query_type_mask;
 } ztree_radius_params;
 
 // Outputs of `ztree_radius`. Per-query arrays (`counts`, `scalar_sum`, `scalar_mean`,

@@ -95,7 +95,7 @@ impl Dist {
         params: &RadiusParams<'_>,
         out: &mut RadiusOutput<'_>,
     ) -> Result<(Radius, DistRadiusStats)> {
-        radius_host(self.on(), domain, points, None::<&P>, fields, params, out)
+        radius_host(self.on(), domain, points, None::<&P>, fields, params, out, None)
     }
 
     /// Collective radius query with a separate query set: the sources (over all ranks)
@@ -111,7 +111,23 @@ impl Dist {
         params: &RadiusParams<'_>,
         out: &mut RadiusOutput<'_>,
     ) -> Result<(Radius, DistRadiusStats)> {
-        radius_host(self.on(), domain, sources, Some(queries), fields, params, out)
+        radius_host(self.on(), domain, sources, Some(queries), fields, params, out, None)
+    }
+
+    /// [`Dist::radius`] between subsets of each rank's particles (see
+    /// `Context::radius_subset`): list entries are global input indices of the whole
+    /// source sets; a query left out gets count -1, NaN sums and an empty list.
+    #[allow(clippy::too_many_arguments)]
+    pub fn radius_subset<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T, D> + ?Sized>(
+        &self,
+        domain: &Domain<D>,
+        sources: crate::KnnSubset<'_, S>,
+        queries: Option<crate::KnnSubset<'_, Q>>,
+        fields: &SourceFields<'_>,
+        params: &RadiusParams<'_>,
+        out: &mut RadiusOutput<'_>,
+    ) -> Result<Radius> {
+        super::radius_subset::radius_subset(super::radius_subset::Runner::Dist(self.on()), domain, sources, queries, fields, params, out)
     }
 
     /// Collective DBSCAN over the particles of all ranks (see [`crate::dbscan`]): labels
@@ -262,10 +278,11 @@ pub(crate) fn radius_host<T: Real, const D: usize, S: PointSource<T, D> + ?Sized
     fields: &SourceFields<'_>,
     params: &RadiusParams<'_>,
     out: &mut RadiusOutput<'_>,
+    src_global: Option<&Vec<u64>>,
 ) -> Result<(Radius, DistRadiusStats)> {
     let (ns, nq) = (sources.len(), queries.map_or(sources.len(), |q| q.len()));
     let checks = on.ctx.pool.install(|| check_call(ns, nq, params, fields, out));
-    if on.comm.size() == 1 {
+    if on.comm.size() == 1 && src_global.is_none() {
         // One rank: the serial engine gives the same results without the exchanges.
         checks?;
         let r = match queries {
@@ -291,7 +308,7 @@ pub(crate) fn radius_host<T: Real, const D: usize, S: PointSource<T, D> + ?Sized
         counts_z: None,
     };
     let rf = RadiusFields::<Cpu> { masses: fields.masses, scalar: fields.scalar, radii, fixed, count_limit: params.count_limit };
-    let (mut st, lists) = crate::mpi::radius::run(on, &Cpu, domain, sources, queries, &rf, &sinks, list_request(params), checks)?;
+    let (mut st, lists) = crate::mpi::radius::run(on, &Cpu, domain, sources, queries, &rf, &sinks, list_request(params), src_global, checks)?;
     st.local.max_radius = f64::from_bits(on.comm.max_u64(&[radii.map_or(fixed, |v| (0..nq).map(|i| v.get(i)).fold(0.0, f64::max)).to_bits()])[0]);
     Ok((Radius { lists, stats: st.local.clone() }, st))
 }

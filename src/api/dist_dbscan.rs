@@ -129,6 +129,7 @@ pub(crate) fn dbscan_host<T: Real, const D: usize, P: PointSource<T, D> + ?Sized
             &SourceFields::default(),
             &RadiusParams { count_limit: params.min_pts as u64, ..RadiusParams::new(eps) },
             &mut RadiusOutput { counts: Some(&mut nbrs), ..Default::default() },
+            None,
         )?;
         stats.scratch_bytes = r.stats.scratch_bytes + 8 * n;
         core = nbrs.par_iter().map(|&c| c as usize >= params.min_pts).collect();
@@ -153,7 +154,7 @@ pub(crate) fn dbscan_host<T: Real, const D: usize, P: PointSource<T, D> + ?Sized
         let sel_other: Vec<u32> = (0..n as u32).filter(|&i| !core[i as usize]).collect();
         let (sources, queries) = (Subset::new(points, &sel_core), Subset::new(points, &sel_other));
         let p = RadiusParams::new(eps).with_lists(ListOrder::Distance);
-        let (r, _) = radius_host(on, domain, &sources, Some(&queries), &SourceFields::default(), &p, &mut RadiusOutput::default())?;
+        let (r, _) = radius_host(on, domain, &sources, Some(&queries), &SourceFields::default(), &p, &mut RadiusOutput::default(), None)?;
         let lists = r.lists.expect("lists were asked for");
         stats.scratch_bytes = stats.scratch_bytes.max(r.stats.scratch_bytes + 8 * (lists.indices.len() + lists.offsets.len()));
         let core_counts = comm.all_gather_u64(sel_core.len() as u64);

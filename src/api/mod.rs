@@ -13,6 +13,7 @@ pub(crate) mod dist_dbscan;
 mod fof;
 mod knn;
 mod radius;
+pub(crate) mod radius_subset;
 mod subset;
 
 pub use crate::base::{Timings, WalkStats};

@@ -241,6 +241,8 @@ versioned!(
         list_order: ZTREE_LIST_BY_DISTANCE,
         scalar: NO_ARRAY,
         count_limit: 0,
+        source_type_mask: 0,
+        query_type_mask: 0,
     }
 );
 

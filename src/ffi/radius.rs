@@ -1,10 +1,12 @@
 //! `ztree_radius` and `ztree_radius_bytes`: argument checks, dispatch on dimension and
 //! element type, and the hand-over of the per-query outputs and the lists.
 
-use super::input::{Constant, Strided, StridedPoints, config_words, count_of, domain, null, pos_dtype, positions, presence};
+use super::input::{Constant, Strided, StridedPoints, config_words, count_of, domain, null, pos_dtype, positions, presence, select, types_of};
 use super::out::{Bytes, Proposal, agree_args, dest, fill_stats};
 use super::types::*;
 use super::{Fail, abi, fail, guard, ztree_context};
+use crate::KnnSubset;
+use crate::api::radius_subset::{Runner, radius_subset};
 use crate::geom::Real;
 use crate::input::ScalarField;
 use crate::knn::SourceFields;
@@ -126,6 +128,8 @@ struct Checked<T: Real, const D: usize> {
     masses: Option<Strided>,
     scalar: Option<Strided>,
     radii: Option<Strided>,
+    src_types: Option<Strided>,
+    qry_types: Option<Strided>,
     order: ListOrder,
     bytes: Bytes,
     proposal: Proposal,
@@ -169,8 +173,14 @@ fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_radius_o
     } else {
         None
     };
+    let src_types = types_of(src, ns, prm.source_type_mask, false)?;
+    let qry_types = types_of(a.qry.as_ref().unwrap_or(src), nq, prm.query_type_mask, false)?;
     let mut bytes = Bytes::default();
     bytes.add(ns + if a.qry.is_some() { nq } else { 0 }, SCRATCH_PER_POINT);
+    if src_types.is_some() || qry_types.is_some() {
+        bytes.add(ns + nq, 4); // the selections
+        bytes.add(nq, 32); // the selected queries' outputs
+    }
     if radii.is_some() {
         bytes.add(nq, 8);
     }
@@ -192,8 +202,9 @@ fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_radius_o
         return bad(format!("count_limit must be >= 0 (got {})", prm.count_limit));
     }
     words.extend([a.dtype as u64, a.qry.is_some() as u64, prm.radius.to_bits(), prm.outputs as u64, prm.list_order as u64, prm.count_limit as u64]);
+    words.extend([prm.source_type_mask as u64, prm.query_type_mask as u64]);
     let optional = vec![presence(&radii, nq), presence(&masses, ns), presence(&scalar, ns)];
-    Ok(Checked { ns, nq, sp, qp, masses, scalar, radii, order, bytes, proposal: Proposal { words, optional } })
+    Ok(Checked { ns, nq, sp, qp, masses, scalar, radii, src_types, qry_types, order, bytes, proposal: Proposal { words, optional } })
 }
 
 fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztree_radius_output, size: Option<&mut i64>) -> Result<(), Fail> {
@@ -252,11 +263,35 @@ fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztr
     let dom = domain::<D>(&ctx.config);
     #[allow(unused_mut)]
     let mut dist = None;
+    let masked = c.src_types.is_some() || c.qry_types.is_some();
     let r = match (&ctx.comm, &c.qp) {
+        _ if masked => {
+            let all = |n: usize| (0..n as u32).collect::<Vec<u32>>();
+            let ssel = c.src_types.as_ref().map_or_else(|| all(c.ns), |t| select(t, a.prm.source_type_mask));
+            let qsel = c.qry_types.as_ref().map_or_else(|| all(c.nq), |t| select(t, a.prm.query_type_mask));
+            let runner = match &ctx.comm {
+                #[cfg(feature = "mpi")]
+                Some(comm) => Runner::Dist(crate::mpi::On { ctx: &ctx.core, comm }),
+                _ => Runner::Serial(&ctx.core),
+            };
+            let src = KnnSubset { points: &c.sp, sel: &ssel };
+            match &c.qp {
+                Some(q) => radius_subset(runner, &dom, src, Some(KnnSubset { points: q, sel: &qsel[..] }), &fields, &params, &mut rout)?,
+                None => radius_subset(
+                    runner,
+                    &dom,
+                    src,
+                    Some(KnnSubset { points: &c.sp, sel: &qsel[..] }).filter(|_| qsel != ssel),
+                    &fields,
+                    &params,
+                    &mut rout,
+                )?,
+            }
+        }
         #[cfg(feature = "mpi")]
         (Some(comm), _) => {
             let on = crate::mpi::On { ctx: &ctx.core, comm };
-            let (mut r, st) = crate::api::dist::radius_host(on, &dom, &c.sp, c.qp.as_ref(), &fields, &params, &mut rout)?;
+            let (mut r, st) = crate::api::dist::radius_host(on, &dom, &c.sp, c.qp.as_ref(), &fields, &params, &mut rout, None)?;
             r.stats.timings = st.dist.timings.clone();
             dist = Some(st.dist);
             r

@@ -48,6 +48,7 @@ fn to_owners<B, T, const D: usize, P>(
     pts: &P,
     keys: &B::Buf<u64>,
     offset: u64,
+    global: Option<&B::Buf<u64>>,
     starts: &[u128],
     fields: [Option<B::Scalar<'_>>; 3],
     cs: &mut CommStats,
@@ -62,7 +63,10 @@ where
     let plan = plan_to(on, b, &owners)?;
     let (pos, gidx, cols) = comm.agree(pool.install(|| -> Result<_> {
         let pos = b.gather_rows(pts, &plan.rows)?;
-        let gidx = b.offset_rows(&plan.rows, offset)?;
+        let gidx = match global {
+            Some(g) => b.gather(g, &plan.rows, 1)?,
+            None => b.offset_rows(&plan.rows, offset)?,
+        };
         let mut cols = Vec::with_capacity(3);
         for f in fields {
             cols.push(f.map(|f| b.gather_scalar(f, &plan.rows)).transpose()?);
@@ -88,8 +92,10 @@ struct Rows<B: Backend> {
     counts_z: Option<B::Buf<u32>>,
 }
 
-/// Collective radius query. `queries = None`: the self-query. `checks`: this rank's own
-/// checks of its arguments, agreed with the others'. Per-query results for this rank's
+/// Collective radius query. `queries = None`: the self-query. `src_global`: per source,
+/// the global index its list entries name (ascending as the sources' own global indices:
+/// a subset's caller indices); None: its own. `checks`: this rank's own checks of its
+/// arguments, agreed with the others'. Per-query results for this rank's
 /// queries in its input order, into `out` (set to their empty values by the caller);
 /// list entries are global source indices.
 #[allow(clippy::too_many_arguments)]
@@ -102,6 +108,7 @@ pub(crate) fn run<B, T, const D: usize, S, Q>(
     fields: &RadiusFields<'_, B>,
     out: &RadiusSinks<'_, B>,
     lists: Option<ListRequest>,
+    src_global: Option<&B::Buf<u64>>,
     checks: Result<()>,
 ) -> Result<(DistRadiusStats, Option<NeighbourLists>)>
 where
@@ -159,12 +166,23 @@ where
     let self_query = queries.is_none();
     let own = timings.time("dist exchange", || {
         let radius = if self_query { fields.radii } else { None };
-        to_owners(on, b, "decompose", sources, &skeys.keys, skeys.offset, decomp.starts(), [fields.masses, fields.scalar, radius], &mut cs)
+        to_owners(
+            on,
+            b,
+            "decompose",
+            sources,
+            &skeys.keys,
+            skeys.offset,
+            src_global,
+            decomp.starts(),
+            [fields.masses, fields.scalar, radius],
+            &mut cs,
+        )
     })?;
     drop(skeys);
     let own_q = match (queries, qkeys) {
         (Some(q), Some(qk)) => Some(timings.time("dist exchange", || {
-            to_owners(on, b, "decompose queries", q, &qk.keys, qk.offset, decomp.starts(), [None, None, fields.radii], &mut cs)
+            to_owners(on, b, "decompose queries", q, &qk.keys, qk.offset, None, decomp.starts(), [None, None, fields.radii], &mut cs)
         })?),
         _ => None,
     };

@@ -156,3 +156,71 @@ fn knn_between_subsets_equals_the_copied_subsets() {
     );
     assert!(matches!(e, Err(ztree::Error::NoSources)));
 }
+
+/// Radius queries between subsets equal the call on copies of them: counts, sums and
+/// densities bit for bit, lists in the caller's indices; the queries left out are not
+/// computed (count -1, NaN, empty list).
+#[test]
+fn radius_between_subsets_equals_the_copied_subsets() {
+    use ztree::{KnnSubset, ListOrder, RadiusOutput, RadiusParams, ScalarField, SourceFields};
+    let ctx = Context::new(Config { threads: 2, ..Default::default() }).unwrap();
+    let mut rng = Rng::new(37);
+    let n = 6000;
+    let pts: Vec<[f64; 3]> = points(Shape::Clustered, n, [1.0; 3], &mut rng);
+    let mass: Vec<f64> = (0..n).map(|i| 1.0 + (i % 5) as f64).collect();
+    let h: Vec<f64> = (0..n).map(|_| 0.02 + 0.03 * rng.f64()).collect();
+    let ptype: Vec<u8> = (0..n).map(|_| [0u8, 1, 1, 4][rng.below(4)]).collect();
+    let dom = Domain::Periodic([1.0; 3]);
+    let pick = |m: u32| -> Vec<u32> { (0..n as u32).filter(|&i| m >> ptype[i as usize] & 1 == 1).collect() };
+    for (smask, qmask) in [(1u32 << 1, 1u32 << 1), (1 << 1, 1 << 4), ((1 << 0) | (1 << 4), 1 << 0)] {
+        let (ssel, qsel) = (pick(smask), pick(qmask));
+        let cs: Vec<[f64; 3]> = ssel.iter().map(|&i| pts[i as usize]).collect();
+        let cq: Vec<[f64; 3]> = qsel.iter().map(|&i| pts[i as usize]).collect();
+        let cm: Vec<f64> = ssel.iter().map(|&i| mass[i as usize]).collect();
+        let ch: Vec<f64> = qsel.iter().map(|&i| h[i as usize]).collect();
+        for per_query in [false, true] {
+            fn base(r: &dyn ScalarField, per_query: bool) -> RadiusParams<'_> {
+                if per_query { RadiusParams::per_query(r) } else { RadiusParams::new(0.03) }
+            }
+            // Reference: the copies.
+            let (mut wc, mut wd) = (vec![0i64; qsel.len()], vec![0.0f64; qsel.len()]);
+            let p = RadiusParams { list_distances: true, ..base(&ch, per_query).with_lists(ListOrder::Distance) };
+            let cf = SourceFields { masses: Some(&cm), scalar: Some(&cm) };
+            let mut out = RadiusOutput { counts: Some(&mut wc), density: Some(&mut wd), ..Default::default() };
+            let want =
+                if smask == qmask { ctx.radius_self(&dom, &cs, &cf, &p, &mut out) } else { ctx.radius(&dom, &cs, &cq, &cf, &p, &mut out) }.unwrap();
+            let wl = want.lists.unwrap();
+            // The subset call on the whole arrays.
+            let (mut gc, mut gd) = (vec![7i64; n], vec![7.0f64; n]);
+            let p = RadiusParams { list_distances: true, ..base(&h, per_query).with_lists(ListOrder::Distance) };
+            let f = SourceFields { masses: Some(&mass), scalar: Some(&mass) };
+            let mut out = RadiusOutput { counts: Some(&mut gc), density: Some(&mut gd), ..Default::default() };
+            let got = ctx
+                .radius_subset(
+                    &dom,
+                    KnnSubset { points: &pts, sel: &ssel },
+                    Some(KnnSubset { points: &pts, sel: &qsel }).filter(|_| smask != qmask),
+                    &f,
+                    &p,
+                    &mut out,
+                )
+                .unwrap();
+            let gl = got.lists.unwrap();
+            assert_eq!(gl.offsets.len(), n + 1);
+            let mut j = 0;
+            for i in 0..n {
+                if qsel.get(j) == Some(&(i as u32)) {
+                    assert_eq!(gc[i], wc[j], "count of query {i}");
+                    assert_eq!(gd[i].to_bits(), wd[j].to_bits(), "density of query {i}");
+                    let mapped: Vec<i64> = wl.of(j).iter().map(|&v| ssel[v as usize] as i64).collect();
+                    assert_eq!(gl.of(i), &mapped[..], "list of query {i}");
+                    let (a, b) = (gl.offsets[i] as usize, wl.offsets[j] as usize);
+                    assert_eq!(gl.distances[a..a + mapped.len()], wl.distances[b..b + mapped.len()], "distances of query {i}");
+                    j += 1;
+                } else {
+                    assert!(gc[i] == -1 && gd[i].is_nan() && gl.of(i).is_empty(), "query {i} left out");
+                }
+            }
+        }
+    }
+}

@@ -154,6 +154,41 @@ fn query_case<T: Real, const D: usize>(
     compare(label, rank, &got, &want, qlay.offsets[rank])
 }
 
+/// Subsets (every third point not a source, every fourth not a query) against the serial
+/// subset call on the concatenation: list entries are global caller indices.
+fn subset_case(dist: &Dist, reference: &Context, global: &[[f64; 3]], lay: &Layout, r: f64, label: &str) -> usize {
+    let rank = dist.rank();
+    let domain = Domain::Periodic([1.0, 1.5, 2.0]);
+    let cat: Vec<[f64; 3]> = lay.order.iter().map(|&i| global[i]).collect();
+    let is_src = |g: usize| g % 3 != 2;
+    let is_qry = |g: usize| g % 4 != 1;
+    let sel = |n: usize, lo: usize, f: &dyn Fn(usize) -> bool| -> Vec<u32> { (0..n as u32).filter(|&j| f(lo + j as usize)).collect() };
+    let p = RadiusParams::new(r).with_lists(ListOrder::Distance);
+    let f = SourceFields::default();
+    let run = |pts: &[[f64; 3]], lo: usize, on: Option<&Dist>| -> (Vec<i64>, NeighbourLists) {
+        let (ss, qs) = (sel(pts.len(), lo, &is_src), sel(pts.len(), lo, &is_qry));
+        let mut counts = vec![0i64; pts.len()];
+        let mut out = RadiusOutput { counts: Some(&mut counts), ..Default::default() };
+        let src = ztree::KnnSubset { points: pts, sel: &ss };
+        let qry = Some(ztree::KnnSubset { points: pts, sel: &qs[..] });
+        let r = match on {
+            Some(d) => d.radius_subset(&domain, src, qry, &f, &p, &mut out),
+            None => reference.radius_subset(&domain, src, qry, &f, &p, &mut out),
+        }
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+        (counts, r.lists.unwrap())
+    };
+    let (wc, wl) = run(&cat, 0, None);
+    let pts: Vec<[f64; 3]> = lay.mine(rank).iter().map(|&i| global[i]).collect();
+    let lo = lay.offsets[rank];
+    let (gc, gl) = run(&pts, lo, Some(dist));
+    let bad = (0..pts.len()).filter(|&q| gc[q] != wc[lo + q] || gl.of(q) != wl.of(lo + q)).count();
+    if bad > 0 {
+        eprintln!("{label}: rank {rank}: {bad} subset rows differ");
+    }
+    bad
+}
+
 /// Every case on `world`; rank 0 prints the summary. Returns the failures over all ranks.
 pub fn run(world: &mpi::topology::SimpleCommunicator) -> usize {
     let (rank, size) = (world.rank() as usize, world.size() as usize);
@@ -207,6 +242,10 @@ pub fn run(world: &mpi::topology::SimpleCommunicator) -> usize {
                     &format!("{label} 2D"),
                 );
                 cases += 4;
+                if periodic {
+                    failures += subset_case(&dist, &reference, &g, &lay, r, &format!("{label} subsets"));
+                    cases += 1;
+                }
             }
         }
     }
