@@ -269,7 +269,9 @@ pub(crate) fn fof_host<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
 }
 
 /// Collective radius query on host arrays, on the CPU back end (`Dist::radius_self`,
-/// `Dist::radius`, and the C face's MPI contexts with host arrays).
+/// `Dist::radius`, and the C face's MPI contexts with host arrays). `src_global`: the
+/// global index each source's list entries name (a subset's caller indices).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn radius_host<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T, D> + ?Sized>(
     on: On<'_>,
     domain: &Domain<D>,
