@@ -120,6 +120,8 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         )?;
         stats.scratch_bytes = stats.scratch_bytes.max(r.stats.scratch_bytes + 8 * n);
         core = counts.par_iter().map(|&c| c as usize >= params.min_pts).collect();
+        // Only a point with another point within ε can be a border point.
+        let lonely: Vec<bool> = counts.par_iter().map(|&c| c <= 1).collect();
         drop(counts);
         let sel_core: Vec<u32> = (0..n as u32).filter(|&i| core[i as usize]).collect();
         stats.timings.stages.push(("core", t.elapsed().as_secs_f64()));
@@ -146,7 +148,7 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         // 3. Border points: the cluster of the nearest core point within ε. The views
         // keep the input order, so a list's ties by view index are ties by input index.
         let t = std::time::Instant::now();
-        let sel_other: Vec<u32> = (0..n as u32).filter(|&i| !core[i as usize]).collect();
+        let sel_other: Vec<u32> = (0..n as u32).filter(|&i| !core[i as usize] && !lonely[i as usize]).collect();
         if !sel_other.is_empty() && !sel_core.is_empty() {
             let (sources, queries) = (Subset::new(points, &sel_core), Subset::new(points, &sel_other));
             let p = RadiusParams::new(eps).with_lists(ListOrder::Distance);

@@ -133,6 +133,8 @@ pub(crate) fn dbscan_host<T: Real, const D: usize, P: PointSource<T, D> + ?Sized
         )?;
         stats.scratch_bytes = r.stats.scratch_bytes + 8 * n;
         core = nbrs.par_iter().map(|&c| c as usize >= params.min_pts).collect();
+        // Only a point with another point within ε can be a border point.
+        let lonely: Vec<bool> = nbrs.par_iter().map(|&c| c <= 1).collect();
         drop(nbrs);
         let sel_core: Vec<u32> = (0..n as u32).filter(|&i| core[i as usize]).collect();
         stats.timings.stages.push(("core", t.elapsed().as_secs_f64()));
@@ -151,7 +153,7 @@ pub(crate) fn dbscan_host<T: Real, const D: usize, P: PointSource<T, D> + ?Sized
 
         // Border points: the key of the nearest core point within ε, from its rank.
         let t = std::time::Instant::now();
-        let sel_other: Vec<u32> = (0..n as u32).filter(|&i| !core[i as usize]).collect();
+        let sel_other: Vec<u32> = (0..n as u32).filter(|&i| !core[i as usize] && !lonely[i as usize]).collect();
         let (sources, queries) = (Subset::new(points, &sel_core), Subset::new(points, &sel_other));
         let p = RadiusParams::new(eps).with_lists(ListOrder::Distance);
         let (r, _) = radius_host(on, domain, &sources, Some(&queries), &SourceFields::default(), &p, &mut RadiusOutput::default(), None)?;
