@@ -29,6 +29,16 @@ use crate::radius::{ListOrder, RadiusOutput, RadiusParams};
 
 const NONE: u64 = u64::MAX;
 
+/// Every rank's first global index, and the total (`counts`: per rank).
+fn prefix(counts: &[u64]) -> Vec<u64> {
+    std::iter::once(0)
+        .chain(counts.iter().scan(0u64, |a, &c| {
+            *a += c;
+            Some(*a)
+        }))
+        .collect()
+}
+
 /// The rank whose input rows hold global index `g` (`offsets`: every rank's first).
 fn rank_of(offsets: &[u64], g: u64) -> usize {
     offsets.partition_point(|&o| o <= g) - 1
@@ -93,11 +103,7 @@ pub(crate) fn dbscan_host<T: Real, const D: usize, P: PointSource<T, D> + ?Sized
     }
     agree_params(comm, "DBSCAN", checks.map(|_| param_words::<T, D>(domain, fields, params, scope)))?;
     let counts = comm.all_gather_u64(n as u64);
-    let mut offsets = vec![0u64];
-    offsets.extend(counts.iter().scan(0u64, |a, &c| {
-        *a += c;
-        Some(*a)
-    }));
+    let offsets = prefix(&counts);
     let (me, total) = (comm.rank(), offsets[counts.len()]);
     let lo = offsets[me];
     let eps = comm.agree(params.eps.resolve(domain, total as usize))?;
@@ -160,11 +166,7 @@ pub(crate) fn dbscan_host<T: Real, const D: usize, P: PointSource<T, D> + ?Sized
         let lists = r.lists.expect("lists were asked for");
         stats.scratch_bytes = stats.scratch_bytes.max(r.stats.scratch_bytes + 8 * (lists.indices.len() + lists.offsets.len()));
         let core_counts = comm.all_gather_u64(sel_core.len() as u64);
-        let mut core_offsets = vec![0u64];
-        core_offsets.extend(core_counts.iter().scan(0u64, |a, &c| {
-            *a += c;
-            Some(*a)
-        }));
+        let core_offsets = prefix(&core_counts);
         let nearest: Vec<(u32, u64)> = (0..sel_other.len()).filter_map(|q| lists.of(q).first().map(|&c| (sel_other[q], c as u64))).collect();
         drop(lists);
         let mut asks = vec![Vec::new(); comm.size()];
@@ -462,10 +464,7 @@ pub(crate) fn dbscan_subset_host<T: Real, const D: usize, P: PointSource<T, D> +
         dbscan_host(on, domain, &Subset::new(points, subset), &views.fields(), params, scope, &mut sub, sub_class.as_deref_mut(), Some(&global))?;
     stats.noise += n - subset.len();
     stats.particles = n;
-    labels.par_iter_mut().for_each(|l| *l = -1);
-    for (j, &i) in subset.iter().enumerate() {
-        labels[i as usize] = sub[j];
-    }
+    super::subset::scatter_labels(&sub, subset, labels, false);
     if let (Some(c), Some(s)) = (class, sub_class) {
         c.par_iter_mut().for_each(|x| *x = PointClass::Noise);
         for (j, &i) in subset.iter().enumerate() {

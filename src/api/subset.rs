@@ -52,7 +52,7 @@ impl<'a, const D: usize> FieldViews<'a, D> {
 
 /// The subset's labels into the caller's (-1 elsewhere); tags that are view indices
 /// become input indices.
-fn scatter_labels(sub: &[i64], subset: &[u32], labels: &mut [i64], index_tags: bool) {
+pub(super) fn scatter_labels(sub: &[i64], subset: &[u32], labels: &mut [i64], index_tags: bool) {
     labels.par_iter_mut().for_each(|l| *l = -1);
     for (j, &l) in sub.iter().enumerate() {
         labels[subset[j] as usize] = if l >= 0 && index_tags { subset[l as usize] as i64 } else { l };

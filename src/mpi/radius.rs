@@ -288,16 +288,8 @@ where
     })?;
     // The pairs of this rank's own queries: per rank they came from, the sum of counts.
     let counts = comm.agree(b.to_host(rows.counts.as_ref().expect("counts are always made")).map(|c| c.into_owned()))?;
-    let mut at = 0;
-    let sums: Vec<u64> = plan
-        .recv
-        .iter()
-        .map(|&l| {
-            let s = counts[at..at + l].iter().sum::<i64>() as u64;
-            at += l;
-            s
-        })
-        .collect();
+    let counts: Vec<u64> = counts.iter().map(|&c| c as u64).collect();
+    let sums: Vec<u64> = segment_sums(&plan.recv, &counts).into_iter().map(|s| s as u64).collect();
     local.pairs = comm.all_to_all_u64(&sums).iter().sum();
     local.queries = nq_here;
     let dist = DistStats { timings, comm: cs, owned: B::len(&own.gidx), imported, exported };
@@ -325,20 +317,10 @@ fn list_back<B: DistOps>(
     drop(gidx);
     let counts: Vec<u64> = ll.offsets.windows(2).map(|w| (w[1] - w[0]) as u64).collect();
     // Entries per rank the rows came from (rows arrive grouped by rank).
-    let seg = |lens: &[usize], per_row: &[u64]| -> Vec<usize> {
-        let mut at = 0;
-        lens.iter()
-            .map(|&l| {
-                let s = per_row[at..at + l].iter().sum::<u64>() as usize;
-                at += l;
-                s
-            })
-            .collect()
-    };
-    let send_lens = seg(&plan.recv, &counts);
+    let send_lens = segment_sums(&plan.recv, &counts);
     let back_counts =
         comm.agree(b.to_host(&back(on, b, "list counts", plan, &comm.agree(b.upload_host(counts))?, 1, cs)?).map(|c| c.into_owned()))?;
-    let recv_lens = seg(&plan.send, &back_counts);
+    let recv_lens = segment_sums(&plan.send, &back_counts);
     let total: u64 = back_counts.iter().sum();
     let bytes = list_bytes(nq_here, total, req.distances);
     comm.agree(if req.max_bytes > 0 && bytes > req.max_bytes {
@@ -377,4 +359,16 @@ fn list_back<B: DistOps>(
         at += c;
     }
     Ok(NeighbourLists { offsets, indices, distances })
+}
+
+/// The sums of consecutive runs of `per_row`, `lens[r]` rows each (rows grouped by rank).
+fn segment_sums(lens: &[usize], per_row: &[u64]) -> Vec<usize> {
+    let mut at = 0;
+    lens.iter()
+        .map(|&l| {
+            let s = per_row[at..at + l].iter().sum::<u64>() as usize;
+            at += l;
+            s
+        })
+        .collect()
 }
