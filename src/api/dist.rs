@@ -3,12 +3,14 @@
 use mpi::topology::SimpleCommunicator;
 
 use super::radius::{list_request, prefill};
+use super::subset::{FieldViews, check_subset, scatter_labels};
 use super::{Config, Context};
 use crate::backend::cpu::{Cpu, DisjointSlice};
 use crate::dbscan::{DbscanCatalogue, DbscanParams, DbscanStats, PointClass};
 use crate::error::{Error, Result, check_len};
-use crate::fof::{Catalogue, FofFields, FofParams};
+use crate::fof::{Catalogue, FofFields, FofParams, FofStats};
 use crate::geom::Real;
+use crate::input::subset::Subset;
 use crate::input::{Domain, PointSource};
 use crate::knn::{KnnOutput, KnnParams, OutputOrder, SourceFields, check_call as check_knn_call};
 use crate::mpi::{CatalogueScope, Comm, DistFofStats, DistKnnStats, DistRadiusStats, DistStats, On};
@@ -17,6 +19,7 @@ use crate::pipeline::knn::KnnFields;
 use crate::pipeline::radius::{RadiusFields, RadiusSinks};
 use crate::radius::check_call;
 use crate::radius::{Radius, RadiusOutput, RadiusParams, SearchRadius};
+use rayon::prelude::*;
 
 /// A [`Context`] bound to a communicator. Every rank passes the particles it holds (any
 /// number, zero included) and gets the results for exactly those, in its input order,
@@ -65,7 +68,7 @@ impl Dist {
         params: &KnnParams,
         out: &mut KnnOutput<'_, T>,
     ) -> Result<DistKnnStats> {
-        knn_host(self.on(), domain, points, None::<&P>, fields, params, out)
+        knn_host(self.on(), domain, points, None::<&P>, fields, params, out, None)
     }
 
     /// Collective kNN with a separate query set: the k nearest sources (over all ranks)
@@ -81,7 +84,22 @@ impl Dist {
         params: &KnnParams,
         out: &mut KnnOutput<'_, T>,
     ) -> Result<DistKnnStats> {
-        knn_host(self.on(), domain, sources, Some(queries), fields, params, out)
+        knn_host(self.on(), domain, sources, Some(queries), fields, params, out, None)
+    }
+
+    /// [`Dist::knn`] (`queries` None: the self-query) between subsets of each rank's
+    /// particles (see `Context::knn_subset`): neighbour indices are global input indices
+    /// of the whole source sets; a query left out keeps a row that is not computed.
+    pub fn knn_subset<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T, D> + ?Sized>(
+        &self,
+        domain: &Domain<D>,
+        sources: crate::KnnSubset<'_, S>,
+        queries: Option<crate::KnnSubset<'_, Q>>,
+        fields: &SourceFields<'_>,
+        params: &KnnParams,
+        out: &mut KnnOutput<'_, T>,
+    ) -> Result<crate::knn::KnnStats> {
+        super::knn_subset::knn_subset(super::radius_subset::Runner::Dist(self.on()), domain, sources, queries, fields, params, out)
     }
 
     /// Collective radius self-query: the particles (over all ranks) within the radius of
@@ -181,7 +199,71 @@ impl Dist {
         scope: CatalogueScope,
         labels: &mut [i64],
     ) -> Result<(Catalogue<D>, DistFofStats)> {
-        fof_host(self.on(), domain, points, fields, params, scope, labels)
+        fof_host(self.on(), domain, points, fields, params, scope, labels, None)
+    }
+
+    /// [`Dist::fof`] over a subset of each rank's particles (`subset`: strictly ascending
+    /// input indices, e.g. the dark-matter particles): the others take no part (label
+    /// -1); tags without ids and member lists are global input indices of the whole sets.
+    #[allow(clippy::too_many_arguments)]
+    pub fn fof_subset<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+        &self,
+        domain: &Domain<D>,
+        points: &P,
+        fields: &FofFields<'_, D>,
+        params: &FofParams,
+        subset: &[u32],
+        scope: CatalogueScope,
+        labels: &mut [i64],
+    ) -> Result<(Catalogue<D>, DistFofStats)> {
+        fof_subset_host(self.on(), domain, points, fields, params, subset, scope, labels)
+    }
+}
+
+/// Collective FoF over a subset of each rank's particles, on host arrays (`Dist::fof_subset`
+/// and the C face's MPI contexts with a type mask).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fof_subset_host<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+    on: On<'_>,
+    domain: &Domain<D>,
+    points: &P,
+    fields: &FofFields<'_, D>,
+    params: &FofParams,
+    subset: &[u32],
+    scope: CatalogueScope,
+    labels: &mut [i64],
+) -> Result<(Catalogue<D>, DistFofStats)> {
+    let n = points.len();
+    let checks = (|| -> Result<()> {
+        params.validate()?;
+        check_len("labels output", labels.len(), n)?;
+        on.ctx.pool.install(|| fields.validate(n).and(check_subset(subset, n)))
+    })();
+    on.comm.agree(checks)?;
+    if on.comm.size() == 1 {
+        let (cat, local) = on.ctx.fof_subset_into(domain, points, fields, params, subset, labels)?;
+        return Ok((cat, serial_fof_stats(local, n)));
+    }
+    // Tags without ids and member lists name the caller's global indices.
+    let lo: u64 = on.comm.all_gather_u64(n as u64)[..on.comm.rank()].iter().sum();
+    let global: Vec<u64> = on.ctx.pool.install(|| subset.par_iter().map(|&i| lo + i as u64).collect());
+    let views = FieldViews::new(fields, subset);
+    let mut sub = vec![0i64; subset.len()];
+    let (cat, mut st) = fof_host(on, domain, &Subset::new(points, subset), &views.fields(), params, scope, &mut sub, Some(&global))?;
+    on.ctx.pool.install(|| scatter_labels(&sub, subset, labels, false));
+    st.local.particles = n;
+    Ok((cat, st))
+}
+
+/// The stats of a one-rank call that ran the serial engine.
+fn serial_fof_stats(local: FofStats, n: usize) -> DistFofStats {
+    DistFofStats {
+        dist: DistStats { timings: local.timings.clone(), owned: n, ..Default::default() },
+        groups_total: local.groups_total,
+        groups: local.groups,
+        particles_in_groups: local.particles_in_groups,
+        edges: 0,
+        local,
     }
 }
 
@@ -195,6 +277,7 @@ pub(crate) fn knn_host<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q
     fields: &SourceFields<'_>,
     params: &KnnParams,
     out: &mut KnnOutput<'_, T>,
+    src_global: Option<&Vec<u64>>,
 ) -> Result<DistKnnStats> {
     let (ns, nq) = (sources.len(), queries.map_or(sources.len(), |q| q.len()));
     let checks = (|| -> Result<()> {
@@ -206,7 +289,7 @@ pub(crate) fn knn_host<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q
         }
         on.ctx.pool.install(|| check_knn_call(ns, nq, params, fields, out))
     })();
-    if on.comm.size() == 1 {
+    if on.comm.size() == 1 && src_global.is_none() {
         // One rank: the serial engine gives the same results without the exchanges.
         checks?;
         let local = match queries {
@@ -225,7 +308,7 @@ pub(crate) fn knn_host<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q
         ..Default::default()
     };
     let kf = KnnFields::<Cpu> { masses: fields.masses, scalar: fields.scalar, kth_hint: params.kth_hint };
-    crate::mpi::knn::run(on, &Cpu, domain, sources, queries, &kf, params.k, &sinks, checks)
+    crate::mpi::knn::run(on, &Cpu, domain, sources, queries, &kf, params.k, &sinks, src_global, checks)
 }
 
 /// Collective FoF on host arrays, on the CPU back end (`Dist::fof`, and the C face's MPI
@@ -238,6 +321,7 @@ pub(crate) fn fof_host<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     params: &FofParams,
     scope: CatalogueScope,
     labels: &mut [i64],
+    global_of: Option<&Vec<u64>>,
 ) -> Result<(Catalogue<D>, DistFofStats)> {
     let n = points.len();
     let checks = (|| -> Result<()> {
@@ -245,19 +329,11 @@ pub(crate) fn fof_host<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         check_len("labels output", labels.len(), n)?;
         on.ctx.pool.install(|| fields.validate(n))
     })();
-    if on.comm.size() == 1 {
+    if on.comm.size() == 1 && global_of.is_none() {
         // One rank: the serial engine gives the same results without the exchanges.
         checks?;
         let (cat, local) = on.ctx.fof_into(domain, points, fields, params, labels)?;
-        let stats = DistFofStats {
-            dist: DistStats { timings: local.timings.clone(), owned: n, ..Default::default() },
-            groups_total: local.groups_total,
-            groups: local.groups,
-            particles_in_groups: local.particles_in_groups,
-            edges: 0,
-            local,
-        };
-        return Ok((cat, stats));
+        return Ok((cat, serial_fof_stats(local, n)));
     }
     let f = crate::mpi::fof::Fields::<Cpu, D> {
         velocities: fields.velocities,
@@ -265,7 +341,7 @@ pub(crate) fn fof_host<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         particle_mass: fields.particle_mass,
         ids: fields.ids,
     };
-    crate::mpi::fof::run(on, &Cpu, domain, points, &f, params, scope, &DisjointSlice::new(labels), checks)
+    crate::mpi::fof::run(on, &Cpu, domain, points, &f, params, scope, &DisjointSlice::new(labels), global_of, checks)
 }
 
 /// Collective radius query on host arrays, on the CPU back end (`Dist::radius_self`,
@@ -399,7 +475,7 @@ mod device {
         };
         let empty = (KnnSinks::<Cuda, T>::default(), KnnFields::<Cuda> { masses: None, scalar: None, kth_hint: None });
         let (sinks, kf) = parts.as_ref().map_or((&empty.0, &empty.1), |p| (&p.0, &p.1));
-        let mut st = crate::mpi::knn::run(on, &cuda, domain, &sources.pts, queries.map(|q| &q.pts), kf, k, sinks, checks)?;
+        let mut st = crate::mpi::knn::run(on, &cuda, domain, &sources.pts, queries.map(|q| &q.pts), kf, k, sinks, None, checks)?;
         st.local = KnnStats { scratch_bytes: cuda.dev.tracker().peak() - base, ..st.local };
         Ok(st)
     }
@@ -440,7 +516,7 @@ mod device {
             particle_mass: fields.particle_mass,
             ids: fields.ids.map(|i| i.field),
         };
-        crate::mpi::fof::run(on, &cuda, domain, &points.pts, &f, params, scope, &labels.out, checks)
+        crate::mpi::fof::run(on, &cuda, domain, &points.pts, &f, params, scope, &labels.out, None, checks)
     }
 }
 #[cfg(feature = "cuda")]

@@ -119,7 +119,7 @@ pub(crate) fn dbscan_host<T: Real, const D: usize, P: PointSource<T, D> + ?Sized
     if params.min_pts == 2 {
         let t = std::time::Instant::now();
         let mut tags = vec![0i64; n];
-        let (_, fst) = fof_host(on, domain, points, &FofFields::default(), &fof_params(2), CatalogueScope::Distributed, &mut tags)?;
+        let (_, fst) = fof_host(on, domain, points, &FofFields::default(), &fof_params(2), CatalogueScope::Distributed, &mut tags, None)?;
         stats.scratch_bytes = fst.local.scratch_bytes + 8 * n;
         key.par_iter_mut().zip(tags.par_iter()).for_each(|(k, &t)| *k = if t < 0 { NONE } else { t as u64 });
         core = tags.par_iter().map(|&t| t >= 0).collect();
@@ -150,7 +150,7 @@ pub(crate) fn dbscan_host<T: Real, const D: usize, P: PointSource<T, D> + ?Sized
         let view = Subset::new(points, &sel_core);
         let mut core_keys = vec![0i64; sel_core.len()];
         let ff = FofFields { ids: Some(&ids), ..Default::default() };
-        let (_, fst) = fof_host(on, domain, &view, &ff, &fof_params(1), CatalogueScope::Distributed, &mut core_keys)?;
+        let (_, fst) = fof_host(on, domain, &view, &ff, &fof_params(1), CatalogueScope::Distributed, &mut core_keys, None)?;
         stats.scratch_bytes = stats.scratch_bytes.max(fst.local.scratch_bytes + 16 * sel_core.len());
         for (j, &i) in sel_core.iter().enumerate() {
             key[i as usize] = core_keys[j] as u64;

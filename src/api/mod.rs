@@ -12,6 +12,7 @@ pub(crate) mod dist;
 pub(crate) mod dist_dbscan;
 mod fof;
 mod knn;
+pub(crate) mod knn_subset;
 mod radius;
 pub(crate) mod radius_subset;
 mod subset;

@@ -24,6 +24,34 @@ pub(crate) enum Runner<'a> {
     Dist(crate::mpi::On<'a>),
 }
 
+impl Runner<'_> {
+    pub(crate) fn pool(&self) -> &rayon::ThreadPool {
+        match self {
+            Runner::Serial(c) => &c.pool,
+            #[cfg(feature = "mpi")]
+            Runner::Dist(on) => &on.ctx.pool,
+        }
+    }
+
+    /// Whether `b` holds on every rank (serially: `b`).
+    pub(crate) fn all(&self, b: bool) -> bool {
+        match self {
+            Runner::Serial(_) => b,
+            #[cfg(feature = "mpi")]
+            Runner::Dist(on) => on.comm.max_u64(&[u64::from(!b)])[0] == 0,
+        }
+    }
+
+    /// This rank's checks, agreed with the other ranks' (serially: as they are).
+    pub(crate) fn agree(&self, checks: Result<()>) -> Result<()> {
+        match self {
+            Runner::Serial(_) => checks,
+            #[cfg(feature = "mpi")]
+            Runner::Dist(on) => on.comm.agree(checks),
+        }
+    }
+}
+
 impl Context {
     /// Radius queries between subsets (see [`crate::radius`]): the sources at
     /// `sources.sel`, the queries at `queries.sel` (`queries` None: of the sources'
@@ -57,18 +85,9 @@ pub(crate) fn radius_subset<T: Real, const D: usize, S: PointSource<T, D> + ?Siz
     let ns = sources.points.len();
     let nq = queries.as_ref().map_or(ns, |q| q.points.len());
     let qsel = queries.as_ref().map_or(sources.sel, |q| q.sel);
-    let pool = match &runner {
-        Runner::Serial(c) => &c.pool,
-        #[cfg(feature = "mpi")]
-        Runner::Dist(on) => &on.ctx.pool,
-    };
+    let pool = runner.pool();
     let checks = pool.install(|| check_call(ns, nq, params, fields, out).and(check_subset(sources.sel, ns)).and(check_subset(qsel, nq)));
-    #[cfg(feature = "mpi")]
-    let checks = match &runner {
-        Runner::Dist(on) => on.comm.agree(checks),
-        _ => checks,
-    };
-    checks?;
+    runner.agree(checks)?;
     let m = qsel.len();
     let mut counts = out.counts.as_ref().map(|_| vec![0i64; m]);
     let mut sum = out.scalar_sum.as_ref().map(|_| vec![0.0f64; m]);
@@ -88,7 +107,9 @@ pub(crate) fn radius_subset<T: Real, const D: usize, S: PointSource<T, D> + ?Siz
     };
     let sp = RadiusParams { radius: radii.as_ref().map_or(params.radius, |r| SearchRadius::PerQuery(r)), ..*params };
     let src = Subset::new(sources.points, sources.sel);
-    let same = queries.is_none() && qsel == sources.sel;
+    // A self-query when every rank's selections are equal (one rank's own could be by
+    // chance: none selected, say).
+    let same = runner.all(queries.is_none() && qsel == sources.sel);
     let (mut r, global) = match &queries {
         _ if same => run_views::<T, D, S, S>(runner, domain, &src, None, &sfields, &sp, &mut sub, ns, sources.sel)?,
         None => run_views(runner, domain, &src, Some(&Subset::new(sources.points, qsel)), &sfields, &sp, &mut sub, ns, sources.sel)?,

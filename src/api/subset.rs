@@ -12,7 +12,6 @@ use crate::fof::{Catalogue, FofFields, FofParams, FofStats};
 use crate::geom::Real;
 use crate::input::subset::Subset;
 use crate::input::{Domain, ParticleIds, PointSource, ScalarField, VectorField};
-use crate::knn::{KnnOutput, KnnParams, KnnStats, OutputOrder, SourceFields};
 
 /// Checks that `subset` is strictly ascending and inside `0..n`.
 pub(super) fn check_subset(subset: &[u32], n: usize) -> Result<()> {
@@ -145,100 +144,4 @@ pub struct KnnSubset<'a, P: ?Sized> {
     pub points: &'a P,
     /// The input indices taking part (strictly ascending).
     pub sel: &'a [u32],
-}
-
-impl Context {
-    /// kNN between subsets of the caller's particles (type masks in the C API): the
-    /// sources at `sources.sel`, the queries at `queries.sel` (`queries` None: of the
-    /// sources' points, a self-query when the selections are equal — every query then its
-    /// own first neighbour). Rows are the caller's queries in input order
-    /// (`OutputOrder::Input` only); a query left out keeps a row that is not computed:
-    /// indices -1, distances +inf, density and mean NaN. Neighbour indices are the
-    /// sources' input indices; `fields` are per source point of the caller (all of them).
-    pub fn knn_subset<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T, D> + ?Sized>(
-        &self,
-        domain: &Domain<D>,
-        sources: KnnSubset<'_, S>,
-        queries: Option<KnnSubset<'_, Q>>,
-        fields: &SourceFields<'_>,
-        params: &KnnParams,
-        out: &mut KnnOutput<'_, T>,
-    ) -> Result<KnnStats> {
-        let ns = sources.points.len();
-        let nq = queries.as_ref().map_or(ns, |q| q.points.len());
-        crate::knn::check_call(ns, nq, params, fields, out)?;
-        if out.order != OutputOrder::Input {
-            return Err(Error::InvalidParameter { name: "order", why: "kNN between subsets writes rows in input order only".into() });
-        }
-        let qsel = queries.as_ref().map_or(sources.sel, |q| q.sel);
-        self.pool.install(|| check_subset(sources.sel, ns).and(check_subset(qsel, nq)))?;
-        if sources.sel.is_empty() {
-            return Err(Error::NoSources);
-        }
-        let k = params.k;
-        let m = qsel.len();
-        let rows = m.checked_mul(k).ok_or(Error::InvalidParameter { name: "k", why: "n_queries * k overflows".into() })?;
-        // The selected queries' rows, then scattered to theirs.
-        let mut idx = out.indices.as_ref().map(|_| vec![0i64; rows]);
-        let mut dist = out.distances.as_ref().map(|_| vec![T::ZERO; rows]);
-        let mut kth = out.kth_distance.as_ref().map(|_| vec![T::ZERO; m]);
-        let mut dens = out.density.as_ref().map(|_| vec![0.0f64; m]);
-        let mut mean = out.scalar_mean.as_ref().map(|_| vec![0.0f64; m]);
-        let mut sub = KnnOutput {
-            indices: idx.as_deref_mut(),
-            distances: dist.as_deref_mut(),
-            kth_distance: kth.as_deref_mut(),
-            density: dens.as_deref_mut(),
-            scalar_mean: mean.as_deref_mut(),
-            order: OutputOrder::Input,
-            permutation: None,
-        };
-        let (masses, scalar) = (fields.masses.map(|f| Subset::new(f, sources.sel)), fields.scalar.map(|f| Subset::new(f, sources.sel)));
-        let sfields = SourceFields { masses: masses.as_ref().map(|f| f as &dyn ScalarField), scalar: scalar.as_ref().map(|f| f as &dyn ScalarField) };
-        let hint = params.kth_hint.map(|h| Subset::new(h, qsel));
-        let sp = KnnParams { k, kth_hint: hint.as_ref().map(|h| h as &dyn ScalarField) };
-        let src = Subset::new(sources.points, sources.sel);
-        let stats = match &queries {
-            None if qsel == sources.sel => self.knn_self(domain, &src, &sfields, &sp, &mut sub)?,
-            None => self.knn(domain, &src, &Subset::new(sources.points, qsel), &sfields, &sp, &mut sub)?,
-            Some(q) => self.knn(domain, &src, &Subset::new(q.points, qsel), &sfields, &sp, &mut sub)?,
-        };
-        self.pool.install(|| {
-            let ssel = sources.sel;
-            // Row of query i: the selected query j's, or not computed.
-            let mut row_of = vec![u32::MAX; nq];
-            for (j, &i) in qsel.iter().enumerate() {
-                row_of[i as usize] = j as u32;
-            }
-            if let (Some(o), Some(s)) = (out.indices.as_deref_mut(), &idx) {
-                o.par_chunks_mut(k).zip(row_of.par_iter()).for_each(|(r, &j)| match j {
-                    u32::MAX => r.fill(-1),
-                    j => r
-                        .iter_mut()
-                        .zip(&s[j as usize * k..(j as usize + 1) * k])
-                        .for_each(|(o, &v)| *o = if v < 0 { -1 } else { ssel[v as usize] as i64 }),
-                });
-            }
-            if let (Some(o), Some(s)) = (out.distances.as_deref_mut(), &dist) {
-                o.par_chunks_mut(k).zip(row_of.par_iter()).for_each(|(r, &j)| match j {
-                    u32::MAX => r.fill(T::INFINITY),
-                    j => r.copy_from_slice(&s[j as usize * k..(j as usize + 1) * k]),
-                });
-            }
-            let one = |o: Option<&mut [T]>, s: &Option<Vec<T>>, none: T| {
-                if let (Some(o), Some(s)) = (o, s) {
-                    o.par_iter_mut().zip(row_of.par_iter()).for_each(|(o, &j)| *o = if j == u32::MAX { none } else { s[j as usize] });
-                }
-            };
-            one(out.kth_distance.as_deref_mut(), &kth, T::INFINITY);
-            let one64 = |o: Option<&mut [f64]>, s: &Option<Vec<f64>>| {
-                if let (Some(o), Some(s)) = (o, s) {
-                    o.par_iter_mut().zip(row_of.par_iter()).for_each(|(o, &j)| *o = if j == u32::MAX { f64::NAN } else { s[j as usize] });
-                }
-            };
-            one64(out.density.as_deref_mut(), &dens);
-            one64(out.scalar_mean.as_deref_mut(), &mean);
-        });
-        Ok(stats)
-    }
 }

@@ -132,7 +132,7 @@ fn check<T: Real, const D: usize>(
     let vel = vectors::<D>(&p.vel, n, "particles.vel")?;
     let masses = Strided::new(&p.mass, n, "particles.mass", &[ZTREE_DTYPE_F32, ZTREE_DTYPE_F64], false)?;
     let ids = Strided::new(&p.ids, n, "particles.ids", &[ZTREE_DTYPE_I32, ZTREE_DTYPE_I64, ZTREE_DTYPE_U32, ZTREE_DTYPE_U64], false)?;
-    let types = types_of(p, n, prm.type_mask, false)?;
+    let types = types_of(p, n, prm.type_mask)?;
     let bad = |m: String| Err(fail(ZTREE_ERR_INVALID_ARGUMENT, m));
     let eps = length_or_b("eps", prm.eps, prm.b)?;
     if prm.min_pts < 1 {

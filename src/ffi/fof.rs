@@ -128,7 +128,7 @@ fn check<T: Real, const D: usize>(
     let vel = vectors::<D>(&p.vel, n, "particles.vel")?;
     let masses = Strided::new(&p.mass, n, "particles.mass", &[ZTREE_DTYPE_F32, ZTREE_DTYPE_F64], false)?;
     let ids = Strided::new(&p.ids, n, "particles.ids", &[ZTREE_DTYPE_I32, ZTREE_DTYPE_I64, ZTREE_DTYPE_U32, ZTREE_DTYPE_U64], false)?;
-    let types = types_of(p, n, prm.type_mask, distributed)?;
+    let types = types_of(p, n, prm.type_mask)?;
     let bad = |m: String| Err(fail(ZTREE_ERR_INVALID_ARGUMENT, m));
     let link = length_or_b("linking_length", prm.linking_length, prm.b)?;
     if prm.min_members < 1 {
@@ -236,7 +236,10 @@ pub(crate) fn typed<T: Real, const D: usize>(
         Some(comm) => {
             let on = crate::mpi::On { ctx: &ctx.core, comm };
             let scope = if prm.gather != 0 { crate::mpi::CatalogueScope::Root } else { crate::mpi::CatalogueScope::Distributed };
-            let (cat, st) = crate::api::dist::fof_host(on, &dom, &c.pos, &fields, &c.params, scope, labels)?;
+            let (cat, st) = match &c.types {
+                Some(t) => crate::api::dist::fof_subset_host(on, &dom, &c.pos, &fields, &c.params, &select(t, prm.type_mask), scope, labels)?,
+                None => crate::api::dist::fof_host(on, &dom, &c.pos, &fields, &c.params, scope, labels, None)?,
+            };
             let mut local = st.local.clone();
             local.timings = st.dist.timings.clone();
             local.groups_total = st.groups_total;

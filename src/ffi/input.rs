@@ -194,19 +194,21 @@ pub(crate) fn length_or_b(name: &str, l: f64, b: f64) -> Result<crate::fof::Link
 }
 
 /// The particle types a job's `type_mask` reads: None for mask 0 (every particle);
-/// required otherwise. Type masks work on serial contexts and host arrays.
-pub(crate) fn types_of(p: &ztree_particles, n: usize, mask: u32, distributed: bool) -> Result<Option<Strided>, Fail> {
+/// required otherwise (where there are particles). Type masks work on host arrays.
+pub(crate) fn types_of(p: &ztree_particles, n: usize, mask: u32) -> Result<Option<Strided>, Fail> {
     if mask == 0 {
         return Ok(None);
     }
-    if distributed || p.memory == ZTREE_MEMORY_CUDA_DEVICE {
-        return Err(fail(
-            ztree_status::ZTREE_ERR_UNSUPPORTED,
-            "type_mask: particle types are supported on serial contexts and host arrays only, so far",
-        ));
+    if p.memory == ZTREE_MEMORY_CUDA_DEVICE {
+        return Err(fail(ztree_status::ZTREE_ERR_UNSUPPORTED, "type_mask: particle types are supported on host arrays only, so far"));
     }
-    if p.types.data.is_null() && n > 0 {
-        return Err(fail(ztree_status::ZTREE_ERR_NULL_POINTER, format!("particles.types is NULL, but type_mask ({mask:#x}) selects types")));
+    if p.types.data.is_null() {
+        if n > 0 {
+            return Err(fail(ztree_status::ZTREE_ERR_NULL_POINTER, format!("particles.types is NULL, but type_mask ({mask:#x}) selects types")));
+        }
+        // A rank without particles may pass no types: it still takes the masked path, as
+        // every other rank of the call does.
+        return Ok(Some(Strided::empty(ZTREE_DTYPE_U8)));
     }
     Strided::new(&p.types, n, "particles.types", &[ZTREE_DTYPE_U8, ZTREE_DTYPE_I32, ZTREE_DTYPE_U32, ZTREE_DTYPE_I64], true)
 }

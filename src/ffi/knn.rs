@@ -6,6 +6,8 @@ use super::out::{Bytes, DistInfo, Proposal, agree_args, dest, fill_stats, try_ve
 use super::types::*;
 use super::{Fail, abi, fail, guard, ztree_context};
 use crate::api::KnnSubset;
+use crate::api::knn_subset::knn_subset;
+use crate::api::radius_subset::Runner;
 use crate::geom::Real;
 use crate::input::ScalarField;
 use crate::knn::{KnnOutput, KnnParams, OutputOrder, SourceFields};
@@ -189,10 +191,10 @@ fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_knn_outp
         None
     };
 
-    let src_types = types_of(src, ns, prm.source_type_mask, distributed)?;
+    let src_types = types_of(src, ns, prm.source_type_mask)?;
     let qry_types = match &a.qry {
-        Some(q) => types_of(q, nq, prm.query_type_mask, distributed)?,
-        None => types_of(src, ns, prm.query_type_mask, distributed)?,
+        Some(q) => types_of(q, nq, prm.query_type_mask)?,
+        None => types_of(src, ns, prm.query_type_mask)?,
     };
     let masked = src_types.is_some() || qry_types.is_some();
     if masked && order != OutputOrder::Input {
@@ -330,30 +332,29 @@ pub(crate) fn typed<T: Real, const D: usize>(
     let mut dist: Option<DistInfo> = None;
     let masked = c.src_types.is_some() || c.qry_types.is_some();
     let stats = match (&ctx.comm, &c.qp) {
-        // Type masks (serial, host arrays: `check` refused the others).
+        // Type masks (host arrays: `check` refused device arrays).
         _ if masked => {
             let all = |n: usize| (0..n as u32).collect::<Vec<u32>>();
             let ssel = c.src_types.as_ref().map_or_else(|| all(c.ns), |t| select(t, a.prm.source_type_mask));
             let qsel = c.qry_types.as_ref().map_or_else(|| all(c.nq), |t| select(t, a.prm.query_type_mask));
+            let runner = match &ctx.comm {
+                #[cfg(feature = "mpi")]
+                Some(comm) => Runner::Dist(crate::mpi::On { ctx: &ctx.core, comm }),
+                _ => Runner::Serial(&ctx.core),
+            };
+            // A self-query when the selections are equal on every rank.
+            let equal = runner.all(qsel == ssel);
             let src = KnnSubset { points: &c.sp, sel: &ssel };
-            let qry = c.qp.as_ref().map(|q| KnnSubset { points: q, sel: &qsel[..] });
-            match qry {
-                Some(q) => ctx.core.knn_subset(&dom, src, Some(q), &fields, &kp, &mut kout)?,
+            match &c.qp {
+                Some(q) => knn_subset(runner, &dom, src, Some(KnnSubset { points: q, sel: &qsel[..] }), &fields, &kp, &mut kout)?,
                 // A self-query: the queries' selection over the sources' points.
-                None => ctx.core.knn_subset(
-                    &dom,
-                    src,
-                    Some(KnnSubset { points: &c.sp, sel: &qsel[..] }).filter(|_| qsel != ssel),
-                    &fields,
-                    &kp,
-                    &mut kout,
-                )?,
+                None => knn_subset(runner, &dom, src, Some(KnnSubset { points: &c.sp, sel: &qsel[..] }).filter(|_| !equal), &fields, &kp, &mut kout)?,
             }
         }
         #[cfg(feature = "mpi")]
         (Some(comm), _) => {
             let on = crate::mpi::On { ctx: &ctx.core, comm };
-            let st = crate::api::dist::knn_host(on, &dom, &c.sp, c.qp.as_ref(), &fields, &kp, &mut kout)?;
+            let st = crate::api::dist::knn_host(on, &dom, &c.sp, c.qp.as_ref(), &fields, &kp, &mut kout, None)?;
             let mut local = st.local.clone();
             local.timings = st.dist.timings.clone();
             local.padded_queries = st.padded_queries;

@@ -173,8 +173,8 @@ fn check<T: Real, const D: usize>(c: &ztree_config, a: &Args, o: &ztree_radius_o
     } else {
         None
     };
-    let src_types = types_of(src, ns, prm.source_type_mask, false)?;
-    let qry_types = types_of(a.qry.as_ref().unwrap_or(src), nq, prm.query_type_mask, false)?;
+    let src_types = types_of(src, ns, prm.source_type_mask)?;
+    let qry_types = types_of(a.qry.as_ref().unwrap_or(src), nq, prm.query_type_mask)?;
     let mut bytes = Bytes::default();
     bytes.add(ns + if a.qry.is_some() { nq } else { 0 }, SCRATCH_PER_POINT);
     if src_types.is_some() || qry_types.is_some() {
@@ -274,6 +274,8 @@ fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztr
                 Some(comm) => Runner::Dist(crate::mpi::On { ctx: &ctx.core, comm }),
                 _ => Runner::Serial(&ctx.core),
             };
+            // A self-query when the selections are equal on every rank.
+            let equal = runner.all(qsel == ssel);
             let src = KnnSubset { points: &c.sp, sel: &ssel };
             match &c.qp {
                 Some(q) => radius_subset(runner, &dom, src, Some(KnnSubset { points: q, sel: &qsel[..] }), &fields, &params, &mut rout)?,
@@ -281,7 +283,7 @@ fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztr
                     runner,
                     &dom,
                     src,
-                    Some(KnnSubset { points: &c.sp, sel: &qsel[..] }).filter(|_| qsel != ssel),
+                    Some(KnnSubset { points: &c.sp, sel: &qsel[..] }).filter(|_| !equal),
                     &fields,
                     &params,
                     &mut rout,

@@ -174,6 +174,61 @@ int main(int argc, char **argv) {
     CHECK(dd.n_clusters == 0, "gathered clusters on rank %d", rank);
   }
 
+  /* Type masks (stars 4, dark matter 1): kNN of the stars among the dark matter and FoF on
+   * the dark matter equal the serial context's; rank 1 passes no particles and no types. */
+  static uint8_t tm[N], tc[N];
+  for (int64_t i = 0; i < n; i++) tm[i] = (lo + i) % 5 == 0 ? 4 : 1;
+  for (int64_t i = 0; i < N; i++) tc[i] = i % 5 == 0 ? 4 : 1;
+  ztree_particles pdt = pd, pst = ps;
+  if (n > 0) pdt.types = (ztree_array){tm, ZTREE_DTYPE_U8, 0};
+  pst.types = (ztree_array){tc, ZTREE_DTYPE_U8, 0};
+  kp.source_type_mask = 1u << 1;
+  kp.query_type_mask = 1u << 4;
+  CHECK(ztree_knn(dist, &pdt, NULL, &kp, &kd) == ZTREE_OK, "knn with masks: %s", ztree_last_error(dist));
+  CHECK(ztree_knn(serial, &pst, NULL, &kp, &ks) == ZTREE_OK, "serial knn with masks: %s", ztree_last_error(serial));
+  bad = 0;
+  int64_t rows = 0;
+  for (int64_t i = 0; i < n; i++) {
+    rows += kd.indices[i * K] >= 0;
+    bad += memcmp(&kd.kth_distance[i], &ks.kth_distance[lo + i], sizeof(double)) != 0;
+    for (int j = 0; j < K; j++) {
+      int64_t v = kd.indices[i * K + j];
+      bad += v != ks.indices[(lo + i) * K + j] || (v >= 0 && tc[v] != 1);
+    }
+  }
+  CHECK(bad == 0, "%d kNN values with type masks differ from the serial context", bad);
+  CHECK(n == 0 || rows > 0, "no star rows computed");
+  kp.source_type_mask = kp.query_type_mask = 0;
+  /* Radius counts of the stars among the dark matter. */
+  rp.source_type_mask = 1u << 1;
+  rp.query_type_mask = 1u << 4;
+  rp.outputs = ZTREE_RADIUS_COUNTS | ZTREE_RADIUS_LISTS;
+  CHECK(ztree_radius(dist, &pdt, NULL, &rp, &rd) == ZTREE_OK, "radius with masks: %s", ztree_last_error(dist));
+  CHECK(ztree_radius(serial, &pst, NULL, &rp, &rs) == ZTREE_OK, "serial radius with masks: %s", ztree_last_error(serial));
+  bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t c = rd.counts[i];
+    bad += c != rs.counts[lo + i] || (tm[i] == 1 && c != -1);
+    for (int64_t j = 0; j < c && !bad; j++) bad += rd.indices[rd.offsets[i] + j] != rs.indices[rs.offsets[lo + i] + j];
+  }
+  CHECK(bad == 0, "%d radius rows with type masks differ", bad);
+  rp.source_type_mask = rp.query_type_mask = 0;
+  fp.type_mask = 1u << 1;
+  fp.linking_length = 0.007;
+  fp.gather = 1;
+  CHECK(ztree_fof(dist, &pdt, &fp, &fd) == ZTREE_OK, "fof with a mask: %s", ztree_last_error(dist));
+  CHECK(ztree_fof(serial, &pst, &fp, &fs) == ZTREE_OK, "serial fof with a mask: %s", ztree_last_error(serial));
+  bad = 0;
+  for (int64_t i = 0; i < n; i++) bad += fd.labels[i] != fs.labels[lo + i] || (tm[i] == 4 && fd.labels[i] != -1);
+  CHECK(bad == 0, "%d labels with a type mask differ", bad);
+  if (rank == 0) {
+    CHECK(fd.n_halos == fs.n_halos && fs.n_halos > 0, "masked halos %lld vs %lld", (long long)fd.n_halos, (long long)fs.n_halos);
+    for (int64_t h = 0; h < fd.n_halos && h < fs.n_halos; h++)
+      CHECK(fd.halos[h].tag == fs.halos[h].tag && fd.halos[h].count == fs.halos[h].count && fd.halos[h].mass == fs.halos[h].mass,
+            "masked halo %lld", (long long)h);
+  }
+  fp.type_mask = 0;
+
   /* A NaN on the last rank: every rank fails, nobody hangs, the next call works. */
   if (rank == size - 1 && n > 0) mx[0] = NAN;
   ztree_status s = ztree_knn(dist, &pd, NULL, &kp, &kd);

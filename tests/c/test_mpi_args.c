@@ -28,6 +28,7 @@ enum { NL = 400, K = 8 };
 static double x[NL], y[NL], z[NL], m[NL];
 static float xf[NL], yf[NL], zf[NL];
 static double xnan[NL], yout[NL], ones[NL]; /* x with a NaN, y with a point outside the box */
+static uint8_t types[NL];                     /* GADGET-style particle types, 1 and 4 */
 static double gx[4 * NL], gy[4 * NL], gz[4 * NL];
 
 static uint64_t rng = 88172645463325252ULL;
@@ -100,7 +101,15 @@ static void kp_size0(call_t *c) { c->kp.struct_size = 0; }
 static void src_size_newer(call_t *c) { c->src.struct_size += 8; }
 static void fp_size0(call_t *c) { c->fp.struct_size = 0; }
 static void out_size_bad(call_t *c) { c->bad_out_size = 1; }
-static void fof_mask(call_t *c) { c->fp.type_mask = 2; }
+static void fof_mask_no_types(call_t *c) { c->fp.type_mask = 2; }
+static void fof_mask(call_t *c) {
+  c->fp.type_mask = 2;
+  c->src.types = (ztree_array){types, ZTREE_DTYPE_U8, 0};
+}
+static void knn_types_f64(call_t *c) {
+  c->kp.source_type_mask = 2;
+  c->src.types = (ztree_array){x, ZTREE_DTYPE_F64, 0};
+}
 
 static const case_t cases[] = {
     {"k = 0", 0, k0, ZTREE_ERR_INVALID_ARGUMENT},
@@ -138,7 +147,9 @@ static const case_t cases[] = {
     {"output struct of an unknown size", 0, out_size_bad, ZTREE_ERR_INVALID_ARGUMENT},
     {"FoF params.struct_size = 0", 1, fp_size0, ZTREE_ERR_INVALID_ARGUMENT},
     {"FoF output struct of an unknown size", 1, out_size_bad, ZTREE_ERR_INVALID_ARGUMENT},
-    {"FoF type mask on one rank (serial contexts only)", 1, fof_mask, ZTREE_ERR_UNSUPPORTED},
+    {"FoF type mask without types", 1, fof_mask_no_types, ZTREE_ERR_NULL_POINTER},
+    {"FoF type mask on one rank only", 1, fof_mask, ZTREE_ERR_MPI},
+    {"kNN f64 particle types", 0, knn_types_f64, ZTREE_ERR_DTYPE},
     {"FoF pos[1].stride = -8", 1, neg_stride, ZTREE_ERR_INVALID_ARGUMENT},
     {"FoF memory = CUDA", 1, cuda, ZTREE_ERR_NO_DEVICE},
     {"FoF f32 positions on one rank", 1, f32_pos, ZTREE_ERR_MPI},
@@ -180,6 +191,7 @@ int main(int argc, char **argv) {
     ones[i] = 1.0;
     xnan[i] = x[i];
     yout[i] = y[i];
+    types[i] = (rank * NL + i) % 3 ? 1 : 4;
   }
   xnan[NL / 3] = NAN;
   yout[NL - 1] = 1.5;

@@ -137,6 +137,66 @@ fn run_case<T: Real, const D: usize>(
     bad
 }
 
+/// A subset (a type mask: every point but each third) against the serial subset call on
+/// the concatenation: labels (-1 for the others), the gathered catalogue row for row and
+/// the distributed one tag for tag; tags without ids and member lists name global caller
+/// indices.
+#[allow(clippy::too_many_arguments)]
+fn subset_case(
+    dist: &Dist,
+    reference: &Context,
+    global: &[[f64; 3]],
+    vel: &[[f64; 3]],
+    masses: &[f64],
+    ids: &[i64],
+    lay: &Layout,
+    l: f64,
+    with_ids: bool,
+    label: &str,
+) -> usize {
+    let rank = dist.rank();
+    let domain = Domain::Periodic([1.0, 1.5, 2.0]);
+    let order = if with_ids { CatalogueOrder::Gadget } else { CatalogueOrder::ZOrder };
+    let params = FofParams { linking_length: LinkingLength::Absolute(l), min_members: 2, order, members: true };
+    let pick = |idx: &[usize]| -> (Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<f64>, Vec<i64>) {
+        (
+            idx.iter().map(|&i| global[i]).collect(),
+            idx.iter().map(|&i| vel[i]).collect(),
+            idx.iter().map(|&i| masses[i]).collect(),
+            idx.iter().map(|&i| ids[i]).collect(),
+        )
+    };
+    let sel = |n: usize, lo: usize| -> Vec<u32> { (0..n as u32).filter(|&j| (lo + j as usize) % 3 != 1).collect() };
+    let (cp, cv, cm, ci) = pick(&lay.order);
+    let fields = FofFields { velocities: Some(&cv), masses: Some(&cm), particle_mass: 1.0, ids: with_ids.then_some(&ci as _) };
+    let mut want_labels = vec![0i64; cp.len()];
+    let (want, _) = reference.fof_subset_into(&domain, &cp, &fields, &params, &sel(cp.len(), 0), &mut want_labels).unwrap();
+    let (mp, mv, mm, mi) = pick(lay.mine(rank));
+    let fields = FofFields { velocities: Some(&mv), masses: Some(&mm), particle_mass: 1.0, ids: with_ids.then_some(&mi as _) };
+    let lo = lay.offsets[rank];
+    let mine = sel(mp.len(), lo);
+    let mut labels = vec![0i64; mp.len()];
+    let (cat, _) = dist
+        .fof_subset(&domain, &mp, &fields, &params, &mine, CatalogueScope::Root, &mut labels)
+        .unwrap_or_else(|e| panic!("{label}: rank {rank}: {e}"));
+    let mut bad = (0..mp.len()).filter(|&i| labels[i] != want_labels[lo + i]).count();
+    if bad > 0 {
+        eprintln!("{label}: rank {rank}: {bad} subset labels differ");
+    }
+    if rank == 0 {
+        bad += compare(label, &cat, &want);
+    }
+    let (cat_d, _) = dist.fof_subset(&domain, &mp, &fields, &params, &mine, CatalogueScope::Distributed, &mut labels).unwrap();
+    let by_tag: std::collections::HashMap<i64, usize> = want.tag.iter().enumerate().map(|(w, &t)| (t, w)).collect();
+    bad += (0..cat_d.len()).filter(|&g| by_tag.get(&cat_d.tag[g]).is_none_or(|&w| !same_row(&cat_d, g, &want, w))).count();
+    let n_rows = crate::sum_all(cat_d.len());
+    if n_rows != want.len() {
+        eprintln!("{label}: {n_rows} distributed subset rows, expected {}", want.len());
+        bad += 1;
+    }
+    bad
+}
+
 /// Every case on `world`; rank 0 prints the summary. Returns the failures over all ranks.
 pub fn run(world: &mpi::topology::SimpleCommunicator) -> usize {
     let (rank, size) = (world.rank() as usize, world.size() as usize);
@@ -202,6 +262,14 @@ pub fn run(world: &mpi::topology::SimpleCommunicator) -> usize {
                 };
                 failures += run_case::<f64, 2>(&dist, &reference, &g2, &v2, &masses, &ids, &case, periodic.then_some([l[0], l[1]]));
                 cases += 2;
+                // Type masks, with and without ids.
+                if periodic {
+                    for with_ids in [false, true] {
+                        let label = format!("{shape:?} {spread:?} subset ids={with_ids}");
+                        failures += subset_case(&dist, &reference, &g, &vel, &masses, &ids, &lay, 0.5 * spacing, with_ids, &label);
+                        cases += 1;
+                    }
+                }
             }
         }
     }

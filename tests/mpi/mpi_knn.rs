@@ -168,6 +168,71 @@ fn run_queries<T: Real, const D: usize>(
     bad + (0..nm).filter(|&q| sdens[q].to_bits() != rdens[lo + q].to_bits()).count()
 }
 
+/// Subsets (type masks): sources every point but each third, queries every point but each
+/// fourth (or the same selection: a self-query among them), against the serial subset
+/// call on the concatenation; neighbour indices are global caller indices, rows left out
+/// not computed.
+fn subset_case<T: Real, const D: usize>(
+    dist: &Dist,
+    reference: &Context,
+    global: &[[T; D]],
+    lay: &Layout,
+    k: usize,
+    same: bool,
+    label: &str,
+) -> usize {
+    let rank = dist.rank();
+    let domain = Domain::Open;
+    let is_src = |g: usize| g % 3 != 2;
+    let is_qry = |g: usize| if same { is_src(g) } else { g % 4 != 1 };
+    let sel = |n: usize, lo: usize, f: &dyn Fn(usize) -> bool| -> Vec<u32> { (0..n as u32).filter(|&j| f(lo + j as usize)).collect() };
+    type Rows<T> = (Vec<i64>, Vec<T>, Vec<T>, Vec<f64>, Vec<f64>);
+    let run = |pts: &[[T; D]], lo: usize, on: Option<&Dist>| -> Rows<T> {
+        let n = pts.len();
+        let (ss, qs) = (sel(n, lo, &is_src), sel(n, lo, &is_qry));
+        let masses: Vec<f64> = (0..n).map(|i| 1.0 + ((lo + i) % 7) as f64).collect();
+        let scalar: Vec<f64> = (0..n).map(|i| ((lo + i) % 5) as f64 - 2.0).collect();
+        let fields = SourceFields { masses: Some(&masses), scalar: Some(&scalar) };
+        let (mut i, mut d, mut kth, mut den, mut mean) = (vec![0i64; n * k], vec![T::ZERO; n * k], vec![T::ZERO; n], vec![0.0; n], vec![0.0; n]);
+        let mut out = KnnOutput {
+            indices: Some(&mut i),
+            distances: Some(&mut d),
+            kth_distance: Some(&mut kth),
+            density: Some(&mut den),
+            scalar_mean: Some(&mut mean),
+            ..Default::default()
+        };
+        let src = ztree::KnnSubset { points: pts, sel: &ss };
+        let qry = (!same).then_some(ztree::KnnSubset { points: pts, sel: &qs[..] });
+        match on {
+            Some(dd) => dd.knn_subset(&domain, src, qry, &fields, &KnnParams::new(k), &mut out),
+            None => reference.knn_subset(&domain, src, qry, &fields, &KnnParams::new(k), &mut out),
+        }
+        .unwrap_or_else(|e| panic!("{label}: rank {rank}: {e}"));
+        (i, d, kth, den, mean)
+    };
+    let cat: Vec<[T; D]> = lay.order.iter().map(|&i| global[i]).collect();
+    let w = run(&cat, 0, None);
+    let pts: Vec<[T; D]> = lay.mine(rank).iter().map(|&i| global[i]).collect();
+    let lo = lay.offsets[rank];
+    let g = run(&pts, lo, Some(dist));
+    let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<u64>>();
+    let bad = (0..pts.len())
+        .filter(|&q| {
+            let (a, b) = (q * k..(q + 1) * k, (lo + q) * k..(lo + q + 1) * k);
+            g.0[a.clone()] != w.0[b.clone()]
+                || bits(&g.1[a]) != bits(&w.1[b])
+                || g.2[q].to_f64().to_bits() != w.2[lo + q].to_f64().to_bits()
+                || g.3[q].to_bits() != w.3[lo + q].to_bits()
+                || g.4[q].to_bits() != w.4[lo + q].to_bits()
+        })
+        .count();
+    if bad > 0 {
+        eprintln!("{label}: rank {rank}: {bad} subset rows differ");
+    }
+    bad
+}
+
 /// Every case on `world`; rank 0 prints the summary. Returns the failures over all ranks.
 pub fn run(world: &mpi::topology::SimpleCommunicator) -> usize {
     let (rank, size) = (world.rank() as usize, world.size() as usize);
@@ -214,6 +279,14 @@ pub fn run(world: &mpi::topology::SimpleCommunicator) -> usize {
                 let case = Case { label: format!("{shape:?} periodic={periodic} {spread:?} k=5 2D"), k: 5, periodic: None, lay: &lay };
                 failures += run_case::<f64, 2>(&dist, &reference, &g2, &masses, &scalar, &case, periodic.then_some([l[0], l[1]]));
                 cases += 2;
+                // Type masks, once per shape and spread.
+                if !periodic {
+                    let label = format!("{shape:?} {spread:?} subsets");
+                    failures += subset_case::<f64, 3>(&dist, &reference, &g, &lay, 6, false, &label);
+                    failures += subset_case::<f64, 3>(&dist, &reference, &g, &lay, 1, true, &format!("{label} self k=1"));
+                    failures += subset_case::<f32, 3>(&dist, &reference, &g32, &lay, 13, true, &format!("{label} self f32"));
+                    cases += 3;
+                }
             }
             global.clear();
         }

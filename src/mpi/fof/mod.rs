@@ -97,8 +97,10 @@ fn param_words<T: Real, const D: usize>(
 }
 
 /// Collective friends-of-friends over the particles of all ranks: this rank's labels (in
-/// its input order, into `labels`) and its share of the catalogue. `checks`: this rank's
-/// own checks of its arguments, agreed with the others'.
+/// its input order, into `labels`) and its share of the catalogue. `global_of`: per
+/// particle, the global index that names it in tags (without ids) and member lists
+/// (ascending as the particles' own: a subset's caller indices); None: its own.
+/// `checks`: this rank's own checks of its arguments, agreed with the others'.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run<B, T, const D: usize, P>(
     on: On<'_>,
@@ -109,6 +111,7 @@ pub(crate) fn run<B, T, const D: usize, P>(
     params: &FofParams,
     scope: CatalogueScope,
     labels: &B::Out<'_, i64>,
+    global_of: Option<&B::Buf<u64>>,
     checks: Result<()>,
 ) -> Result<(Catalogue<D>, DistFofStats)>
 where
@@ -137,7 +140,10 @@ where
         let route = plan_to(on, b, &owners)?;
         let (pos, gidx, tag, mass, vel) = comm.agree(pool.install(|| -> Result<_> {
             let pos = b.gather_rows(points, &route.rows)?;
-            let gidx = b.offset_rows(&route.rows, keys.offset)?;
+            let gidx = match global_of {
+                Some(g) => b.gather(g, &route.rows, 1)?,
+                None => b.offset_rows(&route.rows, keys.offset)?,
+            };
             // Without ids a particle's tag is its global index: made where it lands.
             let tag = fields.ids.map(|ids| b.gather_ids(ids, &route.rows)).transpose()?;
             let mass = fields.masses.map(|m| b.gather_scalar(m, &route.rows)).transpose()?;

@@ -55,8 +55,10 @@ struct Owned<B: DistOps, T: Real, const D: usize> {
     plan: Plan<B>,
 }
 
-/// Collective kNN. `queries = None`: the self-query. `checks`: this rank's own checks of
-/// its arguments, agreed with the others'. Results for this rank's queries in its input
+/// Collective kNN. `queries = None`: the self-query. `src_global`: per source, the global
+/// index its neighbour entries name (ascending as the sources' own global indices: a
+/// subset's caller indices); None: its own. `checks`: this rank's own checks of its
+/// arguments, agreed with the others'. Results for this rank's queries in its input
 /// order, into `out`; neighbour indices are global source indices.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run<B, T, const D: usize, S, Q>(
@@ -68,6 +70,7 @@ pub(crate) fn run<B, T, const D: usize, S, Q>(
     fields: &KnnFields<'_, B>,
     k: usize,
     out: &KnnSinks<'_, B, T>,
+    src_global: Option<&B::Buf<u64>>,
     checks: Result<()>,
 ) -> Result<DistKnnStats>
 where
@@ -126,7 +129,10 @@ where
         let n = B::len(&plan.rows);
         let cols = comm.agree(pool.install(|| -> Result<_> {
             let pos = b.gather_rows(sources, &plan.rows)?;
-            let gidx = b.offset_rows(&plan.rows, skeys.offset)?;
+            let gidx = match src_global {
+                Some(g) => b.gather(g, &plan.rows, 1)?,
+                None => b.offset_rows(&plan.rows, skeys.offset)?,
+            };
             let mass = fields.masses.filter(|_| want.mass).map(|m| b.gather_scalar(m, &plan.rows)).transpose()?;
             let scalar = fields.scalar.filter(|_| want.scalar).map(|s| b.gather_scalar(s, &plan.rows)).transpose()?;
             let hint = self_hint.then(|| hints(b, fields, &plan.rows, n)).transpose()?;
