@@ -3,8 +3,12 @@
     py_peer.py scipy    knn <points.npy> <k> <threads> <box>   cKDTree(boxsize).query(workers)
     py_peer.py pykdtree knn <points.npy> <k> <threads> <box>   KDTree.query (OpenMP: OMP_NUM_THREADS)
     py_peer.py hfof     fof <points.npy> <link> <threads> <box>  hfof.fof (one thread; HFOF_PATH)
+    py_peer.py scipy    fof <points.npy> <link> <threads> <box>  query_pairs + connected_components
+    py_peer.py scipy    radius <points.npy> <r:counts|r:lists> <threads> <box>  query_ball_point
+    py_peer.py sklearn  dbscan <points.npy> <eps:min_pts> <threads> 0  DBSCAN(kd_tree)
 
-box > 0: periodic cube [0, box)^3 (pykdtree has no periodic mode); 0: open domain.
+box > 0: periodic cube [0, box)^3, or "Lx,Ly,Lz" a periodic box of those sides (pykdtree and
+scikit-learn have no periodic mode); 0: open domain.
 Timed region: the points in memory (a C-order numpy array) to the full neighbour lists
 (tree build included) or to a label per point. Prints one line `RESULT {json}` like the
 other peers: secs, the checksum, and the resident memory before the call and its peak
@@ -58,7 +62,10 @@ def main():
     if len(sys.argv) != 7:
         sys.exit(__doc__)
     peer, job, path, param, threads, box = sys.argv[1:]
-    threads, box = int(threads), float(box)
+    threads = int(threads)
+    # "L": the periodic cube [0, L)^3; "Lx,Ly,Lz": a periodic box of those sides; 0: open.
+    sides = [float(v) for v in box.split(",")]
+    box = None if sides[0] <= 0 else (sides[0] if len(sides) == 1 else np.array(sides))
     x = np.load(path)
     if x.ndim != 2 or x.shape[1] != 3:
         sys.exit(f"{path}: want shape (N, 3)")
@@ -70,9 +77,9 @@ def main():
             from scipy.spatial import cKDTree
 
             def call():
-                return cKDTree(x, boxsize=box if box > 0 else None).query(x, k=[k] if k == 1 else k, workers=threads)
+                return cKDTree(x, boxsize=box).query(x, k=[k] if k == 1 else k, workers=threads)
         elif peer == "pykdtree":
-            if box > 0:
+            if box is not None:
                 sys.exit("pykdtree has no periodic mode")
             from pykdtree.kdtree import KDTree
 
@@ -107,7 +114,30 @@ def main():
 
         def call():
             with contextlib.redirect_stdout(sys.stderr):
-                return hfof.fof(x, link, boxsize=box if box > 0 else None)
+                return hfof.fof(x, link, boxsize=box)
+        t0 = time.perf_counter()
+        labels = call()
+        secs = time.perf_counter() - t0
+        peak = status_bytes("VmHWM:")
+        count = np.bincount(labels)
+        out.update(secs=secs, groups=int(len(count)), groups20=int((count >= 20).sum()), largest=int(count.max()))
+        del labels
+        later = later_secs(call)
+    elif job == "fof" and peer == "scipy":
+        # A scipy user's FoF: the pairs within the linking length, then connected components.
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+        from scipy.spatial import cKDTree
+
+        link = float(param)
+
+        def call():
+            pairs = cKDTree(x, boxsize=box).query_pairs(link, output_type="ndarray")
+            n = len(x)
+            graph = coo_matrix((np.ones(len(pairs), dtype=np.int8), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+            return connected_components(graph, directed=False)[1]
+        rss0 = status_bytes("VmRSS:")
+        reset_peak()
         t0 = time.perf_counter()
         labels = call()
         secs = time.perf_counter() - t0
@@ -121,7 +151,7 @@ def main():
 
         eps, min_pts = param.split(":")
         eps, min_pts = float(eps), int(min_pts)
-        if box > 0:
+        if box is not None:
             sys.exit("scikit-learn's DBSCAN has no periodic mode")
 
         def call():
@@ -142,7 +172,7 @@ def main():
         r = float(r)
 
         def call():
-            t = cKDTree(x, boxsize=box if box > 0 else None)
+            t = cKDTree(x, boxsize=box)
             return t.query_ball_point(x, r, workers=threads, return_length=mode == "counts")
         rss0 = status_bytes("VmRSS:")
         reset_peak()

@@ -68,6 +68,8 @@ class Case:
     peers: list
     scaling: bool = False
     files: dict = field(default_factory=dict)  # a peer reading another file (hfof: f64)
+    threads: int = 0  # 0: --threads; else every peer of the case on this many
+    box_sides: str = ""  # a periodic box that is not a cube: "Lx,Ly,Lz" (box is then 0)
 
 
 @dataclass
@@ -126,6 +128,25 @@ def cases(sizes):
                 peers = ["ztree", "kiddo"] if (dist, mode) == ("clustered", "lists") else ["ztree", "kiddo", "scipy"]
                 out.append(Case(f"radius {mode} r=32 mean neighbours f64 periodic {dist} {fmt_n(n)}", "radius", f"{dist}_{n}_src_f64.npy",
                                 f"{r!r}:{mode}", 1.0, peers))
+    # Adversarial inputs, one thread (goal: never slower than scipy): most points on one
+    # spot in a long periodic box; every point on one line; one tight clump in a large box.
+    for name, sides, what in ADVERSARIAL:
+        n = int(name.split("_")[2])
+        vol = sides[0] * sides[1] * sides[2]
+        spacing = (vol / n) ** (1 / 3)
+        r32 = (32 * 3 * vol / (4 * 3.141592653589793 * n)) ** (1 / 3)
+        box = ",".join(repr(s) for s in sides)
+        for k in (32, 8):
+            out.append(Case(f"adversarial: kNN k={k} {what}", "knn", f"{name}.npy", str(k), 0, ["ztree", "scipy"], threads=1, box_sides=box))
+        # (scipy's pairs in the clump, 1.6e10, and scikit-learn's neighbourhoods there do
+        # not fit in memory.)
+        clump = "clump" in name
+        fof_peers = ["ztree"] if clump else ["ztree", "scipy"]
+        out.append(Case(f"adversarial: FoF b=0.2 {what}", "fof", f"{name}.npy", repr(0.2 * spacing), 0, fof_peers, threads=1, box_sides=box))
+        out.append(Case(f"adversarial: radius counts r=32 mean neighbours {what}", "radius", f"{name}.npy", f"{r32!r}:counts", 0,
+                        ["ztree", "scipy"], threads=1, box_sides=box))
+        out.append(Case(f"adversarial: DBSCAN min_pts=10 eps=0.2 spacings {what} (open)", "dbscan", f"{name}.npy", f"{0.2 * spacing!r}:10", 0,
+                        ["ztree"] if clump else ["ztree", "sklearn"], threads=1))
     # Thread scaling: ztree on 1 thread against the default thread count.
     out.append(Case(f"scaling: kNN k=16 f64 clustered {fmt_n(n0)}", "knn", f"clustered_{n0}_src_f64.npy", "16", 0,
                     ["ztree", "ztree-1t"], scaling=True))
@@ -135,6 +156,31 @@ def cases(sizes):
     return out
 
 
+# The adversarial sets: file stem (adv_<shape>_<n>), the periodic box's sides, and what.
+ADVERSARIAL = [
+    ("adv_spot_17736", (26.5, 0.3, 0.3), "17,736 points, 2/3 on one spot, periodic box 26.5 x 0.3 x 0.3"),
+    ("adv_line_200000", (1.0, 1.0, 1.0), "200,000 points on one line, periodic unit box"),
+    ("adv_clump_200000", (1.0, 1.0, 1.0), "200,000 points, 90% in a clump of width 1e-5, periodic unit box"),
+]
+
+
+def write_adversarial(stem):
+    """Writes one adversarial set (f64, inside its box) into DATA."""
+    import numpy as np
+    rng = np.random.default_rng(20261206)
+    shape, n = stem.split("_")[1], int(stem.split("_")[2])
+    sides = np.array(next(s for name, s, _ in ADVERSARIAL if name == stem))
+    x = rng.random((n, 3)) * sides
+    if shape == "spot":
+        x[rng.permutation(n)[: 2 * n // 3]] = sides * [0.37, 0.52, 0.61]
+    elif shape == "line":
+        x[:, 1:] = sides[1:] * 0.5
+    elif shape == "clump":
+        m = 9 * n // 10
+        x[:m] = np.mod(sides * 0.5 + 1e-5 * rng.standard_normal((m, 3)), sides)
+    np.save(npy(stem + ".npy"), np.ascontiguousarray(x, dtype=np.float64))
+
+
 def ensure_data(todo):
     """Writes the .npy files the cases need (once)."""
     os.makedirs(DATA, exist_ok=True)
@@ -142,7 +188,9 @@ def ensure_data(todo):
     for c in todo:
         if os.path.exists(npy(c.data)):
             continue
-        if c.data.startswith("g4z1"):
+        if c.data.startswith("adv_"):
+            write_adversarial(c.data[: -len(".npy")])
+        elif c.data.startswith("g4z1"):
             if not os.path.exists(os.path.join(SHARED, "data", "gadget4-64-z1", "pos.f32")):
                 continue  # reported as skipped by the caller
             subprocess.run([PY, os.path.join(SHARED, "bench", "make_tiled.py"), DATA], check=True)
@@ -155,7 +203,8 @@ def ensure_data(todo):
 def command(case, peer, threads):
     path = npy(case.files.get(peer, case.data))
     args = [case.job, path, case.param]
-    box = repr(case.box)
+    box = case.box_sides or repr(case.box)
+    threads = case.threads or threads
     if peer == "ztree":
         return [ZTREE_RUN, *args, str(threads), box]
     if peer == "ztree-1t":

@@ -8,7 +8,7 @@
  *             CSR lists (by index, context-owned)
  *
  * points.npy: C-order (N, 3) <f4 or <f8, passed in place (array of structs, stride 3).
- * box > 0: periodic cube [0, box)^3; 0: open domain.
+ * box > 0: periodic cube [0, box)^3 ("Lx,Ly,Lz": a box of those sides); 0: open domain.
  *
  * Timed region: one ztree_knn / ztree_fof call on a context created before the clock (as
  * in a simulation, where the context lives for the whole run): for kNN indices + distances
@@ -136,13 +136,19 @@ static void print_later_stages(const ztree_context *ctx) {
   print_stage_list(&st, "later_stages");
 }
 
-/* A context with `threads` threads over the periodic box [0, box)^3 (open when box <= 0). */
-static ztree_context *open_context(int threads, double box) {
+/* A context with `threads` threads over the periodic box `box`: "L" the cube [0, L)^3,
+ * "Lx,Ly,Lz" a box of those sides; open when its first side is <= 0. */
+static ztree_context *open_context(int threads, const char *box) {
   ztree_config cfg;
   ztree_config_init(&cfg);
   cfg.threads = threads;
-  cfg.periodic = box > 0;
-  if (box > 0) cfg.box_size[0] = cfg.box_size[1] = cfg.box_size[2] = box;
+  char *end;
+  double side = strtod(box, &end);
+  cfg.periodic = side > 0;
+  for (int d = 0; d < 3 && side > 0; d++) {
+    cfg.box_size[d] = side;
+    if (*end == ',') side = strtod(end + 1, &end);
+  }
   /* ZTREE_RUN_LEAF_SIZE: another leaf size (tuning; the default is the library's). */
   if (getenv("ZTREE_RUN_LEAF_SIZE")) cfg.leaf_size = atoi(getenv("ZTREE_RUN_LEAF_SIZE"));
   ztree_context *ctx;
@@ -194,7 +200,7 @@ static double median(double *v, int n) {
  * process after a first call that compiles the kernels (NVRTC) and warms the allocator. */
 static int run_on_device(char **argv) {
   int knn = !strcmp(argv[1], "knn");
-  double box = atof(argv[5]);
+  const char *box = argv[5];
   int reps = getenv("ZTREE_RUN_REPS") ? atoi(getenv("ZTREE_RUN_REPS")) : 5;
   if (reps < 1 || reps > 100) die("ZTREE_RUN_REPS", "must be in 1..100");
   if (ztree_cuda_device_count() < 1 || !load_driver()) die("cuda", "no usable GPU (ztree_cuda_device_count() == 0 or no driver)");
@@ -277,7 +283,7 @@ int main(int argc, char **argv) {
   if (argc == 7) return run_on_device(argv);
   int knn = !strcmp(argv[1], "knn");
   int threads = atoi(argv[4]);
-  double box = atof(argv[5]);
+  const char *box = argv[5];
 
   ztree_context *ctx = open_context(threads, box);
   long long n;

@@ -269,6 +269,7 @@ fn serial_fof_stats(local: FofStats, n: usize) -> DistFofStats {
 
 /// Collective kNN on host arrays, on the CPU back end (`Dist::knn_self`, `Dist::knn`, and
 /// the C face's MPI contexts with host arrays).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn knn_host<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSource<T, D> + ?Sized>(
     on: On<'_>,
     domain: &Domain<D>,
@@ -313,6 +314,7 @@ pub(crate) fn knn_host<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q
 
 /// Collective FoF on host arrays, on the CPU back end (`Dist::fof`, and the C face's MPI
 /// contexts with host arrays).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn fof_host<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     on: On<'_>,
     domain: &Domain<D>,

@@ -132,3 +132,35 @@ fn self_comes_first_among_duplicates() {
         }
     }
 }
+
+/// Most points on one spot, the heavy-duplicate shape that once made kNN quadratic:
+/// self-queries and separate queries (some on the spot, some on groups of exactly k and
+/// k - 1 sources) equal brute force, f32 and f64, 2D and 3D, open and periodic, on one
+/// and two threads.
+#[test]
+fn coincident_spots_equal_brute_force() {
+    fn case<T: Real, const D: usize>(threads: usize, k: usize, periodic: bool) {
+        let mut rng = Rng::new(4242 + k as u64);
+        let l: [f64; D] = std::array::from_fn(|d| [26.5, 0.3, 0.3][d]);
+        let spot = |f: [f64; 3]| -> [T; D] { std::array::from_fn(|d| T::from_f64(f[d] * l[d])) };
+        let (a, b, c) = (spot([0.4, 0.5, 0.5]), spot([0.0, 0.0, 0.0]), spot([0.9, 0.25, 0.75]));
+        let mut src: Vec<[T; D]> = points(Shape::Uniform, 300, l, &mut rng);
+        src.extend(std::iter::repeat_n(a, 700).chain(std::iter::repeat_n(b, k)).chain(std::iter::repeat_n(c, k.saturating_sub(1))));
+        for i in (1..src.len()).rev() {
+            src.swap(i, rng.below(i + 1));
+        }
+        let mut qry: Vec<[T; D]> = points(Shape::Uniform, 50, l, &mut rng);
+        qry.extend([a, a, b, c, a]);
+        let box_len = periodic.then_some(l);
+        let label = format!("{} D={D} threads {threads} k {k} periodic {periodic}", T::NAME);
+        check(&ctx(threads, 0), &src, None, k, box_len, &format!("{label} self"));
+        check(&ctx(threads, 8), &src, Some(&qry), k, box_len, &format!("{label} queries"));
+    }
+    for k in [1usize, 2, 16, 32, 33] {
+        for periodic in [false, true] {
+            case::<f64, 3>(1 + k % 2, k, periodic);
+            case::<f32, 3>(2, k, periodic);
+            case::<f64, 2>(1, k, periodic);
+        }
+    }
+}

@@ -158,7 +158,8 @@ fn subset_case(
     let domain = Domain::Periodic([1.0, 1.5, 2.0]);
     let order = if with_ids { CatalogueOrder::Gadget } else { CatalogueOrder::ZOrder };
     let params = FofParams { linking_length: LinkingLength::Absolute(l), min_members: 2, order, members: true };
-    let pick = |idx: &[usize]| -> (Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<f64>, Vec<i64>) {
+    type Picked = (Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<f64>, Vec<i64>);
+    let pick = |idx: &[usize]| -> Picked {
         (
             idx.iter().map(|&i| global[i]).collect(),
             idx.iter().map(|&i| vel[i]).collect(),

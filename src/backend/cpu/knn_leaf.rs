@@ -18,9 +18,13 @@ use crate::pipeline::KnnSinks;
 
 #[path = "knn_kept.rs"]
 mod kept;
+#[path = "knn_same.rs"]
+mod same;
 #[cfg(test)]
 use kept::f32_below;
 use kept::{Kept, LeafBoxes};
+#[cfg(test)]
+pub(super) use same::take_same_leaves;
 
 /// Sources per distance block of the leaf scan.
 const B: usize = 8;
@@ -151,6 +155,8 @@ pub(crate) struct Scratch<T, const D: usize> {
     guess: f64,
     /// The factor that turns a caller's hint² into the guessed radius².
     hint_factor: f64,
+    /// Leaves of coincident points (`same_point_leaf`).
+    same: same::SamePoint<T, D>,
 }
 
 impl<T: Real, const D: usize> Scratch<T, D> {
@@ -170,6 +176,7 @@ impl<T: Real, const D: usize> Scratch<T, D> {
             last_kth: f64::INFINITY,
             guess: GUESS_START,
             hint_factor: HINT_START,
+            same: same::SamePoint::new(),
         }
     }
 }
@@ -220,7 +227,13 @@ impl<T: Real, const D: usize> KnnJob<'_, T, D> {
         // threshold's distances to the previous query's neighbours, which may lie in other
         // leaves, are then open distances: never below the minimum image's, so still a
         // bound holding k sources.)
-        if s.any_wrap { self.leaf_at(metric, a, r2, s, sinks) } else { self.leaf_at(&Open, a, r2, s, sinks) }
+        if s.any_wrap {
+            if !self.same_point_leaf(metric, a, r2, s, sinks) {
+                self.leaf_at(metric, a, r2, s, sinks)
+            }
+        } else if !self.same_point_leaf(&Open, a, r2, s, sinks) {
+            self.leaf_at(&Open, a, r2, s, sinks)
+        }
     }
 
     #[inline(always)]

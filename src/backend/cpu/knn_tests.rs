@@ -207,6 +207,41 @@ fn every_vector_level_equals_brute_force_f32() {
     check::<f32>();
 }
 
+/// Coincident points: most points on one spot, groups of exactly k, k - 1, k + 1 and 3k
+/// points (one on the box's corner: periodic images), their input indices interleaved
+/// with each other and a uniform background. The leaves answered by the tie rule
+/// (`knn_same`) must equal brute force at every vector level, and must have run.
+fn coincident<T: Real>() {
+    let _knobs = crate::test_knobs::hold();
+    let ctx = Context::new(Config { threads: 2, tree: TreeParams { leaf_size: 8, ..TreeParams::default() } }).unwrap();
+    let spots = [[0.3, 0.6, 0.2], [0.7, 0.1, 0.9], [0.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.25, 0.75, 0.125]];
+    for k in [1usize, 3, 8, 17, 32] {
+        let mut r = Rng(77 + k as u64);
+        let mut pts: Vec<[T; 3]> = Vec::new();
+        for (spot, copies) in spots.iter().zip([600, k, k - 1, k + 1, 3 * k]) {
+            pts.extend(std::iter::repeat_n(spot.map(T::from_f64), copies));
+        }
+        pts.extend((0..300).map(|_| std::array::from_fn(|_| T::from_f64(r.f64()))));
+        for i in (1..pts.len()).rev() {
+            pts.swap(i, (r.f64() * (i + 1) as f64) as usize);
+        }
+        for periodic in [false, true] {
+            every_level(&ctx, &pts, periodic, k, &format!("{} coincident k {k} periodic {periodic}", T::NAME));
+            assert!(super::knn_leaf::take_same_leaves(&ctx.pool) > 0, "k {k}: no leaf was answered by the tie rule");
+        }
+    }
+}
+
+#[test]
+fn coincident_points_equal_brute_force_f64() {
+    coincident::<f64>();
+}
+
+#[test]
+fn coincident_points_equal_brute_force_f32() {
+    coincident::<f32>();
+}
+
 /// Leaves larger than one run of distance blocks (`knn_leaf::RUN`): the scan's runs,
 /// their masks' top bits and the last, partial run of a leaf.
 fn large_leaves<T: Real>() {
