@@ -19,7 +19,6 @@ use crate::pipeline::knn::KnnFields;
 use crate::pipeline::radius::{RadiusFields, RadiusSinks};
 use crate::radius::check_call;
 use crate::radius::{Radius, RadiusOutput, RadiusParams, SearchRadius};
-use rayon::prelude::*;
 
 /// A [`Context`] bound to a communicator. Every rank passes the particles it holds (any
 /// number, zero included) and gets the results for exactly those, in its input order,
@@ -245,8 +244,7 @@ pub(crate) fn fof_subset_host<T: Real, const D: usize, P: PointSource<T, D> + ?S
         return Ok((cat, serial_fof_stats(local, n)));
     }
     // Tags without ids and member lists name the caller's global indices.
-    let lo: u64 = on.comm.all_gather_u64(n as u64)[..on.comm.rank()].iter().sum();
-    let global: Vec<u64> = on.ctx.pool.install(|| subset.par_iter().map(|&i| lo + i as u64).collect());
+    let global = on.global_indices(n, subset);
     let views = FieldViews::new(fields, subset);
     let mut sub = vec![0i64; subset.len()];
     let (cat, mut st) = fof_host(on, domain, &Subset::new(points, subset), &views.fields(), params, scope, &mut sub, Some(&global))?;

@@ -454,10 +454,9 @@ pub(crate) fn dbscan_subset_host<T: Real, const D: usize, P: PointSource<T, D> +
         on.ctx.pool.install(|| super::subset::check_subset(subset, n))
     })();
     let checks = on.comm.agree(checks);
-    let lo: u64 = on.comm.all_gather_u64(n as u64)[..on.comm.rank()].iter().sum();
+    let global = on.global_indices(n, subset);
     checks?;
     let views = super::subset::FieldViews::new(fields, subset);
-    let global: Vec<u64> = subset.par_iter().map(|&i| lo + i as u64).collect();
     let mut sub = vec![0i64; subset.len()];
     let mut sub_class = class.as_ref().map(|_| vec![PointClass::Noise; subset.len()]);
     let (cat, mut stats) =

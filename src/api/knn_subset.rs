@@ -158,8 +158,7 @@ fn run_views<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSou
         Runner::Dist(on) => {
             // Neighbour entries name the caller's global source indices (`ns`: this rank's
             // whole source set).
-            let lo: u64 = on.comm.all_gather_u64(ns as u64)[..on.comm.rank()].iter().sum();
-            let g: Vec<u64> = sel.par_iter().map(|&i| lo + i as u64).collect();
+            let g = on.global_indices(ns, sel);
             let st = super::dist::knn_host(on, domain, src, qry, fields, params, out, Some(&g))?;
             let mut local = st.local.clone();
             local.timings = st.dist.timings.clone();

@@ -177,8 +177,7 @@ fn run_views<T: Real, const D: usize, S: PointSource<T, D> + ?Sized, Q: PointSou
         #[cfg(feature = "mpi")]
         Runner::Dist(on) => {
             // List entries name the caller's global source indices.
-            let lo: u64 = on.comm.all_gather_u64(ns as u64)[..on.comm.rank()].iter().sum();
-            let g: Vec<u64> = sel.par_iter().map(|&i| lo + i as u64).collect();
+            let g = on.global_indices(ns, sel);
             let (r, _) = super::dist::radius_host(on, domain, src, qry, fields, params, out, Some(&g))?;
             Ok((r, true))
         }

@@ -50,6 +50,16 @@ pub(crate) struct On<'a> {
     pub comm: &'a Comm,
 }
 
+impl On<'_> {
+    /// The global input indices of this rank's particles at `sel` (of its `n`): the
+    /// counts of the lower ranks plus the index on the rank. Collective.
+    pub(crate) fn global_indices(&self, n: usize, sel: &[u32]) -> Vec<u64> {
+        use rayon::prelude::*;
+        let lo: u64 = self.comm.all_gather_u64(n as u64)[..self.comm.rank()].iter().sum();
+        self.ctx.pool.install(|| sel.par_iter().map(|&i| lo + i as u64).collect())
+    }
+}
+
 /// Common stage timing and communication bookkeeping of a distributed call.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DistStats {
