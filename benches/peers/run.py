@@ -10,7 +10,8 @@ checkout). Every run is a fresh process; the peers of a case run in interleaved 
 `make bench-peers` builds what this needs (the installed package, the C runner, kiddo);
 run directly, it expects build/peers/ztree_run and build/kiddo-native/release/kiddo_native
 (or ZTREE_RUN and KIDDO_NATIVE). Data: ../shared/bench/gen.py (uniform and clustered, 1e6
-and 4e6) and ../shared/bench/make_tiled.py (the GADGET-4 snapshot and its 2x2x2 tiling),
+and 4e6), ../shared/bench/make_tiled.py (the GADGET-4 z ~ 1 snapshot and its 2x2x2 tiling),
+the same for the z = 0 snapshot (`write_z0`) and the adversarial sets (`ADVERSARIAL`),
 written once into build/peers-data (or PEERS_DATA). Raw records (one per run) are appended
 to build/peers-results.jsonl (--log).
 
@@ -108,9 +109,10 @@ def cases(sizes):
     for n in sizes:
         out.append(Case(f"FoF b=0.2 periodic clustered {fmt_n(n)} (+catalogue)", "fof", f"clustered_{n}_src_f64.npy",
                         repr(0.2 * n ** (-1.0 / 3.0)), 1.0, ["ztree", "kiddo", "hfof"]))
-    for name, box, what in (("g4z1", 50.0, "262k, box 50"), ("g4z1tiled", 100.0, "tiled 2x2x2, 2.1M, box 100")):
-        out.append(Case(f"FoF GADGET-4 z=1 {what} (f32, l=0.15625)", "fof", f"{name}_f32.npy", repr(GADGET_LINK), box,
-                        ["ztree", "kiddo", "hfof"], files={"hfof": f"{name}_f64.npy"}))
+    for z in (1, 0):
+        for name, box, what in ((f"g4z{z}", 50.0, "262k, box 50"), (f"g4z{z}tiled", 100.0, "tiled 2x2x2, 2.1M, box 100")):
+            out.append(Case(f"FoF GADGET-4 z={z} {what} (f32, l=0.15625)", "fof", f"{name}_f32.npy", repr(GADGET_LINK), box,
+                            ["ztree", "kiddo", "hfof"], files={"hfof": f"{name}_f64.npy"}))
     # DBSCAN, HACC's galaxy case (min_pts 10) and FoF's (min_pts 2), eps = 0.2 mean
     # spacings, open domain (scikit-learn has no periodic mode).
     for n in sizes:
@@ -181,6 +183,21 @@ def write_adversarial(stem):
     np.save(npy(stem + ".npy"), np.ascontiguousarray(x, dtype=np.float64))
 
 
+Z0 = os.path.join(SHARED, "data", "gadget4-64-z0-seed424242")
+
+
+def write_z0():
+    """The GADGET-4 z = 0 snapshot and its 2x2x2 tiling (box 100), as make_tiled.py writes
+    the z ~ 1 one: g4z0_f32/f64.npy and g4z0tiled_f32/f64.npy."""
+    import numpy as np
+    p = np.fromfile(os.path.join(Z0, "pos.f32"), dtype=np.float32).reshape(-1, 3)
+    t = np.concatenate([(p.astype(np.float64) + np.array(s) * 50.0).astype(np.float32) for s in np.ndindex(2, 2, 2)])
+    t[t >= 100.0] = 0.0
+    for name, a in (("g4z0", p), ("g4z0tiled", t)):
+        np.save(npy(f"{name}_f32.npy"), a)
+        np.save(npy(f"{name}_f64.npy"), a.astype(np.float64))
+
+
 def ensure_data(todo):
     """Writes the .npy files the cases need (once)."""
     os.makedirs(DATA, exist_ok=True)
@@ -194,6 +211,9 @@ def ensure_data(todo):
             if not os.path.exists(os.path.join(SHARED, "data", "gadget4-64-z1", "pos.f32")):
                 continue  # reported as skipped by the caller
             subprocess.run([PY, os.path.join(SHARED, "bench", "make_tiled.py"), DATA], check=True)
+        elif c.data.startswith("g4z0"):
+            if os.path.exists(os.path.join(Z0, "pos.f32")):
+                write_z0()
         else:
             dist, n = c.data.split("_")[:2]
             print(f"generating {dist} {n} into {DATA}", file=sys.stderr, flush=True)
@@ -361,7 +381,7 @@ def main():
     ensure_data(todo)
     missing = [c for c in todo if not os.path.exists(npy(c.data))]
     for c in missing:
-        notes.append(f"{c.title}: skipped ({npy(c.data)} missing: ../shared/data/gadget4-64-z1 not found)")
+        notes.append(f"{c.title}: skipped ({npy(c.data)} missing: its snapshot in ../shared/data not found)")
     todo = [c for c in todo if c not in missing]
 
     commit, started = git_commit(), time.strftime("%Y-%m-%dT%H:%M:%S")
