@@ -45,6 +45,17 @@ def reset_peak():
         pass
 
 
+def first_call(call):
+    """Runs `call` once under the clock: (its result, seconds, resident bytes before, peak
+    resident bytes during)."""
+    rss0 = status_bytes("VmRSS:")
+    reset_peak()
+    t0 = time.perf_counter()
+    res = call()
+    secs = time.perf_counter() - t0
+    return res, secs, rss0, status_bytes("VmHWM:")
+
+
 def later_secs(call):
     """The median time of PEER_CALLS - 1 repeats of `call` (None for one call)."""
     calls = max(1, min(100, int(os.environ.get("PEER_CALLS", "1"))))
@@ -87,12 +98,7 @@ def main():
                 return KDTree(x, leafsize=16).query(x, k=k)
         else:
             sys.exit(f"unknown kNN peer {peer}")
-        rss0 = status_bytes("VmRSS:")
-        reset_peak()
-        t0 = time.perf_counter()
-        dist, idx = call()
-        secs = time.perf_counter() - t0
-        peak = status_bytes("VmHWM:")
+        (dist, idx), secs, rss0, peak = first_call(call)
         dist = np.asarray(dist, dtype=np.float64).reshape(len(x), k)
         out.update(secs=secs, mean_kth=float(np.mean(dist[:, -1])))
         del dist, idx
@@ -109,16 +115,11 @@ def main():
         x = np.ascontiguousarray(x, dtype=np.float64)  # hfof works in f64
         with contextlib.redirect_stdout(sys.stderr):
             hfof_lib._initlib()  # loads the C library (prints a line): outside the clock
-        rss0 = status_bytes("VmRSS:")
-        reset_peak()
 
         def call():
             with contextlib.redirect_stdout(sys.stderr):
                 return hfof.fof(x, link, boxsize=box)
-        t0 = time.perf_counter()
-        labels = call()
-        secs = time.perf_counter() - t0
-        peak = status_bytes("VmHWM:")
+        labels, secs, rss0, peak = first_call(call)
         count = np.bincount(labels)
         out.update(secs=secs, groups=int(len(count)), groups20=int((count >= 20).sum()), largest=int(count.max()))
         del labels
@@ -136,12 +137,7 @@ def main():
             n = len(x)
             graph = coo_matrix((np.ones(len(pairs), dtype=np.int8), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
             return connected_components(graph, directed=False)[1]
-        rss0 = status_bytes("VmRSS:")
-        reset_peak()
-        t0 = time.perf_counter()
-        labels = call()
-        secs = time.perf_counter() - t0
-        peak = status_bytes("VmHWM:")
+        labels, secs, rss0, peak = first_call(call)
         count = np.bincount(labels)
         out.update(secs=secs, groups=int(len(count)), groups20=int((count >= 20).sum()), largest=int(count.max()))
         del labels
@@ -156,12 +152,7 @@ def main():
 
         def call():
             return DBSCAN(eps=eps, min_samples=min_pts, algorithm="kd_tree", n_jobs=threads).fit(x).labels_
-        rss0 = status_bytes("VmRSS:")
-        reset_peak()
-        t0 = time.perf_counter()
-        labels = call()
-        secs = time.perf_counter() - t0
-        peak = status_bytes("VmHWM:")
+        labels, secs, rss0, peak = first_call(call)
         out.update(secs=secs, clusters=int(labels.max() + 1), noise=int((labels < 0).sum()))
         del labels
         later = later_secs(call)
@@ -174,12 +165,7 @@ def main():
         def call():
             t = cKDTree(x, boxsize=box)
             return t.query_ball_point(x, r, workers=threads, return_length=mode == "counts")
-        rss0 = status_bytes("VmRSS:")
-        reset_peak()
-        t0 = time.perf_counter()
-        res = call()
-        secs = time.perf_counter() - t0
-        peak = status_bytes("VmHWM:")
+        res, secs, rss0, peak = first_call(call)
         pairs = int(np.sum(res)) if mode == "counts" else int(sum(len(v) for v in res))
         out.update(secs=secs, pairs=pairs)
         del res
