@@ -98,7 +98,7 @@ impl Dist {
         params: &KnnParams,
         out: &mut KnnOutput<'_, T>,
     ) -> Result<crate::knn::KnnStats> {
-        super::knn_subset::knn_subset(super::radius_subset::Runner::Dist(self.on()), domain, sources, queries, fields, params, out)
+        super::knn_subset::knn_subset(super::subset::Runner::Dist(self.on()), domain, sources, queries, fields, params, out)
     }
 
     /// Collective radius self-query: the particles (over all ranks) within the radius of
@@ -144,7 +144,7 @@ impl Dist {
         params: &RadiusParams<'_>,
         out: &mut RadiusOutput<'_>,
     ) -> Result<Radius> {
-        super::radius_subset::radius_subset(super::radius_subset::Runner::Dist(self.on()), domain, sources, queries, fields, params, out)
+        super::radius_subset::radius_subset(super::subset::Runner::Dist(self.on()), domain, sources, queries, fields, params, out)
     }
 
     /// Collective DBSCAN over the particles of all ranks (see [`crate::dbscan`]): labels

@@ -6,8 +6,7 @@
 use rayon::prelude::*;
 
 use super::Context;
-use super::radius_subset::Runner;
-use super::subset::{KnnSubset, check_subset};
+use super::subset::{KnnSubset, Runner, check_subset};
 use crate::error::{Error, Result};
 use crate::geom::Real;
 use crate::input::subset::Subset;

@@ -15,7 +15,7 @@ mod knn;
 pub(crate) mod knn_subset;
 mod radius;
 pub(crate) mod radius_subset;
-mod subset;
+pub(crate) mod subset;
 
 pub use crate::base::{Timings, WalkStats};
 pub use config::{Config, TreeParams};

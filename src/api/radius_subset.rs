@@ -7,50 +7,13 @@
 use rayon::prelude::*;
 
 use super::Context;
-use super::subset::{KnnSubset, check_subset};
+use super::subset::{KnnSubset, Runner, check_subset};
 use crate::error::Result;
 use crate::geom::Real;
 use crate::input::subset::Subset;
 use crate::input::{Domain, PointSource, ScalarField};
 use crate::knn::SourceFields;
 use crate::radius::{NeighbourLists, Radius, RadiusOutput, RadiusParams, SearchRadius, check_call};
-
-/// How the job runs on the views: serially, or collectively (its list entries then
-/// already the caller's global indices).
-#[derive(Clone, Copy)]
-pub(crate) enum Runner<'a> {
-    Serial(&'a Context),
-    #[cfg(feature = "mpi")]
-    Dist(crate::mpi::On<'a>),
-}
-
-impl Runner<'_> {
-    pub(crate) fn pool(&self) -> &rayon::ThreadPool {
-        match self {
-            Runner::Serial(c) => &c.pool,
-            #[cfg(feature = "mpi")]
-            Runner::Dist(on) => &on.ctx.pool,
-        }
-    }
-
-    /// Whether `b` holds on every rank (serially: `b`).
-    pub(crate) fn all(&self, b: bool) -> bool {
-        match self {
-            Runner::Serial(_) => b,
-            #[cfg(feature = "mpi")]
-            Runner::Dist(on) => on.comm.max_u64(&[u64::from(!b)])[0] == 0,
-        }
-    }
-
-    /// This rank's checks, agreed with the other ranks' (serially: as they are).
-    pub(crate) fn agree(&self, checks: Result<()>) -> Result<()> {
-        match self {
-            Runner::Serial(_) => checks,
-            #[cfg(feature = "mpi")]
-            Runner::Dist(on) => on.comm.agree(checks),
-        }
-    }
-}
 
 impl Context {
     /// Radius queries between subsets (see [`crate::radius`]): the sources at

@@ -13,6 +13,43 @@ use crate::geom::Real;
 use crate::input::subset::Subset;
 use crate::input::{Domain, ParticleIds, PointSource, ScalarField, VectorField};
 
+/// How a subset job runs on its views: serially, or collectively over MPI (its indices
+/// then already the caller's global indices).
+#[derive(Clone, Copy)]
+pub(crate) enum Runner<'a> {
+    Serial(&'a Context),
+    #[cfg(feature = "mpi")]
+    Dist(crate::mpi::On<'a>),
+}
+
+impl Runner<'_> {
+    pub(crate) fn pool(&self) -> &rayon::ThreadPool {
+        match self {
+            Runner::Serial(c) => &c.pool,
+            #[cfg(feature = "mpi")]
+            Runner::Dist(on) => &on.ctx.pool,
+        }
+    }
+
+    /// Whether `b` holds on every rank (serially: `b`).
+    pub(crate) fn all(&self, b: bool) -> bool {
+        match self {
+            Runner::Serial(_) => b,
+            #[cfg(feature = "mpi")]
+            Runner::Dist(on) => on.comm.max_u64(&[u64::from(!b)])[0] == 0,
+        }
+    }
+
+    /// This rank's checks, agreed with the other ranks' (serially: as they are).
+    pub(crate) fn agree(&self, checks: Result<()>) -> Result<()> {
+        match self {
+            Runner::Serial(_) => checks,
+            #[cfg(feature = "mpi")]
+            Runner::Dist(on) => on.comm.agree(checks),
+        }
+    }
+}
+
 /// Checks that `subset` is strictly ascending and inside `0..n`.
 pub(super) fn check_subset(subset: &[u32], n: usize) -> Result<()> {
     let bad = subset.par_windows(2).any(|w| w[0] >= w[1]) || subset.last().is_some_and(|&l| l as usize >= n);

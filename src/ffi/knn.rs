@@ -7,7 +7,7 @@ use super::types::*;
 use super::{Fail, abi, fail, guard, ztree_context};
 use crate::api::KnnSubset;
 use crate::api::knn_subset::knn_subset;
-use crate::api::radius_subset::Runner;
+use crate::api::subset::Runner;
 use crate::geom::Real;
 use crate::input::ScalarField;
 use crate::knn::{KnnOutput, KnnParams, OutputOrder, SourceFields};
