@@ -158,7 +158,7 @@ __device__ void fof_flags(ZtTree<T> t, ZtFof<T> f, u32 first, u32 len, u32 leave
     f.flags[n] = 1;
 }
 
-// ---- the node passes: decide (count) -> scan -> keep ----
+// ---- the node passes: decide (count) -> scan -> keep (zt_cand_keep) ----
 
 // Warp per child a of the pass: for each candidate b of its parent, whether a keeps b
 // (b > a and the pair must be refined, or b = a and a's own pairs are unresolved),
@@ -179,22 +179,6 @@ __device__ void fof_decide(ZtTree<T> t, ZtMetric<double, D> m, ZtFof<T> f, u32 c
     kept = zt_warp_sum(kept);
     if (lane == 0) cnt[ai] = kept;
 }
-
-// The kept candidates of each child, in candidate order, at items[offsets[ai] ..].
-extern "C" __global__ void ZT_BOUNDS_2
-    zt_fof_keep(u32 child_len, ZtCands c, const u32* doff, const u8* keep, const u32* offsets, u32* items) {
-    u32 ai = zt_grid_warp(), lane = zt_lane();
-    if (ai >= child_len) return;
-    u32 base = offsets[ai];
-    if (offsets[ai + 1] == base) return;
-    u32 p = c.parent_of[ai], c0 = c.coff[p], mm = c.coff[p + 1] - c0;
-    for (u32 i = 0; i < mm; i += 32) {
-        bool k = i + lane < mm && keep[doff[ai] + i + lane];
-        u32 at = zt_warp_append(k, &base);
-        if (k) items[at] = c.cand[c0 + i + lane];
-    }
-}
-ZT_EXPORT(zt_fof_keep)
 
 // ---- the leaf–leaf pass ----
 

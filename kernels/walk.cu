@@ -63,3 +63,20 @@ extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_child_cand_count(u32 c
     out[ai] = c.coff[p + 1] - c.coff[p];
 }
 ZT_EXPORT(zt_child_cand_count)
+
+// The candidates each child keeps (keep[doff[ai] + i], set by a job's decide kernel), in
+// candidate order, at items[offsets[ai] ..] (warp per child).
+extern "C" __global__ void ZT_BOUNDS_2
+    zt_cand_keep(u32 child_len, ZtCands c, const u32* doff, const u8* keep, const u32* offsets, u32* items) {
+    u32 ai = zt_grid_warp(), lane = zt_lane();
+    if (ai >= child_len) return;
+    u32 base = offsets[ai];
+    if (offsets[ai + 1] == base) return;
+    u32 p = c.parent_of[ai], c0 = c.coff[p], mm = c.coff[p + 1] - c0;
+    for (u32 i = 0; i < mm; i += 32) {
+        bool k = i + lane < mm && keep[doff[ai] + i + lane];
+        u32 at = zt_warp_append(k, &base);
+        if (k) items[at] = c.cand[c0 + i + lane];
+    }
+}
+ZT_EXPORT(zt_cand_keep)

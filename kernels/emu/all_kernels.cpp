@@ -8,6 +8,7 @@
 #include "../walk.cu"
 #include "../knn.cu"
 #include "../fof.cu"
+#include "../radius.cu"
 #include "../catalogue.cu"
 #include "../dist.cu"
 #include "../conformance.cu"

@@ -57,7 +57,7 @@ pub(crate) struct RadiusFields<'a, B: RadiusPasses + 'a> {
 }
 
 /// What the lists need: their order, whether with distances, and the byte ceiling.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct ListRequest {
     pub order: ListOrder,
     pub distances: bool,

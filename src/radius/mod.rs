@@ -152,9 +152,10 @@ pub fn sph_kernel<const D: usize>(r: f64, h: f64) -> f64 {
         return 0.0;
     }
     let sigma = if D == 2 { 40.0 / (7.0 * std::f64::consts::PI) } else { 8.0 / std::f64::consts::PI };
-    let q = r / h;
-    let w = if q <= 0.5 { 1.0 - 6.0 * q * q + 6.0 * q * q * q } else { 2.0 * (1.0 - q).powi(3) };
-    sigma * w / h.powi(D as i32)
+    // Products written out (not `powi`): kernels/radius.cu computes the same operations.
+    let (q, u) = (r / h, 1.0 - r / h);
+    let w = if q <= 0.5 { 1.0 - 6.0 * q * q + 6.0 * q * q * q } else { 2.0 * (u * u * u) };
+    sigma * w / if D == 2 { h * h } else { h * h * h }
 }
 
 /// Checks the radius, every requested output's length for `nq` queries, and the fields of

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::backend::Cuda;
 use super::device::{Arg, BLOCK, DevBuf, Device, blocks};
 use super::prims::{self, instance};
-use super::walk::{Cands, WARPS, candidates, counts_to_offsets, metric_arg, tree_arg};
+use super::walk::{Cands, WARPS, candidates, keep_decided, metric_arg, tree_arg};
 use crate::error::Result;
 use crate::geom::Real;
 use crate::geom::metric::Metric;
@@ -104,35 +104,23 @@ pub(crate) fn node_pass<T: Real, const D: usize, M: Metric<f64, D>>(
 ) -> Result<Lists<Cuda>> {
     let t = &zs.tree;
     let cp = t.planes[parent - 1];
-    let cands = candidates(dev, t, parent, lists)?;
-    // One decision per (child, candidate of its parent).
-    let doff: DevBuf<u32> = DevBuf::new(dev, cp.len + 1)?;
-    // SAFETY: zt_child_cand_count(child_len, cands, out[child_len]).
-    unsafe { dev.launch("walk", "zt_child_cand_count", blocks(cp.len, BLOCK as usize)?, &[Arg::U32(cp.len as u32), cands.arg(), doff.arg()])? };
-    let decisions = counts_to_offsets(dev, &doff, cp.len)?;
-    let keep: DevBuf<u8> = DevBuf::new(dev, decisions)?;
-    let counts: DevBuf<u32> = DevBuf::new(dev, cp.len + 1)?;
     let kernel = instance::<T, D>(["zt_fof_decide_f32_2", "zt_fof_decide_f32_3", "zt_fof_decide_f64_2", "zt_fof_decide_f64_3"])?;
-    let args = [
-        tree_arg(t),
-        metric_arg::<f64, D>(metric.box_len()),
-        fof_arg(zs, l, links),
-        Arg::U32(cp.first as u32),
-        Arg::U32(cp.len as u32),
-        cands.arg(),
-        doff.arg(),
-        keep.arg(),
-        counts.arg(),
-    ];
-    // SAFETY: zt_fof_decide_*(tree, metric, job, child_first, child_len, cands, doff[child_len + 1], keep[decisions], cnt[child_len]).
-    unsafe { dev.launch("fof", kernel, blocks(cp.len, WARPS)?, &args)? };
-    flush(dev, zs, links)?;
-    let total = counts_to_offsets(dev, &counts, cp.len)?;
-    let items: DevBuf<u32> = DevBuf::new(dev, total)?;
-    let args = [Arg::U32(cp.len as u32), cands.arg(), doff.arg(), keep.arg(), counts.arg(), items.arg()];
-    // SAFETY: zt_fof_keep(child_len, cands, doff, keep, offsets[child_len + 1], items[total]).
-    unsafe { dev.launch("fof", "zt_fof_keep", blocks(cp.len, WARPS)?, &args)? };
-    Ok(Lists { offsets: counts, items })
+    keep_decided(dev, t, parent, lists, |cands, doff, keep, counts| {
+        let args = [
+            tree_arg(t),
+            metric_arg::<f64, D>(metric.box_len()),
+            fof_arg(zs, l, links),
+            Arg::U32(cp.first as u32),
+            Arg::U32(cp.len as u32),
+            cands.arg(),
+            doff.arg(),
+            keep.arg(),
+            counts.arg(),
+        ];
+        // SAFETY: zt_fof_decide_*(tree, metric, job, child_first, child_len, cands, doff[child_len + 1], keep[decisions], cnt[child_len]).
+        unsafe { dev.launch("fof", kernel, blocks(cp.len, WARPS)?, &args)? };
+        flush(dev, zs, links)
+    })
 }
 
 /// Point pairs between different leaves; returns the candidate leaf pairs seen.

@@ -5,7 +5,7 @@
 //! `device` (the trait, `DevBuf`), `driver` (a GPU through the driver API and NVRTC),
 //! `emu` (the emulator), `sources` (the embedded kernel sources), `prims` (keys, scan, sort,
 //! gathers), `walk` (candidates and the kNN passes), `fof` (the FoF linking), `refine`
-//! (runs of identical keys), `tree` (plane construction), `catalogue` (the FoF catalogue),
+//! (runs of identical keys), `tree` (plane construction), `catalogue` (the FoF catalogue), `radius` (radius queries),
 //! `backend` (`impl Backend for Cuda`).
 
 #![cfg_attr(any(test, not(feature = "cuda")), allow(dead_code))]
@@ -29,6 +29,9 @@ mod nvrtc_check;
 #[cfg(all(test, any(feature = "cuda", feature = "cuda-emu")))]
 mod pipeline_tests;
 pub(crate) mod prims;
+mod radius;
+#[cfg(all(test, any(feature = "cuda", feature = "cuda-emu")))]
+mod radius_tests;
 pub(crate) mod refine;
 pub(crate) mod sources;
 #[cfg(all(test, any(feature = "cuda", feature = "cuda-emu")))]
@@ -40,4 +43,5 @@ pub(crate) mod walk;
 #[cfg(test)]
 pub(crate) fn reset_test_knobs() {
     walk::reset_test_knobs();
+    radius::SUM_CHUNK.store(radius::SUM_CHUNK_DEFAULT, std::sync::atomic::Ordering::Relaxed);
 }

@@ -84,16 +84,16 @@ pub(super) fn inputs<const D: usize>(l: f64) -> Vec<(&'static str, Vec<[f64; D]>
 }
 
 /// Device copies of points (array of structs, a pad element per point).
-struct OnDevice<T: Real> {
+pub(super) struct OnDevice<T: Real> {
     buf: DevBuf<T>,
     n: usize,
 }
 impl<T: Real> OnDevice<T> {
-    fn new<const D: usize>(dev: &Arc<dyn Device>, pts: &[[T; D]]) -> Self {
+    pub(super) fn new<const D: usize>(dev: &Arc<dyn Device>, pts: &[[T; D]]) -> Self {
         let aos: Vec<T> = pts.iter().flat_map(|p| p.iter().copied().chain(std::iter::once(T::ZERO))).collect();
         Self { buf: DevBuf::from_slice(dev, &aos).unwrap(), n: pts.len() }
     }
-    fn points<const D: usize>(&self) -> DevPoints<'_, T, D> {
+    pub(super) fn points<const D: usize>(&self) -> DevPoints<'_, T, D> {
         let stride = ((D + 1) * size_of::<T>()) as i64;
         DevPoints {
             pos: std::array::from_fn(|d| Strided { data: self.buf.ptr() + (d * size_of::<T>()) as u64, stride }),
@@ -105,7 +105,7 @@ impl<T: Real> OnDevice<T> {
 
 /// ZTREE_TEST_TRACE: each device call's case on stderr as it starts (run with
 /// --nocapture; which case a hang or crash on a GPU stopped in).
-fn trace(what: std::fmt::Arguments<'_>) {
+pub(super) fn trace(what: std::fmt::Arguments<'_>) {
     if std::env::var_os("ZTREE_TEST_TRACE").is_some() {
         eprintln!("device call: {what}");
     }
@@ -220,7 +220,7 @@ fn fof_case<T: Real, const D: usize>(dev: &Arc<dyn Device>, name: &str, domain: 
     assert_eq!(gcat, ccat, "{what}: catalogue");
 }
 
-fn cast<T: Real, const D: usize>(p: &[[f64; D]]) -> Vec<[T; D]> {
+pub(super) fn cast<T: Real, const D: usize>(p: &[[f64; D]]) -> Vec<[T; D]> {
     p.iter().map(|x| std::array::from_fn(|d| T::from_f64(x[d]))).collect()
 }
 

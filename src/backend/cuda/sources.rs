@@ -11,6 +11,7 @@ pub(crate) const MODULES: &[(&str, &str)] = &[
     ("walk", include_str!("../../../kernels/walk.cu")),
     ("knn", include_str!("../../../kernels/knn.cu")),
     ("fof", include_str!("../../../kernels/fof.cu")),
+    ("radius", include_str!("../../../kernels/radius.cu")),
     ("catalogue", include_str!("../../../kernels/catalogue.cu")),
     ("dist", include_str!("../../../kernels/dist.cu")),
     ("conformance", include_str!("../../../kernels/conformance.cu")),

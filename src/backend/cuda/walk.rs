@@ -70,7 +70,7 @@ pub(crate) fn tree_arg<T: Real, const D: usize>(t: &Tree<Cuda, T, D>) -> Arg {
     ])
 }
 
-fn lists_arg(l: &Lists<Cuda>) -> Arg {
+pub(crate) fn lists_arg(l: &Lists<Cuda>) -> Arg {
     Arg::Words(vec![l.offsets.ptr(), l.items.ptr()])
 }
 
@@ -125,6 +125,35 @@ pub(crate) fn candidates<T: Real, const D: usize>(dev: &Arc<dyn Device>, t: &Tre
     // SAFETY: zt_parent_of(..): the children of plane `parent` are the nodes of plane `parent - 1`.
     unsafe { dev.launch("walk", "zt_parent_of", blocks(pp.len, BLOCK as usize)?, &args)? };
     Ok(Cands { coff, cand, parent_of })
+}
+
+/// A node pass whose per-job decide kernel (warp per child of plane `parent - 1`) flags
+/// the candidates each child keeps: `decide(cands, doff, keep, counts)` launches it (one
+/// flag per child and candidate of its parent at `keep[doff[child] ..]`, the number kept at
+/// `counts[child]`); then the kept candidates are compacted into the next plane's lists.
+pub(crate) fn keep_decided<T: Real, const D: usize>(
+    dev: &Arc<dyn Device>,
+    t: &Tree<Cuda, T, D>,
+    parent: usize,
+    lists: &Lists<Cuda>,
+    decide: impl FnOnce(&Cands, &DevBuf<u32>, &DevBuf<u8>, &DevBuf<u32>) -> Result<()>,
+) -> Result<Lists<Cuda>> {
+    let cp = t.planes[parent - 1];
+    let cands = candidates(dev, t, parent, lists)?;
+    // One decision per (child, candidate of its parent).
+    let doff: DevBuf<u32> = DevBuf::new(dev, cp.len + 1)?;
+    // SAFETY: zt_child_cand_count(child_len, cands, out[child_len]).
+    unsafe { dev.launch("walk", "zt_child_cand_count", blocks(cp.len, BLOCK as usize)?, &[Arg::U32(cp.len as u32), cands.arg(), doff.arg()])? };
+    let decisions = counts_to_offsets(dev, &doff, cp.len)?;
+    let keep: DevBuf<u8> = DevBuf::new(dev, decisions)?;
+    let counts: DevBuf<u32> = DevBuf::new(dev, cp.len + 1)?;
+    decide(&cands, &doff, &keep, &counts)?;
+    let total = counts_to_offsets(dev, &counts, cp.len)?;
+    let items: DevBuf<u32> = DevBuf::new(dev, total)?;
+    let args = [Arg::U32(cp.len as u32), cands.arg(), doff.arg(), keep.arg(), counts.arg(), items.arg()];
+    // SAFETY: zt_cand_keep(child_len, cands, doff, keep, offsets[child_len + 1], items[total]).
+    unsafe { dev.launch("walk", "zt_cand_keep", blocks(cp.len, WARPS)?, &args)? };
+    Ok(Lists { offsets: counts, items })
 }
 
 /// The lists of the super plane: every super node with queries sees every super node with
