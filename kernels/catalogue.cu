@@ -222,8 +222,8 @@ extern "C" __global__ void __launch_bounds__(ZT_BLOCK)
 ZT_EXPORT(zt_cat_labels)
 
 // The caller's fields checked on the device (src/input/validate.rs): *first = the smallest
-// i whose element fails, for mode 0 (not finite), 1 (<= 0; NaN passes, as on the host) or
-// 2 (a u64 id beyond i64).
+// i whose element fails, for mode 0 (not finite), 1 (<= 0; NaN passes, as on the host), 2
+// (a u64 id beyond i64) or 3 (not finite, or negative: a radius).
 extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_field_first_bad(ZtField f, u32 n, u32 mode, u32* first) {
     u32 i = blockIdx.x * ZT_BLOCK + threadIdx.x;
     if (i >= n) return;
@@ -232,8 +232,16 @@ extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_field_first_bad(ZtFiel
         bad = zt_raw<u64>(f.a, i) > 0x7fffffffffffffffull;
     } else {
         double v = zt_real(f, i);
-        bad = mode == 0 ? !((v - v) == 0.0) : v <= 0.0;
+        bad = mode == 0 ? !((v - v) == 0.0) : mode == 3 ? !((v - v) == 0.0 && v >= 0.0) : v <= 0.0;
     }
     if (bad) atomicMin(first, i);
 }
 ZT_EXPORT(zt_field_first_bad)
+
+// *max = the bits of the largest element of a checked non-negative real field (their bits
+// order as their values; *max starts at 0).
+extern "C" __global__ void __launch_bounds__(ZT_BLOCK) zt_field_max(ZtField f, u32 n, u64* max) {
+    u32 i = blockIdx.x * ZT_BLOCK + threadIdx.x;
+    if (i < n) atomicMax(max, zt_double_bits(zt_real(f, i) + 0.0));
+}
+ZT_EXPORT(zt_field_max)

@@ -64,6 +64,8 @@ pub(crate) use test_common::require as test_require;
 pub use api::Dist;
 #[cfg(feature = "cuda")]
 pub use api::device::{CudaDevice, DeviceArray, DeviceFofFields, DeviceKnnFields, DeviceKnnOutput, DeviceOut, DevicePoints, DeviceType};
+#[cfg(feature = "cuda")]
+pub use api::radius_device::{DeviceRadiusFields, DeviceRadiusOutput};
 pub use api::{Config, Context, KnnSubset, Timings, TreeParams, WalkStats};
 pub use dbscan::{BorderPoints, Dbscan, DbscanCatalogue, DbscanParams, DbscanStats, PointClass};
 pub use error::{Error, Result};

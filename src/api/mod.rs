@@ -14,6 +14,8 @@ mod fof;
 mod knn;
 pub(crate) mod knn_subset;
 mod radius;
+#[cfg(feature = "cuda")]
+pub(crate) mod radius_device;
 pub(crate) mod radius_subset;
 pub(crate) mod subset;
 

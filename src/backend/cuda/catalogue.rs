@@ -136,7 +136,7 @@ pub(crate) fn member_lists(m: &Members) -> Result<MemberLists<'static>> {
 }
 
 /// The first element of a caller field failing check `mode` (0: not finite, 1: <= 0, 2: a
-/// u64 beyond i64), if any.
+/// u64 beyond i64, 3: not finite or negative), if any.
 pub(crate) fn first_bad(dev: &Arc<dyn Device>, f: &DevField<'_>, mode: u32) -> Result<Option<usize>> {
     let first: DevBuf<u32> = DevBuf::from_slice(dev, &[u32::MAX])?;
     let args = [Arg::Words(field_words(Some(f)).to_vec()), Arg::U32(f.n as u32), Arg::U32(mode), first.arg()];
@@ -144,6 +144,15 @@ pub(crate) fn first_bad(dev: &Arc<dyn Device>, f: &DevField<'_>, mode: u32) -> R
     unsafe { dev.launch("catalogue", "zt_field_first_bad", blocks(f.n, BLOCK as usize)?, &args)? };
     let i = first.to_vec()?[0];
     Ok((i != u32::MAX).then_some(i as usize))
+}
+
+/// The largest element of a real field whose elements are all finite and >= 0.
+pub(crate) fn field_max(dev: &Arc<dyn Device>, f: &DevField<'_>) -> Result<f64> {
+    let max: DevBuf<u64> = DevBuf::zeros(dev, 1)?;
+    let args = [Arg::Words(field_words(Some(f)).to_vec()), Arg::U32(f.n as u32), max.arg()];
+    // SAFETY: zt_field_max(field of f.n elements, n, max[1]).
+    unsafe { dev.launch("catalogue", "zt_field_max", blocks(f.n, BLOCK as usize)?, &args)? };
+    Ok(f64::from_bits(max.to_vec()?[0]))
 }
 
 /// `ZtCatJob<T>`: positions (by member z-index, `pos_stride` elements apart), the fields

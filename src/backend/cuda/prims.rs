@@ -287,7 +287,16 @@ pub(crate) fn u32_to_i64(dev: &Arc<dyn Device>, input: &DevBuf<u32>, out: DevPtr
 /// `n` copies of `v`.
 pub(crate) fn fill_f64(dev: &Arc<dyn Device>, n: usize, v: f64) -> Result<DevBuf<f64>> {
     let out = DevBuf::new(dev, n)?;
-    // SAFETY: zt_fill_f64(out[n], n, v).
-    unsafe { dev.launch("scan", "zt_fill_f64", blocks(n, BLOCK as usize)?, &[out.arg(), Arg::U32(len_u32(n)?), Arg::Words(vec![v.to_bits()])])? };
+    // SAFETY: the buffer holds n f64.
+    unsafe { fill_f64_at(dev, out.ptr(), n, v)? };
     Ok(out)
+}
+
+/// `out[..n] = v`.
+///
+/// # Safety
+/// `out` is `n` f64 of device memory.
+pub(crate) unsafe fn fill_f64_at(dev: &Arc<dyn Device>, out: DevPtr, n: usize, v: f64) -> Result<()> {
+    // SAFETY: zt_fill_f64(out[n], n, v).
+    unsafe { dev.launch("scan", "zt_fill_f64", blocks(n, BLOCK as usize)?, &[Arg::Ptr(out), Arg::U32(len_u32(n)?), Arg::Words(vec![v.to_bits()])]) }
 }

@@ -187,3 +187,99 @@ fn radius_sums_in_chunks_equal_the_cpu() {
     }
     super::radius::SUM_CHUNK.store(super::radius::SUM_CHUNK_DEFAULT, std::sync::atomic::Ordering::Relaxed);
 }
+
+/// `Context::radius_device` equals `Context::radius` on the same points (separate queries
+/// with per-query radii and every output; a self-query with a fixed radius and lists), and
+/// refuses bad radii and host radii with the host's errors.
+#[cfg(feature = "cuda-emu")]
+#[test]
+fn radius_device_api_equals_the_host_api() {
+    use crate::api::device::{CudaDevice, DeviceArray, DeviceOut, DevicePoints, DeviceType};
+    use crate::api::radius_device::{DeviceRadiusFields, DeviceRadiusOutput};
+    use crate::radius::{RadiusOutput, RadiusParams, SearchRadius};
+    use crate::{Config, Context, Error, SourceFields};
+    let dev: Arc<dyn Device> = Arc::new(super::emu::EmuDevice::default());
+    let device = CudaDevice::from_device(dev.clone());
+    let ctx = Context::new(Config::default()).unwrap();
+    let l = 10.0;
+    let domain = Domain::Periodic([l; 3]);
+    let (_, pts) = inputs::<3>(l).into_iter().nth(1).unwrap();
+    let q: Vec<[f64; 3]> = pts.iter().take(700).map(|p| p.map(|c| (c + 0.31) % l)).collect();
+    let (ns, nq) = (pts.len(), q.len());
+    let masses: Vec<f64> = (0..ns).map(|i| 1.0 + (i % 3) as f64).collect();
+    let scalar: Vec<f64> = (0..ns).map(|i| (i % 10) as f64).collect();
+    let radii: Vec<f64> = (0..nq).map(|i| 0.2 + (i % 5) as f64 * 0.1).collect();
+    let soa = |p: &[[f64; 3]]| -> [Vec<f64>; 3] { std::array::from_fn(|d| p.iter().map(|x| x[d]).collect()) };
+    let (sp, qp) = (soa(&pts), soa(&q));
+    let up = |v: &Vec<f64>| DevBuf::from_slice(&dev, v).unwrap();
+    let (dsp, dqp): ([DevBuf<f64>; 3], [DevBuf<f64>; 3]) = (std::array::from_fn(|d| up(&sp[d])), std::array::from_fn(|d| up(&qp[d])));
+    let (dm, ds, dr) = (up(&masses), up(&scalar), up(&radii));
+    // SAFETY (every device view below): emulated device buffers of the stated lengths.
+    let (src, qry) = unsafe {
+        (
+            DevicePoints::<f64, 3>::new(std::array::from_fn(|d| dsp[d].ptr() as *const f64), ns, 0),
+            DevicePoints::<f64, 3>::new(std::array::from_fn(|d| dqp[d].ptr() as *const f64), nq, 0),
+        )
+    };
+    let arr = |b: &DevBuf<f64>| unsafe { DeviceArray::new(b.ptr() as *const _, DeviceType::F64, b.len(), 0) };
+    let fields = DeviceRadiusFields { masses: Some(arr(&dm)), particle_mass: None, scalar: Some(arr(&ds)), radii: Some(arr(&dr)) };
+    let outs: [DevBuf<f64>; 3] = std::array::from_fn(|_| DevBuf::new(&dev, nq).unwrap());
+    let counts: DevBuf<i64> = DevBuf::new(&dev, nq).unwrap();
+    let out = unsafe {
+        DeviceRadiusOutput {
+            counts: Some(DeviceOut::new(counts.ptr() as *mut i64, nq)),
+            scalar_sum: Some(DeviceOut::new(outs[0].ptr() as *mut f64, nq)),
+            scalar_mean: Some(DeviceOut::new(outs[1].ptr() as *mut f64, nq)),
+            density: Some(DeviceOut::new(outs[2].ptr() as *mut f64, nq)),
+        }
+    };
+    let params = RadiusParams::new(0.0).with_lists(ListOrder::Distance);
+    let g = ctx.radius_device(&device, &domain, &src, Some(&qry), &fields, &RadiusParams { list_distances: true, ..params }, &out).unwrap();
+    let (mut hc, mut hs, mut hm, mut hd) = (vec![0i64; nq], vec![0.0; nq], vec![0.0; nq], vec![0.0; nq]);
+    let hf = SourceFields { masses: Some(&masses as &dyn ScalarField), scalar: Some(&scalar as &dyn ScalarField) };
+    let hp = RadiusParams { radius: SearchRadius::PerQuery(&radii), list_distances: true, ..params };
+    let mut ho = RadiusOutput { counts: Some(&mut hc), scalar_sum: Some(&mut hs), scalar_mean: Some(&mut hm), density: Some(&mut hd) };
+    let h = ctx
+        .radius(
+            &domain,
+            &crate::SoaPoints::new([&sp[0][..], &sp[1], &sp[2]]).unwrap(),
+            &crate::SoaPoints::new([&qp[0][..], &qp[1], &qp[2]]).unwrap(),
+            &hf,
+            &hp,
+            &mut ho,
+        )
+        .unwrap();
+    assert_eq!(counts.to_vec().unwrap(), hc, "counts");
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for (o, hv) in outs.iter().zip([&hs, &hm, &hd]) {
+        assert_eq!(bits(&o.to_vec().unwrap()), bits(hv), "sums, means, densities");
+    }
+    assert_eq!(g.lists, h.lists, "lists");
+    assert_eq!((g.stats.pairs, g.stats.max_radius), (h.stats.pairs, h.stats.max_radius), "pairs and the largest radius");
+    assert!(g.stats.pairs > 0);
+
+    // Bad radii: the host's errors.
+    let bad: DevBuf<f64> = DevBuf::from_slice(&dev, &(0..nq).map(|i| if i == 17 { -0.5 } else { 0.1 }).collect::<Vec<_>>()).unwrap();
+    let fb = DeviceRadiusFields { radii: Some(arr(&bad)), ..Default::default() };
+    let e = ctx.radius_device(&device, &domain, &src, Some(&qry), &fb, &RadiusParams::new(0.0), &DeviceRadiusOutput::default()).unwrap_err();
+    assert!(e.to_string().contains("radius 17"), "{e}");
+    let e =
+        ctx.radius_device(&device, &domain, &src, None, &DeviceRadiusFields::default(), &RadiusParams::new(f64::NAN), &DeviceRadiusOutput::default());
+    assert!(matches!(e, Err(Error::InvalidParameter { name: "radius", .. })), "{e:?}");
+    let e = ctx.radius_device(&device, &domain, &src, Some(&qry), &DeviceRadiusFields::default(), &hp, &DeviceRadiusOutput::default());
+    assert!(matches!(e, Err(Error::InvalidParameter { name: "radius", .. })), "{e:?}");
+
+    // No queries: empty values; no sources: counts 0 and NaN means.
+    let none = unsafe { DevicePoints::<f64, 3>::new([std::ptr::null(); 3], 0, 0) };
+    let fs = DeviceRadiusFields { scalar: Some(arr(&ds)), ..Default::default() };
+    let fs = DeviceRadiusFields { scalar: fs.scalar.map(|_| unsafe { DeviceArray::new(std::ptr::null(), DeviceType::F64, 0, 0) }), ..fs };
+    let r = ctx
+        .radius_device(&device, &domain, &none, Some(&qry), &fs, &RadiusParams::new(1.0).with_lists(ListOrder::Index), &out_mean(&outs[1], nq))
+        .unwrap();
+    assert_eq!(r.lists.unwrap().offsets, vec![0; nq + 1]);
+    assert!(outs[1].to_vec().unwrap().iter().all(|v| v.is_nan()));
+    fn out_mean(b: &DevBuf<f64>, nq: usize) -> DeviceRadiusOutput<'_> {
+        // SAFETY: nq f64 of the emulated device.
+        DeviceRadiusOutput { scalar_mean: Some(unsafe { DeviceOut::new(b.ptr() as *mut f64, nq) }), ..Default::default() }
+    }
+}
