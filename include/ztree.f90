@@ -154,7 +154,7 @@ module ztree
 
   type, bind(C), public :: ztree_radius_params
     !> sizeof the struct in this module's layout (checked by the library and by the tests).
-    integer(c_size_t) :: struct_size = 88_c_size_t
+    integer(c_size_t) :: struct_size = 96_c_size_t
     !> The radius of every query when radii is absent (d <= radius, inclusive).
     real(c_double) :: radius = 0
     !> Optional radius per query (e.g. the smoothing length).
@@ -167,6 +167,8 @@ module ztree
     integer(c_int64_t) :: count_limit = 0
     !> Bit t selects sources / queries of type t; 0: all (uint32_t in C).
     integer(c_int32_t) :: source_type_mask = 0, query_type_mask = 0
+    !> The CUDA stream for device arrays (c_null_ptr: the default stream).
+    type(c_ptr) :: cuda_stream = c_null_ptr
   end type
 
   type, bind(C), public :: ztree_radius_output

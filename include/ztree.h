@@ -516,6 +516,8 @@ typedef struct ztree_radius_params {
   // self-query); 0: all. A query left out gets count -1, NaN sums, means and density,
   // and an empty list.
   uint32_t query_type_mask;
+  // The CUDA stream for device arrays (see `ztree_knn_params::cuda_stream`).
+  void *cuda_stream;
 } ztree_radius_params;
 
 // Outputs of `ztree_radius`. Per-query arrays (`counts`, `scalar_sum`, `scalar_mean`,
@@ -701,8 +703,9 @@ enum ztree_status ztree_knn_bytes(struct ztree_context *ctx,
 // own neighbour), the sources within its radius (`d <= r`, FoF's test): counts, lists,
 // scalar sums and means, SPH density (definitions: docs/c-api.md). Collective on an MPI
 // context (results equal one serial call on the ranks' particles concatenated in rank
-// order; list entries are global source indices). Host arrays; device arrays are
-// `ZTREE_ERR_UNSUPPORTED` on every rank.
+// order; list entries are global source indices). Device arrays (serial contexts; on an
+// MPI context `ZTREE_ERR_UNSUPPORTED` on every rank) are computed on their device, every
+// output (the lists too) in device memory.
 // Lists over `ztree_config::memory_limit` are `ZTREE_ERR_MEMORY`, found by the counting
 // pass before they are allocated.
 enum ztree_status ztree_radius(struct ztree_context *ctx,

@@ -232,7 +232,7 @@ versioned!(ztree_stats, [], super::out::empty_stats());
 
 versioned!(
     ztree_radius_params,
-    [],
+    [first(std::mem::offset_of!(ztree_radius_params, cuda_stream))],
     ztree_radius_params {
         struct_size: size_of::<Self>(),
         radius: 0.0,
@@ -243,6 +243,7 @@ versioned!(
         count_limit: 0,
         source_type_mask: 0,
         query_type_mask: 0,
+        cuda_stream: std::ptr::null_mut(),
     }
 );
 

@@ -33,8 +33,13 @@ pub(crate) enum Slot {
     ScalarMean,
     Permutation,
     Labels,
+    Counts,
+    ScalarSum,
+    ListOffsets,
+    ListIndices,
+    ListDistances,
 }
-const SLOTS: usize = 7;
+const SLOTS: usize = 12;
 
 /// The device of a context's last device call and the output buffers it owns there.
 #[derive(Default)]
@@ -93,7 +98,7 @@ pub(crate) fn usable(what: &str) -> Result<(), Fail> {
 impl DeviceState {
     /// The device holding `ptr`, working on `stream`; output buffers of another device or
     /// stream are dropped.
-    fn device(&mut self, ptr: DevPtr, stream: *mut c_void) -> Result<Arc<dyn Device>, Fail> {
+    pub(crate) fn device(&mut self, ptr: DevPtr, stream: *mut c_void) -> Result<Arc<dyn Device>, Fail> {
         // No pointer (a rank or call without particles): the device used last, else device 0.
         let ordinal = match (emulated(), ptr) {
             (true, _) => {
@@ -124,7 +129,7 @@ impl DeviceState {
 
     /// Where output `slot` goes: the caller's device array, or (NULL, or the pointer the
     /// context returned before) a context buffer of at least `bytes`.
-    fn output(&mut self, dev: &Arc<dyn Device>, slot: Slot, caller: *mut c_void, bytes: usize) -> Result<DevPtr, Fail> {
+    pub(crate) fn output(&mut self, dev: &Arc<dyn Device>, slot: Slot, caller: *mut c_void, bytes: usize) -> Result<DevPtr, Fail> {
         let s = &mut self.slots[slot as usize];
         let own = s.as_ref().map(|b| b.ptr());
         if !caller.is_null() && Some(caller as DevPtr) != own {
@@ -164,7 +169,7 @@ fn dev_field<'a>(s: &'a Strided, n: usize) -> DevField<'a> {
 /// # Safety
 /// `ptr` is `len` elements of device memory (the caller's or the context's), written only
 /// by this call.
-unsafe fn sink<'a, V>(ptr: Option<DevPtr>, len: usize) -> Option<DeviceOut<'a, V>> {
+pub(crate) unsafe fn sink<'a, V>(ptr: Option<DevPtr>, len: usize) -> Option<DeviceOut<'a, V>> {
     // SAFETY: the caller's promise.
     ptr.map(|p| unsafe { DeviceOut::new(p as *mut V, len) })
 }
@@ -235,11 +240,11 @@ impl KnnSlots {
     }
 }
 
-fn device_points<'a, T: Real, const D: usize>(p: &'a StridedPoints<T, D>, n: usize) -> DevicePoints<'a, T, D> {
+pub(crate) fn device_points<'a, T: Real, const D: usize>(p: &'a StridedPoints<T, D>, n: usize) -> DevicePoints<'a, T, D> {
     DevicePoints { pts: dev_points(p, n) }
 }
 
-fn device_array(s: &Strided, n: usize) -> DeviceArray<'_> {
+pub(crate) fn device_array(s: &Strided, n: usize) -> DeviceArray<'_> {
     DeviceArray { field: dev_field(s, n) }
 }
 

@@ -270,3 +270,76 @@ fn device_scratch_per_particle_is_reported() {
     assert!(fof > 24.0 && fof < 200.0, "FoF device scratch {fof} B/particle");
     ztree_destroy(ctx);
 }
+
+/// Every output of one `ztree_radius` as comparable words (lists read where the call put
+/// them: the emulated device's memory is host memory).
+fn radius_words(ctx: *mut crate::ffi::ztree_context, s: &ztree_particles, q: Option<&ztree_particles>, rp: &ztree_radius_params) -> Vec<u64> {
+    let mut o = ztree_radius_output::defaults();
+    let st = unsafe { crate::ffi::radius::ztree_radius(ctx, s, q.map_or(std::ptr::null(), |q| q as *const _), rp, &mut o) };
+    assert_eq!(st, ztree_status::ZTREE_OK, "{:?}", unsafe { std::ffi::CStr::from_ptr(ztree_last_error(ctx)) });
+    let nq = o.n_queries as usize;
+    let f = |p: *const f64, n: usize| unsafe { std::slice::from_raw_parts(p, n) }.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    let i = |p: *const i64, n: usize| unsafe { std::slice::from_raw_parts(p, n) }.iter().map(|&v| v as u64).collect::<Vec<_>>();
+    let mut w = i(o.counts, nq);
+    w.extend(f(o.scalar_sum, nq));
+    w.extend(f(o.scalar_mean, nq));
+    w.extend(f(o.density, nq));
+    let off = i(o.offsets, nq + 1);
+    let m = off[nq] as usize;
+    w.extend(&off);
+    w.extend(i(o.indices, m));
+    if !o.distances.is_null() {
+        w.extend(f(o.distances, m));
+    }
+    w.push(o.n_pairs as u64);
+    assert!(o.n_pairs > 0);
+    w
+}
+
+#[test]
+fn radius_on_device_arrays_equals_host_arrays() {
+    let ctx = emulated_context(1.5);
+    let all = ZTREE_RADIUS_COUNTS | ZTREE_RADIUS_LISTS | ZTREE_RADIUS_SCALAR_SUM | ZTREE_RADIUS_SCALAR_MEAN | ZTREE_RADIUS_DENSITY;
+    let p64 = points::<f64>(3000, 11, |v| v);
+    let p32 = points::<f32>(3000, 12, |v| v as f32);
+    let q64 = points::<f64>(400, 13, |v| v);
+    let radii: Vec<f32> = (0..3000).map(|i| 0.01 + (i % 7) as f32 * 0.005).collect();
+    for (name, src, qry, scalar) in [
+        ("f64 self", particles(&p64, ZTREE_DTYPE_F64, 0), None, p64.scalar.as_ptr()),
+        ("f32 self", particles(&p32, ZTREE_DTYPE_F32, 0), None, p32.scalar.as_ptr()),
+        ("f64 queries", particles(&p64, ZTREE_DTYPE_F64, 0), Some(particles(&q64, ZTREE_DTYPE_F64, 0)), p64.scalar.as_ptr()),
+    ] {
+        for (per_query, order, distances) in [(false, ZTREE_LIST_BY_DISTANCE, true), (true, ZTREE_LIST_BY_INDEX, false)] {
+            let mut rp = ztree_radius_params::defaults();
+            rp.radius = 0.03;
+            rp.outputs = all | if distances { ZTREE_RADIUS_DISTANCES } else { 0 };
+            rp.list_order = order;
+            rp.scalar = ztree_array { data: scalar as *const c_void, dtype: ZTREE_DTYPE_F32, stride: 0 };
+            if per_query {
+                rp.radii = ztree_array { data: radii.as_ptr() as *const c_void, dtype: ZTREE_DTYPE_F32, stride: 0 };
+            }
+            let (qry, src) = (qry.filter(|_| !per_query), src);
+            let host = radius_words(ctx, &src, qry.as_ref(), &rp);
+            let (mut dsrc, mut dqry) = (src, qry);
+            dsrc.memory = ZTREE_MEMORY_CUDA_DEVICE;
+            if let Some(q) = dqry.as_mut() {
+                q.memory = ZTREE_MEMORY_CUDA_DEVICE;
+            }
+            let dev = radius_words(ctx, &dsrc, dqry.as_ref(), &rp);
+            let first = dev.iter().zip(&host).position(|(a, b)| a != b);
+            assert!(first.is_none() && dev.len() == host.len(), "{name}, per-query {per_query}: device differs from host at {first:?}");
+        }
+    }
+    // Mixed memory spaces and type masks on device arrays are refused.
+    let mut rp = ztree_radius_params::defaults();
+    rp.radius = 0.03;
+    rp.outputs = ZTREE_RADIUS_COUNTS;
+    let mut dsrc = particles(&p64, ZTREE_DTYPE_F64, 0);
+    dsrc.memory = ZTREE_MEMORY_CUDA_DEVICE;
+    let hq = particles(&q64, ZTREE_DTYPE_F64, 0);
+    let mut o = ztree_radius_output::defaults();
+    assert_eq!(unsafe { crate::ffi::radius::ztree_radius(ctx, &dsrc, &hq, &rp, &mut o) }, ztree_status::ZTREE_ERR_INVALID_ARGUMENT);
+    rp.source_type_mask = 2;
+    assert_eq!(unsafe { crate::ffi::radius::ztree_radius(ctx, &dsrc, std::ptr::null(), &rp, &mut o) }, ztree_status::ZTREE_ERR_UNSUPPORTED);
+    ztree_destroy(ctx);
+}

@@ -13,6 +13,8 @@ pub(crate) mod abi;
 pub(crate) mod dbscan;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
+#[cfg(feature = "cuda")]
+mod device_radius;
 pub(crate) mod fof;
 mod input;
 pub(crate) mod knn;

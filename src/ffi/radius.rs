@@ -25,8 +25,9 @@ const KNOWN: u32 =
 /// own neighbour), the sources within its radius (`d <= r`, FoF's test): counts, lists,
 /// scalar sums and means, SPH density (definitions: docs/c-api.md). Collective on an MPI
 /// context (results equal one serial call on the ranks' particles concatenated in rank
-/// order; list entries are global source indices). Host arrays; device arrays are
-/// `ZTREE_ERR_UNSUPPORTED` on every rank.
+/// order; list entries are global source indices). Device arrays (serial contexts; on an
+/// MPI context `ZTREE_ERR_UNSUPPORTED` on every rank) are computed on their device, every
+/// output (the lists too) in device memory.
 /// Lists over `ztree_config::memory_limit` are `ZTREE_ERR_MEMORY`, found by the counting
 /// pass before they are allocated.
 #[unsafe(no_mangle)]
@@ -63,11 +64,11 @@ pub unsafe extern "C" fn ztree_radius_bytes(
     })
 }
 
-struct Args {
-    src: ztree_particles,
-    qry: Option<ztree_particles>,
-    prm: ztree_radius_params,
-    dtype: i32,
+pub(crate) struct Args {
+    pub src: ztree_particles,
+    pub qry: Option<ztree_particles>,
+    pub prm: ztree_radius_params,
+    pub dtype: i32,
 }
 
 unsafe fn entry(
@@ -97,8 +98,11 @@ unsafe fn entry(
         {
             return Err(fail(ZTREE_ERR_DTYPE, "queries: positions must have the same element type as the sources"));
         }
-        if src.memory == ZTREE_MEMORY_CUDA_DEVICE || qry.is_some_and(|q| q.memory == ZTREE_MEMORY_CUDA_DEVICE) {
-            return Err(fail(ZTREE_ERR_UNSUPPORTED, "ztree_radius: device arrays are not supported yet (pass host arrays)"));
+        if qry.is_some_and(|q| q.memory != src.memory) {
+            return Err(fail(ZTREE_ERR_INVALID_ARGUMENT, "queries and sources must be in the same memory space"));
+        }
+        if src.memory == ZTREE_MEMORY_CUDA_DEVICE && ctx.comm.is_some() {
+            return Err(fail(ZTREE_ERR_UNSUPPORTED, "ztree_radius: device arrays on an MPI context are not supported yet (pass host arrays)"));
         }
         Ok((Args { src, qry, prm, dtype }, o))
     })();
@@ -121,18 +125,18 @@ unsafe fn entry(
     unsafe { abi::write_out(out, &o) }
 }
 
-struct Checked<T: Real, const D: usize> {
-    ns: usize,
-    nq: usize,
-    sp: StridedPoints<T, D>,
-    qp: Option<StridedPoints<T, D>>,
-    masses: Option<Strided>,
-    scalar: Option<Strided>,
-    radii: Option<Strided>,
+pub(crate) struct Checked<T: Real, const D: usize> {
+    pub ns: usize,
+    pub nq: usize,
+    pub sp: StridedPoints<T, D>,
+    pub qp: Option<StridedPoints<T, D>>,
+    pub masses: Option<Strided>,
+    pub scalar: Option<Strided>,
+    pub radii: Option<Strided>,
     src_types: Option<Strided>,
     qry_types: Option<Strided>,
-    order: ListOrder,
-    bytes: Bytes,
+    pub order: ListOrder,
+    pub bytes: Bytes,
     proposal: Proposal,
 }
 
@@ -213,6 +217,11 @@ fn typed<T: Real, const D: usize>(ctx: &mut ztree_context, a: &Args, o: &mut ztr
     if let Some(s) = size {
         *s = checked?.bytes.as_i64();
         return Ok(());
+    }
+    // Device arrays (serial contexts): the CUDA back end.
+    #[cfg(feature = "cuda")]
+    if a.src.memory == ZTREE_MEMORY_CUDA_DEVICE {
+        return super::device_radius::radius(ctx, a, o, checked);
     }
     let want = |bit: u32| a.prm.outputs & bit != 0;
     let limit = ctx.config.memory_limit;

@@ -504,6 +504,8 @@ pub struct ztree_radius_params {
     /// self-query); 0: all. A query left out gets count -1, NaN sums, means and density,
     /// and an empty list.
     pub query_type_mask: u32,
+    /// The CUDA stream for device arrays (see `ztree_knn_params::cuda_stream`).
+    pub cuda_stream: *mut c_void,
 }
 
 /// Outputs of `ztree_radius`. Per-query arrays (`counts`, `scalar_sum`, `scalar_mean`,

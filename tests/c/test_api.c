@@ -657,7 +657,9 @@ static void test_radius(ztree_context *ctx, int n, double box) {
   EXPECT_R(ztree_radius(ctx, &p, &qp, &bad, &o2), ZTREE_ERR_INVALID_ARGUMENT);
   ztree_particles dev = p;
   dev.memory = ZTREE_MEMORY_CUDA_DEVICE;
-  EXPECT_R(ztree_radius(ctx, &dev, NULL, &rp, &out), ZTREE_ERR_UNSUPPORTED);
+  /* Host memory passed as device arrays: no device here, or not device memory on a GPU. */
+  EXPECT_R(ztree_radius(ctx, &dev, NULL, &rp, &out), ztree_cuda_device_count() > 0 ? ZTREE_ERR_INVALID_ARGUMENT : ZTREE_ERR_NO_DEVICE);
+  EXPECT_R(ztree_radius(ctx, &p, &dev, &rp, &out), ZTREE_ERR_INVALID_ARGUMENT); /* mixed memory spaces */
   /* Lists beyond the memory limit: refused after the counting pass, before they exist. */
   ztree_config cfg;
   ztree_config_init(&cfg);
