@@ -123,7 +123,7 @@ module ztree
 
   type, bind(C), public :: ztree_dbscan_params
     !> sizeof the struct in this module's layout (checked by the library and by the tests).
-    integer(c_size_t) :: struct_size = 56_c_size_t
+    integer(c_size_t) :: struct_size = 64_c_size_t
     !> Give eps (absolute) or b (relative to the mean spacing), the other 0.
     real(c_double) :: eps = 0, b = 0
     integer(c_int32_t) :: min_pts = 10, min_members = 0, order = 0, members = 0
@@ -135,6 +135,8 @@ module ztree
     integer(c_int32_t) :: type_mask = 0
     !> MPI contexts: non-zero gathers the catalogue on rank 0.
     integer(c_int32_t) :: gather = 0
+    !> The CUDA stream for device arrays (c_null_ptr: the default stream).
+    type(c_ptr) :: cuda_stream = c_null_ptr
   end type
 
   type, bind(C), public :: ztree_cluster

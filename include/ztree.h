@@ -432,6 +432,8 @@ typedef struct ztree_dbscan_params {
   // MPI contexts: non-zero gathers the whole catalogue on rank 0 (others get none);
   // 0 leaves each cluster on the rank that passed its first core point.
   int32_t gather;
+  // The CUDA stream for device arrays (see `ztree_knn_params::cuda_stream`).
+  void *cuda_stream;
 } ztree_dbscan_params;
 
 // One cluster of the DBSCAN catalogue: the FoF columns and two of its own.

@@ -159,6 +159,35 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         }
         stats.timings.stages.push(("border", t.elapsed().as_secs_f64()));
     }
+    let found = Found { comp, core, n_comp, nearest };
+    Ok((finish(points, fields, params, box_len, found, labels, class, &mut stats), stats))
+}
+
+/// What the neighbour stages found: each point's core flag and core component (`u32::MAX`
+/// for none; components numbered in z-order of their first core point), and each border
+/// point's nearest core point within ε (ascending border point).
+pub(crate) struct Found {
+    pub comp: Vec<u32>,
+    pub core: Vec<bool>,
+    pub n_comp: usize,
+    pub nearest: Vec<(u32, u32)>,
+}
+
+/// Border points into their clusters (or not, DBSCAN*), the classes and counts, then the
+/// labels and the catalogue (stage "catalogue").
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn finish<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+    points: &P,
+    fields: &FofFields<'_, D>,
+    params: &DbscanParams,
+    box_len: Option<[f64; D]>,
+    found: Found,
+    labels: &mut [i64],
+    class: Option<&mut [PointClass]>,
+    stats: &mut DbscanStats,
+) -> DbscanCatalogue<D> {
+    let Found { mut comp, core, n_comp, nearest } = found;
+    let n = comp.len();
     stats.clusters_total = n_comp;
     stats.border = nearest.len();
     if params.border == BorderPoints::NearestCore {
@@ -179,7 +208,7 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     let t = std::time::Instant::now();
     let cat = catalogue(points, fields, params, box_len, &comp, &core, n_comp, labels);
     stats.timings.stages.push(("catalogue", t.elapsed().as_secs_f64()));
-    Ok((cat, stats))
+    cat
 }
 
 /// Labels, and the rows of the clusters with at least `min_members` members.

@@ -5,6 +5,8 @@ pub(crate) mod config;
 mod context;
 mod dbscan;
 #[cfg(feature = "cuda")]
+mod dbscan_device;
+#[cfg(feature = "cuda")]
 pub(crate) mod device;
 #[cfg(feature = "mpi")]
 pub(crate) mod dist;

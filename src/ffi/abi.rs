@@ -266,7 +266,7 @@ versioned!(
 
 versioned!(
     ztree_dbscan_params,
-    [],
+    [first(std::mem::offset_of!(ztree_dbscan_params, cuda_stream))],
     ztree_dbscan_params {
         struct_size: size_of::<Self>(),
         eps: 0.0,
@@ -279,6 +279,7 @@ versioned!(
         classes: 0,
         type_mask: 0,
         gather: 0,
+        cuda_stream: std::ptr::null_mut(),
     }
 );
 

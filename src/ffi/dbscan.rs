@@ -8,7 +8,7 @@ use super::input::{
 use super::out::{Bytes, Proposal, agree_args, dest, fill_stats, reserve};
 use super::types::*;
 use super::{Fail, abi, fail, guard, ztree_context};
-use crate::dbscan::{BorderPoints, DbscanParams, PointClass};
+use crate::dbscan::{BorderPoints, DbscanCatalogue, DbscanParams, DbscanStats, PointClass};
 use crate::fof::{CatalogueOrder, FofFields, LinkingLength};
 use crate::geom::Real;
 use crate::input::{ParticleIds, ScalarField, VectorField};
@@ -82,8 +82,8 @@ unsafe fn entry(
         // SAFETY: checked non-null; the structs start with their sizes.
         let (p, prm, o) = unsafe { (abi::read_in(particles)?, abi::read_in(params)?, abi::read_in(out.cast_const())?) };
         let dtype = pos_dtype(&p, dims, "particles")?;
-        if p.memory == ZTREE_MEMORY_CUDA_DEVICE {
-            return Err(fail(ZTREE_ERR_UNSUPPORTED, "ztree_dbscan: device arrays are not supported yet (pass host arrays)"));
+        if p.memory == ZTREE_MEMORY_CUDA_DEVICE && ctx.comm.is_some() {
+            return Err(fail(ZTREE_ERR_UNSUPPORTED, "ztree_dbscan: device arrays on an MPI context are not supported yet (pass host arrays)"));
         }
         Ok((p, prm, dtype, o))
     })();
@@ -107,16 +107,16 @@ unsafe fn entry(
 }
 
 /// The arguments after every check that needs no allocation.
-struct Checked<T: Real, const D: usize> {
-    n: usize,
-    pos: StridedPoints<T, D>,
-    vel: Option<StridedVectors<D>>,
-    masses: Option<Strided>,
-    ids: Option<Strided>,
+pub(crate) struct Checked<T: Real, const D: usize> {
+    pub n: usize,
+    pub pos: StridedPoints<T, D>,
+    pub vel: Option<StridedVectors<D>>,
+    pub masses: Option<Strided>,
+    pub ids: Option<Strided>,
     types: Option<Strided>,
-    params: DbscanParams,
-    classes: bool,
-    bytes: Bytes,
+    pub params: DbscanParams,
+    pub classes: bool,
+    pub bytes: Bytes,
     proposal: Proposal,
 }
 
@@ -207,6 +207,11 @@ fn typed<T: Real, const D: usize>(
         *s = checked?.bytes.as_i64();
         return Ok(());
     }
+    // Device arrays (serial contexts): the CUDA back end.
+    #[cfg(feature = "cuda")]
+    if p.memory == ZTREE_MEMORY_CUDA_DEVICE {
+        return super::device_dbscan::dbscan(ctx, prm, o, checked);
+    }
     let limit = ctx.config.memory_limit;
     let b = &mut ctx.buffers;
     let ready = checked.and_then(|c| {
@@ -247,6 +252,21 @@ fn typed<T: Real, const D: usize>(
         (_, Some(s)) => ctx.core.dbscan_subset_into(&dom, &c.pos, &fields, &c.params, s, labels, class)?,
         (_, None) => ctx.core.dbscan_into(&dom, &c.pos, &fields, &c.params, labels, class)?,
     };
+    hand_over(ctx, o, &cat, &stats, (labels_ptr, class_ptr), c.classes, c.params.members, c.n)
+}
+
+/// The catalogue into the context's buffers, and where everything is into `o`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn hand_over<const D: usize>(
+    ctx: &mut ztree_context,
+    o: &mut ztree_dbscan_output,
+    cat: &DbscanCatalogue<D>,
+    stats: &DbscanStats,
+    (labels_ptr, class_ptr): (*mut i64, *mut i8),
+    classes: bool,
+    members: bool,
+    n: usize,
+) -> Result<(), Fail> {
     let b = &mut ctx.buffers;
     let rows = &cat.rows;
     b.clusters.clear();
@@ -268,7 +288,6 @@ fn typed<T: Real, const D: usize>(
         }
         h
     }));
-    let members = c.params.members;
     if members {
         b.member_offsets.clear();
         b.member_indices.clear();
@@ -281,7 +300,7 @@ fn typed<T: Real, const D: usize>(
         b.member_indices.extend_from_slice(&rows.member_indices);
     }
     o.labels = labels_ptr;
-    if c.classes {
+    if classes {
         o.point_class = class_ptr;
     }
     o.n_clusters = rows.len() as i64;
@@ -293,6 +312,6 @@ fn typed<T: Real, const D: usize>(
     o.n_border = stats.border as i64;
     o.n_noise = stats.noise as i64;
     o.n_clusters_total = stats.clusters_total as i64;
-    ctx.stats = fill_stats(&stats.timings, stats.scratch_bytes, c.n, 0, rows.len(), None);
+    ctx.stats = fill_stats(&stats.timings, stats.scratch_bytes, n, 0, rows.len(), None);
     Ok(())
 }

@@ -38,8 +38,9 @@ pub(crate) enum Slot {
     ListOffsets,
     ListIndices,
     ListDistances,
+    Classes,
 }
-const SLOTS: usize = 12;
+const SLOTS: usize = 13;
 
 /// The device of a context's last device call and the output buffers it owns there.
 #[derive(Default)]

@@ -343,3 +343,50 @@ fn radius_on_device_arrays_equals_host_arrays() {
     assert_eq!(unsafe { crate::ffi::radius::ztree_radius(ctx, &dsrc, std::ptr::null(), &rp, &mut o) }, ztree_status::ZTREE_ERR_UNSUPPORTED);
     ztree_destroy(ctx);
 }
+
+/// Every result of one `ztree_dbscan` as comparable words.
+fn dbscan_words(ctx: *mut crate::ffi::ztree_context, p: &ztree_particles, dp: &ztree_dbscan_params) -> Vec<u64> {
+    let mut o = ztree_dbscan_output::defaults();
+    let s = unsafe { crate::ffi::dbscan::ztree_dbscan(ctx, p, dp, &mut o) };
+    assert_eq!(s, ztree_status::ZTREE_OK, "{:?}", unsafe { std::ffi::CStr::from_ptr(ztree_last_error(ctx)) });
+    let n = p.count as usize;
+    let nc = o.n_clusters as usize;
+    let mut w: Vec<u64> = unsafe { std::slice::from_raw_parts(o.labels, n) }.iter().map(|&v| v as u64).collect();
+    w.extend(unsafe { std::slice::from_raw_parts(o.point_class, n) }.iter().map(|&v| v as u64));
+    for h in unsafe { std::slice::from_raw_parts(o.clusters, nc) } {
+        w.extend([h.tag as u64, h.count as u64, h.core_count as u64, h.mass.to_bits(), h.max_radius.to_bits(), h.inertia_radius.to_bits()]);
+        w.extend(h.pos.iter().chain(&h.vel).map(|v| v.to_bits()));
+    }
+    let offsets = unsafe { std::slice::from_raw_parts(o.member_offsets, nc + 1) };
+    w.extend(offsets.iter().map(|&v| v as u64));
+    w.extend(unsafe { std::slice::from_raw_parts(o.member_indices, offsets[nc] as usize) }.iter().map(|&v| v as u64));
+    w.extend([o.eps.to_bits(), o.n_core as u64, o.n_border as u64, o.n_noise as u64, o.n_clusters_total as u64, nc as u64]);
+    assert!(o.n_core > 0 && nc > 0);
+    w
+}
+
+#[test]
+fn dbscan_on_device_arrays_equals_host_arrays() {
+    let ctx = emulated_context(1.0);
+    let p32 = points::<f32>(3000, 21, |v| v as f32);
+    let p64 = points::<f64>(3000, 22, |v| v);
+    let ids: Vec<i64> = (0..3000i64).map(|i| 5000 - i).collect();
+    for (name, mut p) in [("f32", particles(&p32, ZTREE_DTYPE_F32, 0)), ("f64", particles(&p64, ZTREE_DTYPE_F64, 0))] {
+        p.ids = ztree_array { data: ids.as_ptr() as *const c_void, dtype: ZTREE_DTYPE_I64, stride: 0 };
+        for (min_pts, border) in [(2, ZTREE_DBSCAN_BORDER_NEAREST), (5, ZTREE_DBSCAN_BORDER_NEAREST), (8, ZTREE_DBSCAN_BORDER_NOISE)] {
+            let mut dp = ztree_dbscan_params::defaults();
+            dp.eps = 0.02;
+            dp.min_pts = min_pts;
+            dp.members = 1;
+            dp.classes = 1;
+            dp.border = border;
+            dp.order = ZTREE_CATALOGUE_GADGET;
+            let host = dbscan_words(ctx, &p, &dp);
+            let mut dev = p;
+            dev.memory = ZTREE_MEMORY_CUDA_DEVICE;
+            let d = dbscan_words(ctx, &dev, &dp);
+            assert!(d == host, "{name}, min_pts {min_pts}: device differs from host");
+        }
+    }
+    ztree_destroy(ctx);
+}

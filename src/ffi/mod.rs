@@ -14,6 +14,8 @@ pub(crate) mod dbscan;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 #[cfg(feature = "cuda")]
+mod device_dbscan;
+#[cfg(feature = "cuda")]
 mod device_radius;
 pub(crate) mod fof;
 mod input;

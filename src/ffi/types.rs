@@ -395,6 +395,8 @@ pub struct ztree_dbscan_params {
     /// MPI contexts: non-zero gathers the whole catalogue on rank 0 (others get none);
     /// 0 leaves each cluster on the rank that passed its first core point.
     pub gather: i32,
+    /// The CUDA stream for device arrays (see `ztree_knn_params::cuda_stream`).
+    pub cuda_stream: *mut c_void,
 }
 
 /// One cluster of the DBSCAN catalogue: the FoF columns and two of its own.

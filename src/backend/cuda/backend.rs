@@ -117,6 +117,18 @@ impl Cuda {
             other => return Err(Error::Device(format!("a real field of type {other:?}"))),
         })
     }
+    /// An integer field (ids) on the host, as i64 (u64 ids checked to fit).
+    pub(crate) fn fetch_ids(&self, f: &DevField<'_>) -> Result<Vec<i64>> {
+        let raw = self.fetch(f.a, f.n, f.ty.size())?;
+        let c4 = |c: &[u8]| <[u8; 4]>::try_from(c).unwrap();
+        let c8 = |c: &[u8]| <[u8; 8]>::try_from(c).unwrap();
+        Ok(match f.ty {
+            FieldType::I32 => raw.chunks_exact(4).map(|c| i32::from_ne_bytes(c4(c)) as i64).collect(),
+            FieldType::U32 => raw.chunks_exact(4).map(|c| u32::from_ne_bytes(c4(c)) as i64).collect(),
+            FieldType::I64 | FieldType::U64 => raw.chunks_exact(8).map(|c| i64::from_ne_bytes(c8(c))).collect(),
+            other => return Err(Error::Device(format!("an integer field of type {other:?}"))),
+        })
+    }
     /// Checks device fields as the host checks them (src/input/validate.rs), on the device;
     /// only a failing element comes to the host, for the message.
     pub(crate) fn validate_fof_fields<const D: usize>(
@@ -167,7 +179,7 @@ impl Cuda {
         debug_assert!(vel.into_iter().flatten().chain(masses).chain(ids).all(|f| f.n == n), "a field of another length");
         Ok(())
     }
-    fn fetch_points<T: Real, const D: usize>(&self, p: &DevPoints<'_, T, D>) -> Result<Vec<[T; D]>> {
+    pub(crate) fn fetch_points<T: Real, const D: usize>(&self, p: &DevPoints<'_, T, D>) -> Result<Vec<[T; D]>> {
         let mut coords = Vec::with_capacity(D);
         for d in 0..D {
             let raw = self.fetch(p.pos[d], p.n, size_of::<T>())?;

@@ -12,6 +12,8 @@
 
 pub(crate) mod backend;
 pub(crate) mod catalogue;
+#[cfg(all(test, feature = "cuda-emu"))]
+mod dbscan_tests;
 pub(crate) mod device;
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 mod dist;
