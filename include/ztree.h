@@ -299,8 +299,8 @@ typedef struct ztree_knn_params {
   uint32_t source_type_mask;
   // The queries taking part (of `queries.types`, or of `sources.types` in a
   // self-query); 0: all. A query left out keeps its row, not computed: indices -1,
-  // distances +inf, density and mean NaN. Masks need `ZTREE_ORDER_INPUT`; serial
-  // contexts and host arrays only, so far.
+  // distances +inf, density and mean NaN. Masks need `ZTREE_ORDER_INPUT` (device
+  // arrays: staged through host memory).
   uint32_t query_type_mask;
 } ztree_knn_params;
 
@@ -645,8 +645,9 @@ enum ztree_status ztree_radius_output_init_size(struct ztree_radius_output *s, s
 // any thread count. Collective on an MPI context: labels and classes equal one serial
 // call's on the ranks' particles concatenated in rank order (tags and member lists are
 // global indices); each cluster's row is on the rank that passed its first core point,
-// or all on rank 0 with `gather`. Host arrays; device arrays are
-// `ZTREE_ERR_UNSUPPORTED` on every rank.
+// or all on rank 0 with `gather`. Device arrays: computed on their device on serial
+// contexts (labels and classes in device memory, the catalogue on the host), staged
+// through host memory on MPI contexts and with a type mask.
 enum ztree_status ztree_dbscan(struct ztree_context *ctx,
                                const struct ztree_particles *particles,
                                const struct ztree_dbscan_params *params,
@@ -705,9 +706,9 @@ enum ztree_status ztree_knn_bytes(struct ztree_context *ctx,
 // own neighbour), the sources within its radius (`d <= r`, FoF's test): counts, lists,
 // scalar sums and means, SPH density (definitions: docs/c-api.md). Collective on an MPI
 // context (results equal one serial call on the ranks' particles concatenated in rank
-// order; list entries are global source indices). Device arrays (serial contexts; on an
-// MPI context `ZTREE_ERR_UNSUPPORTED` on every rank) are computed on their device, every
-// output (the lists too) in device memory.
+// order; list entries are global source indices). Device arrays are computed on their
+// device on serial contexts (staged through host memory on MPI contexts and with type
+// masks), every output (the lists too) in device memory.
 // Lists over `ztree_config::memory_limit` are `ZTREE_ERR_MEMORY`, found by the counting
 // pass before they are allocated.
 enum ztree_status ztree_radius(struct ztree_context *ctx,

@@ -82,8 +82,10 @@ pub use radius::{ListOrder, NeighbourLists, Radius, RadiusOutput, RadiusParams, 
 #[allow(missing_docs)] // test hooks: the C API's own items, documented in the header
 pub mod __emulator {
     pub use crate::ffi::abi::Versioned;
+    pub use crate::ffi::dbscan::ztree_dbscan;
     pub use crate::ffi::fof::ztree_fof;
     pub use crate::ffi::knn::ztree_knn;
+    pub use crate::ffi::radius::ztree_radius;
     pub use crate::ffi::types::*;
     #[cfg(feature = "mpi")]
     pub use crate::ffi::ztree_create_mpi;

@@ -28,8 +28,9 @@ const _: () = assert!(
 /// any thread count. Collective on an MPI context: labels and classes equal one serial
 /// call's on the ranks' particles concatenated in rank order (tags and member lists are
 /// global indices); each cluster's row is on the rank that passed its first core point,
-/// or all on rank 0 with `gather`. Host arrays; device arrays are
-/// `ZTREE_ERR_UNSUPPORTED` on every rank.
+/// or all on rank 0 with `gather`. Device arrays: computed on their device on serial
+/// contexts (labels and classes in device memory, the catalogue on the host), staged
+/// through host memory on MPI contexts and with a type mask.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ztree_dbscan(
     ctx: *mut ztree_context,
@@ -82,9 +83,6 @@ unsafe fn entry(
         // SAFETY: checked non-null; the structs start with their sizes.
         let (p, prm, o) = unsafe { (abi::read_in(particles)?, abi::read_in(params)?, abi::read_in(out.cast_const())?) };
         let dtype = pos_dtype(&p, dims, "particles")?;
-        if p.memory == ZTREE_MEMORY_CUDA_DEVICE && ctx.comm.is_some() {
-            return Err(fail(ZTREE_ERR_UNSUPPORTED, "ztree_dbscan: device arrays on an MPI context are not supported yet (pass host arrays)"));
-        }
         Ok((p, prm, dtype, o))
     })();
     let (p, prm, dtype, mut o) = match args {
@@ -93,17 +91,35 @@ unsafe fn entry(
         Err(e) => return agree_args(&ctx.comm, "DBSCAN", Err::<Proposal, _>(e), |p| p).map(|_| ()),
     };
     let sizing = size.is_some();
-    match (dims, dtype) {
-        (2, ZTREE_DTYPE_F32) => typed::<f32, 2>(ctx, &p, &prm, dtype, &mut o, size),
-        (2, _) => typed::<f64, 2>(ctx, &p, &prm, dtype, &mut o, size),
-        (_, ZTREE_DTYPE_F32) => typed::<f32, 3>(ctx, &p, &prm, dtype, &mut o, size),
-        _ => typed::<f64, 3>(ctx, &p, &prm, dtype, &mut o, size),
-    }?;
+    #[cfg(feature = "cuda")]
+    if !sizing && super::staged::dbscan_needed(ctx, &p, &prm) {
+        let o = super::staged::dbscan(ctx, &p, &prm, dtype, o, dims)?;
+        // SAFETY: checked non-null in `args`; `o` keeps the caller's layout.
+        return unsafe { abi::write_out(out, &o) };
+    }
+    dispatch(ctx, &p, &prm, dtype, &mut o, size)?;
     if sizing {
         return Ok(());
     }
     // SAFETY: checked non-null in `args`; `o` keeps the caller's layout.
     unsafe { abi::write_out(out, &o) }
+}
+
+/// The call for the context's dimensions and the positions' element type.
+pub(crate) fn dispatch(
+    ctx: &mut ztree_context,
+    p: &ztree_particles,
+    prm: &ztree_dbscan_params,
+    dtype: i32,
+    o: &mut ztree_dbscan_output,
+    size: Option<&mut i64>,
+) -> Result<(), Fail> {
+    match (ctx.config.dims, dtype) {
+        (2, ZTREE_DTYPE_F32) => typed::<f32, 2>(ctx, p, prm, dtype, o, size),
+        (2, _) => typed::<f64, 2>(ctx, p, prm, dtype, o, size),
+        (_, ZTREE_DTYPE_F32) => typed::<f32, 3>(ctx, p, prm, dtype, o, size),
+        _ => typed::<f64, 3>(ctx, p, prm, dtype, o, size),
+    }
 }
 
 /// The arguments after every check that needs no allocation.

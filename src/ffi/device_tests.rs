@@ -280,10 +280,12 @@ fn radius_words(ctx: *mut crate::ffi::ztree_context, s: &ztree_particles, q: Opt
     let nq = o.n_queries as usize;
     let f = |p: *const f64, n: usize| unsafe { std::slice::from_raw_parts(p, n) }.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     let i = |p: *const i64, n: usize| unsafe { std::slice::from_raw_parts(p, n) }.iter().map(|&v| v as u64).collect::<Vec<_>>();
-    let mut w = i(o.counts, nq);
-    w.extend(f(o.scalar_sum, nq));
-    w.extend(f(o.scalar_mean, nq));
-    w.extend(f(o.density, nq));
+    let mut w = if o.counts.is_null() { vec![] } else { i(o.counts, nq) };
+    for p in [o.scalar_sum, o.scalar_mean, o.density] {
+        if !p.is_null() {
+            w.extend(f(p, nq));
+        }
+    }
     let off = i(o.offsets, nq + 1);
     let m = off[nq] as usize;
     w.extend(&off);
@@ -330,7 +332,7 @@ fn radius_on_device_arrays_equals_host_arrays() {
             assert!(first.is_none() && dev.len() == host.len(), "{name}, per-query {per_query}: device differs from host at {first:?}");
         }
     }
-    // Mixed memory spaces and type masks on device arrays are refused.
+    // Mixed memory spaces are refused.
     let mut rp = ztree_radius_params::defaults();
     rp.radius = 0.03;
     rp.outputs = ZTREE_RADIUS_COUNTS;
@@ -339,8 +341,6 @@ fn radius_on_device_arrays_equals_host_arrays() {
     let hq = particles(&q64, ZTREE_DTYPE_F64, 0);
     let mut o = ztree_radius_output::defaults();
     assert_eq!(unsafe { crate::ffi::radius::ztree_radius(ctx, &dsrc, &hq, &rp, &mut o) }, ztree_status::ZTREE_ERR_INVALID_ARGUMENT);
-    rp.source_type_mask = 2;
-    assert_eq!(unsafe { crate::ffi::radius::ztree_radius(ctx, &dsrc, std::ptr::null(), &rp, &mut o) }, ztree_status::ZTREE_ERR_UNSUPPORTED);
     ztree_destroy(ctx);
 }
 
@@ -388,5 +388,64 @@ fn dbscan_on_device_arrays_equals_host_arrays() {
             assert!(d == host, "{name}, min_pts {min_pts}: device differs from host");
         }
     }
+    ztree_destroy(ctx);
+}
+
+/// Type masks on device arrays (staged through host memory) equal the host calls: kNN,
+/// FoF, radius queries and DBSCAN, outputs in context-owned device buffers.
+#[test]
+fn type_masks_on_device_arrays_equal_host_arrays() {
+    let ctx = emulated_context(1.0);
+    let p64 = points::<f64>(3000, 31, |v| v);
+    let types: Vec<u8> = (0..3000).map(|i| [1u8, 4, 1, 0][i % 4]).collect();
+    let mut host = particles(&p64, ZTREE_DTYPE_F64, 0);
+    host.types = ztree_array { data: types.as_ptr() as *const c_void, dtype: ZTREE_DTYPE_U8, stride: 0 };
+    let mut dev = host;
+    dev.memory = ZTREE_MEMORY_CUDA_DEVICE;
+    let bits = |p: *const f64, n: usize| unsafe { std::slice::from_raw_parts(p, n) }.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    let ints = |p: *const i64, n: usize| unsafe { std::slice::from_raw_parts(p, n) }.to_vec();
+
+    // kNN: the stars' dark-matter neighbours.
+    let mut kp = ztree_knn_params::defaults();
+    kp.k = 8;
+    kp.outputs = ZTREE_KNN_INDICES | ZTREE_KNN_DISTANCES;
+    kp.source_type_mask = 1 << 1;
+    kp.query_type_mask = 1 << 4;
+    let knn = |p: &ztree_particles| {
+        let mut o = ztree_knn_output::defaults();
+        assert_eq!(unsafe { ztree_knn(ctx, p, std::ptr::null(), &kp, &mut o) }, ztree_status::ZTREE_OK, "{:?}", unsafe {
+            std::ffi::CStr::from_ptr(ztree_last_error(ctx))
+        });
+        (ints(o.indices, 3000 * 8), bits(o.distances, 3000 * 8))
+    };
+    let (h, d) = (knn(&host), knn(&dev));
+    assert_eq!(d, h, "kNN with masks");
+    assert!(h.0.iter().any(|&i| i >= 0) && h.0.contains(&-1));
+
+    // FoF on the dark matter.
+    let mut fp = ztree_fof_params::defaults();
+    fp.linking_length = 0.02;
+    fp.min_members = 2;
+    fp.members = 1;
+    fp.type_mask = 1 << 1;
+    let (fh, fd) = (fof_words(ctx, &host, &fp, &mut ztree_fof_output::defaults()), fof_words(ctx, &dev, &fp, &mut ztree_fof_output::defaults()));
+    assert_eq!(fd, fh, "FoF with a mask");
+
+    // Radius counts and lists of the stars among the dark matter.
+    let mut rp = ztree_radius_params::defaults();
+    rp.radius = 0.03;
+    rp.outputs = ZTREE_RADIUS_COUNTS | ZTREE_RADIUS_LISTS | ZTREE_RADIUS_DISTANCES;
+    rp.source_type_mask = 1 << 1;
+    rp.query_type_mask = 1 << 4;
+    assert_eq!(radius_words(ctx, &dev, None, &rp), radius_words(ctx, &host, None, &rp), "radius with masks");
+
+    // DBSCAN on the stars.
+    let mut dp = ztree_dbscan_params::defaults();
+    dp.eps = 0.03;
+    dp.min_pts = 3;
+    dp.members = 1;
+    dp.classes = 1;
+    dp.type_mask = 1 << 4;
+    assert_eq!(dbscan_words(ctx, &dev, &dp), dbscan_words(ctx, &host, &dp), "DBSCAN with a mask");
     ztree_destroy(ctx);
 }

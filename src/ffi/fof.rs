@@ -80,17 +80,35 @@ unsafe fn entry(
         Err(e) => return agree_args(&ctx.comm, "FoF", Err::<Proposal, _>(e), |p| p).map(|_| ()),
     };
     let sizing = size.is_some();
-    match (dims, dtype) {
-        (2, ZTREE_DTYPE_F32) => typed::<f32, 2>(ctx, &p, &prm, dtype, &mut o, size),
-        (2, _) => typed::<f64, 2>(ctx, &p, &prm, dtype, &mut o, size),
-        (_, ZTREE_DTYPE_F32) => typed::<f32, 3>(ctx, &p, &prm, dtype, &mut o, size),
-        _ => typed::<f64, 3>(ctx, &p, &prm, dtype, &mut o, size),
-    }?;
+    #[cfg(feature = "cuda")]
+    if !sizing && super::staged::fof_needed(&p, &prm) {
+        let o = super::staged::fof(ctx, &p, &prm, dtype, o, dims)?;
+        // SAFETY: checked non-null in `args`; `o` keeps the caller's layout.
+        return unsafe { abi::write_out(out, &o) };
+    }
+    dispatch(ctx, &p, &prm, dtype, &mut o, size)?;
     if sizing {
         return Ok(());
     }
     // SAFETY: checked non-null in `args`; `o` keeps the caller's layout.
     unsafe { abi::write_out(out, &o) }
+}
+
+/// The call for the context's dimensions and the positions' element type.
+pub(crate) fn dispatch(
+    ctx: &mut ztree_context,
+    p: &ztree_particles,
+    prm: &ztree_fof_params,
+    dtype: i32,
+    o: &mut ztree_fof_output,
+    size: Option<&mut i64>,
+) -> Result<(), Fail> {
+    match (ctx.config.dims, dtype) {
+        (2, ZTREE_DTYPE_F32) => typed::<f32, 2>(ctx, p, prm, dtype, o, size),
+        (2, _) => typed::<f64, 2>(ctx, p, prm, dtype, o, size),
+        (_, ZTREE_DTYPE_F32) => typed::<f32, 3>(ctx, p, prm, dtype, o, size),
+        _ => typed::<f64, 3>(ctx, p, prm, dtype, o, size),
+    }
 }
 
 /// The arguments after every check that needs no allocation.

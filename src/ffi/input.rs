@@ -194,13 +194,11 @@ pub(crate) fn length_or_b(name: &str, l: f64, b: f64) -> Result<crate::fof::Link
 }
 
 /// The particle types a job's `type_mask` reads: None for mask 0 (every particle);
-/// required otherwise (where there are particles). Type masks work on host arrays.
+/// required otherwise (where there are particles). On device arrays they are only checked
+/// here; the call is staged through host memory (`staged`).
 pub(crate) fn types_of(p: &ztree_particles, n: usize, mask: u32) -> Result<Option<Strided>, Fail> {
     if mask == 0 {
         return Ok(None);
-    }
-    if p.memory == ZTREE_MEMORY_CUDA_DEVICE {
-        return Err(fail(ztree_status::ZTREE_ERR_UNSUPPORTED, "type_mask: particle types are supported on host arrays only, so far"));
     }
     if p.types.data.is_null() {
         if n > 0 {

@@ -100,17 +100,28 @@ unsafe fn entry(
         Err(e) => return agree_args(&ctx.comm, "kNN", Err::<Proposal, _>(e), |p| p).map(|_| ()),
     };
     let sizing = size.is_some();
-    match (dims, args.dtype) {
-        (2, ZTREE_DTYPE_F32) => typed::<f32, 2>(ctx, &args, &mut o, size),
-        (2, _) => typed::<f64, 2>(ctx, &args, &mut o, size),
-        (_, ZTREE_DTYPE_F32) => typed::<f32, 3>(ctx, &args, &mut o, size),
-        _ => typed::<f64, 3>(ctx, &args, &mut o, size),
-    }?;
+    #[cfg(feature = "cuda")]
+    if !sizing && super::staged::knn_needed(&args) {
+        let o = super::staged::knn(ctx, &args, o, dims)?;
+        // SAFETY: checked non-null in `args`; `o` keeps the caller's layout.
+        return unsafe { abi::write_out(out, &o) };
+    }
+    dispatch(ctx, &args, &mut o, size)?;
     if sizing {
         return Ok(());
     }
     // SAFETY: checked non-null in `args`; `o` keeps the caller's layout.
     unsafe { abi::write_out(out, &o) }
+}
+
+/// The call for the context's dimensions and the positions' element type.
+pub(crate) fn dispatch(ctx: &mut ztree_context, a: &Args, o: &mut ztree_knn_output, size: Option<&mut i64>) -> Result<(), Fail> {
+    match (ctx.config.dims, a.dtype) {
+        (2, ZTREE_DTYPE_F32) => typed::<f32, 2>(ctx, a, o, size),
+        (2, _) => typed::<f64, 2>(ctx, a, o, size),
+        (_, ZTREE_DTYPE_F32) => typed::<f32, 3>(ctx, a, o, size),
+        _ => typed::<f64, 3>(ctx, a, o, size),
+    }
 }
 
 /// The arguments after every check that needs no allocation.

@@ -22,6 +22,8 @@ mod input;
 pub(crate) mod knn;
 mod out;
 pub(crate) mod radius;
+#[cfg(feature = "cuda")]
+mod staged;
 pub mod types;
 #[allow(dead_code)] // read by cbindgen (the header's ZTREE_VERSION_* macros)
 pub mod version;

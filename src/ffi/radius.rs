@@ -25,9 +25,9 @@ const KNOWN: u32 =
 /// own neighbour), the sources within its radius (`d <= r`, FoF's test): counts, lists,
 /// scalar sums and means, SPH density (definitions: docs/c-api.md). Collective on an MPI
 /// context (results equal one serial call on the ranks' particles concatenated in rank
-/// order; list entries are global source indices). Device arrays (serial contexts; on an
-/// MPI context `ZTREE_ERR_UNSUPPORTED` on every rank) are computed on their device, every
-/// output (the lists too) in device memory.
+/// order; list entries are global source indices). Device arrays are computed on their
+/// device on serial contexts (staged through host memory on MPI contexts and with type
+/// masks), every output (the lists too) in device memory.
 /// Lists over `ztree_config::memory_limit` are `ZTREE_ERR_MEMORY`, found by the counting
 /// pass before they are allocated.
 #[unsafe(no_mangle)]
@@ -101,9 +101,6 @@ unsafe fn entry(
         if qry.is_some_and(|q| q.memory != src.memory) {
             return Err(fail(ZTREE_ERR_INVALID_ARGUMENT, "queries and sources must be in the same memory space"));
         }
-        if src.memory == ZTREE_MEMORY_CUDA_DEVICE && ctx.comm.is_some() {
-            return Err(fail(ZTREE_ERR_UNSUPPORTED, "ztree_radius: device arrays on an MPI context are not supported yet (pass host arrays)"));
-        }
         Ok((Args { src, qry, prm, dtype }, o))
     })();
     let (args, mut o) = match args {
@@ -112,17 +109,28 @@ unsafe fn entry(
         Err(e) => return agree_args(&ctx.comm, "radius", Err::<Proposal, _>(e), |p| p).map(|_| ()),
     };
     let sizing = size.is_some();
-    match (dims, args.dtype) {
-        (2, ZTREE_DTYPE_F32) => typed::<f32, 2>(ctx, &args, &mut o, size),
-        (2, _) => typed::<f64, 2>(ctx, &args, &mut o, size),
-        (_, ZTREE_DTYPE_F32) => typed::<f32, 3>(ctx, &args, &mut o, size),
-        _ => typed::<f64, 3>(ctx, &args, &mut o, size),
-    }?;
+    #[cfg(feature = "cuda")]
+    if !sizing && super::staged::radius_needed(ctx, &args) {
+        let o = super::staged::radius(ctx, &args, o, dims)?;
+        // SAFETY: checked non-null in `args`; `o` keeps the caller's layout.
+        return unsafe { abi::write_out(out, &o) };
+    }
+    dispatch(ctx, &args, &mut o, size)?;
     if sizing {
         return Ok(());
     }
     // SAFETY: checked non-null in `args`; `o` keeps the caller's layout.
     unsafe { abi::write_out(out, &o) }
+}
+
+/// The call for the context's dimensions and the positions' element type.
+pub(crate) fn dispatch(ctx: &mut ztree_context, a: &Args, o: &mut ztree_radius_output, size: Option<&mut i64>) -> Result<(), Fail> {
+    match (ctx.config.dims, a.dtype) {
+        (2, ZTREE_DTYPE_F32) => typed::<f32, 2>(ctx, a, o, size),
+        (2, _) => typed::<f64, 2>(ctx, a, o, size),
+        (_, ZTREE_DTYPE_F32) => typed::<f32, 3>(ctx, a, o, size),
+        _ => typed::<f64, 3>(ctx, a, o, size),
+    }
 }
 
 pub(crate) struct Checked<T: Real, const D: usize> {

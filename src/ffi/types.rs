@@ -204,8 +204,8 @@ pub struct ztree_knn_params {
     pub source_type_mask: u32,
     /// The queries taking part (of `queries.types`, or of `sources.types` in a
     /// self-query); 0: all. A query left out keeps its row, not computed: indices -1,
-    /// distances +inf, density and mean NaN. Masks need `ZTREE_ORDER_INPUT`; serial
-    /// contexts and host arrays only, so far.
+    /// distances +inf, density and mean NaN. Masks need `ZTREE_ORDER_INPUT` (device
+    /// arrays: staged through host memory).
     pub query_type_mask: u32,
 }
 

@@ -5,7 +5,9 @@
 //! unbalanced and empty ranks), FoF labels, catalogue rows and members (the GADGET-4
 //! snapshot included) — and the collective error rules hold with device arrays: a host
 //! pointer passed as device memory, a rank whose device cannot be used, NaN on one rank;
-//! ranks may mix host and device arrays. Run under `mpirun -np 1..4` (`make test-mpi`).
+//! ranks may mix host and device arrays. Radius queries and DBSCAN on device arrays, and
+//! type masks on device arrays (staged through host memory), equal the serial calls too.
+//! Run under `mpirun -np 1..4` (`make test-mpi`).
 
 #[path = "../common/require.rs"]
 #[allow(dead_code)]
@@ -497,13 +499,76 @@ fn errors(world: &mpi::topology::SimpleCommunicator) -> usize {
     failures
 }
 
+/// Radius counts and lists, DBSCAN labels and classes, and FoF with a type mask, on device
+/// arrays over MPI (staged through host memory; rank 0 passes host arrays), against the
+/// serial host calls on all particles. Returns the failures on this rank.
+fn staged_cases(world: &mpi::topology::SimpleCommunicator) -> usize {
+    let (rank, size) = (world.rank() as usize, world.size() as usize);
+    let g = global(1500, 41);
+    let n = g.pos.len();
+    let off = layout("balanced", n, size);
+    let (lo, hi) = (off[rank], off[rank + 1]);
+    let (dist, serial) = contexts(world, true);
+    let all = particles(&g, 0, n, false, false);
+    // Rank 0 passes host arrays (unless it is alone), the others device arrays.
+    let mine = particles(&g, lo, hi, false, rank != 0 || size == 1);
+    let mut failures = 0;
+    let mut check = |what: &str, ok: bool| {
+        if !ok {
+            eprintln!("rank {rank}: {what} differs from the serial call");
+            failures += 1;
+        }
+    };
+    let ints = |p: *const i64, len: usize| if len == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(p, len) }.to_vec() };
+    // Radius counts and lists.
+    let mut rp = ztree_radius_params::defaults();
+    rp.radius = 0.05;
+    rp.outputs = ZTREE_RADIUS_COUNTS | ZTREE_RADIUS_LISTS;
+    rp.list_order = ZTREE_LIST_BY_INDEX;
+    let radius = |ctx: *mut ztree_context, p: &ztree_particles| {
+        let mut o = ztree_radius_output::defaults();
+        let s = unsafe { ztree_radius(ctx, p, std::ptr::null(), &rp, &mut o) };
+        assert_eq!(s, ztree_status::ZTREE_OK, "radius: {}", message(ctx));
+        let nq = o.n_queries as usize;
+        let offsets = ints(o.offsets, nq + 1);
+        (ints(o.counts, nq), offsets.clone(), ints(o.indices, offsets[nq] as usize))
+    };
+    let (sc, so, si) = radius(serial, &all.p);
+    let (dc, dof, di) = radius(dist, &mine.p);
+    check("radius counts", dc == sc[lo..hi]);
+    check("radius lists", (0..hi - lo).all(|q| di[dof[q] as usize..dof[q + 1] as usize] == si[so[lo + q] as usize..so[lo + q + 1] as usize]));
+    // DBSCAN labels and classes (tags are minimum ids on both).
+    let mut dp = ztree_dbscan_params::defaults();
+    dp.eps = 0.05;
+    dp.min_pts = 4;
+    dp.classes = 1;
+    let dbscan = |ctx: *mut ztree_context, p: &ztree_particles| {
+        let mut o = ztree_dbscan_output::defaults();
+        let s = unsafe { ztree_dbscan(ctx, p, &dp, &mut o) };
+        assert_eq!(s, ztree_status::ZTREE_OK, "DBSCAN: {}", message(ctx));
+        let m = p.count as usize;
+        let classes = if m == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(o.point_class, m) }.to_vec() };
+        (ints(o.labels, m), classes, o.n_core)
+    };
+    let (sl, scl, score) = dbscan(serial, &all.p);
+    let (dl, dcl, _) = dbscan(dist, &mine.p);
+    check("DBSCAN labels", dl == sl[lo..hi]);
+    check("DBSCAN classes", dcl == scl[lo..hi]);
+    check("DBSCAN found clusters", score > 0 && sl.iter().any(|&l| l >= 0));
+    ztree_destroy(dist);
+    ztree_destroy(serial);
+    failures
+}
+
 fn main() {
     let universe = mpi::initialize().expect("MPI");
     let world = universe.world();
     let (rank, size) = (world.rank() as usize, world.size() as usize);
     emulate_devices(true);
     let mut failures = 0;
-    for (name, run) in [("kNN", knn_cases as fn(&_) -> usize), ("FoF", fof_cases), ("GADGET-4", gadget4), ("errors", errors)] {
+    for (name, run) in
+        [("kNN", knn_cases as fn(&_) -> usize), ("FoF", fof_cases), ("GADGET-4", gadget4), ("errors", errors), ("staged", staged_cases)]
+    {
         let f = sum(&world, run(&world));
         if rank == 0 {
             println!("mpi_device {name}: {size} ranks, {f} failures");
