@@ -354,8 +354,8 @@ typedef struct ztree_fof_params {
   // The CUDA stream for device arrays (see `ztree_knn_params::cuda_stream`).
   void *cuda_stream;
   // The particles taking part: bit t selects type t of `ztree_particles::types`; 0: all.
-  // The others get label -1 and are in no halo; indices stay input indices (serial
-  // contexts, host arrays).
+  // The others get label -1 and are in no halo; indices stay input indices (device
+  // arrays: staged through host memory).
   uint32_t type_mask;
 } ztree_fof_params;
 

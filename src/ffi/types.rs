@@ -283,8 +283,8 @@ pub struct ztree_fof_params {
     /// The CUDA stream for device arrays (see `ztree_knn_params::cuda_stream`).
     pub cuda_stream: *mut c_void,
     /// The particles taking part: bit t selects type t of `ztree_particles::types`; 0: all.
-    /// The others get label -1 and are in no halo; indices stay input indices (serial
-    /// contexts, host arrays).
+    /// The others get label -1 and are in no halo; indices stay input indices (device
+    /// arrays: staged through host memory).
     pub type_mask: u32,
 }
 
