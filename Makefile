@@ -86,9 +86,11 @@ lint: bootstrap
 bench-build: bootstrap
 	$(CARGO) test $(TEST_FEATURES) --benches --no-run
 
+# The MPI test programs run under mpirun in test-mpi, not here.
 test-rust: bootstrap
 	$(CARGO) check --lib --no-default-features
-	$(CUDA_ENV) $(CARGO) test $(TEST_FEATURES)
+	$(CUDA_ENV) $(CARGO) test $(TEST_FEATURES) --lib --test host
+	$(CUDA_ENV) $(CARGO) test $(TEST_FEATURES) --doc
 
 # The CUDA kernels on the emulator built with clang under AddressSanitizer and UBSan, with
 # the interleaved schedule: threads switched at every shared- or global-memory access and
@@ -156,7 +158,7 @@ fuzz-build: package
 	$(CC) -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -Wall -Wextra -Werror \
 	  -I$(PREFIX)/include tests/fuzz/fuzz.c -L$(PREFIX)/lib -lztree -Wl,-rpath,$(PREFIX)/lib -lm -o $(BUILD)/fuzz
 test-fuzz: fuzz-build
-	$(FUZZ_ENV) $(BUILD)/fuzz 60 $(FUZZ_SEED)
+	$(FUZZ_ENV) $(BUILD)/fuzz 40 $(FUZZ_SEED)
 fuzz: fuzz-build
 	$(FUZZ_ENV) $(BUILD)/fuzz $(FUZZ_SECONDS) $(FUZZ_SEED)
 
