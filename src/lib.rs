@@ -36,6 +36,7 @@ mod error;
 mod ffi;
 mod fof;
 mod geom;
+pub mod halo;
 mod input;
 mod knn;
 #[cfg(feature = "mpi")]

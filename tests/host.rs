@@ -11,6 +11,10 @@ mod dbscan_oracle;
 mod fof_gadget;
 #[path = "cpu/fof_oracle.rs"]
 mod fof_oracle;
+#[path = "data/halo_gadget.rs"]
+mod halo_gadget;
+#[path = "cpu/halo_oracle.rs"]
+mod halo_oracle;
 #[path = "cpu/knn_api.rs"]
 mod knn_api;
 #[path = "cpu/knn_oracle.rs"]

@@ -13,6 +13,7 @@ pub(crate) mod dist;
 #[cfg(feature = "mpi")]
 pub(crate) mod dist_dbscan;
 mod fof;
+mod halo;
 mod knn;
 pub(crate) mod knn_subset;
 mod radius;

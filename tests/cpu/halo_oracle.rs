@@ -1,0 +1,130 @@
+//! Halo centres and spherical-overdensity masses against brute force: the potential
+//! minimum and the most bound member of every FoF halo (the same particle as an O(n²) f64
+//! sum over the members, unwrapped about the first member), and SO masses, radii and
+//! counts from every particle's distance to the centre, on clustered periodic points
+//! (halos across the box faces), f32 and f64, 1 and 2 threads.
+
+use crate::common::{Rng, Shape, points};
+use ztree::halo::{Gravity, MIN_PARTICLES, Overdensity, SoParams};
+use ztree::{Config, Context, Domain, FofFields, FofParams, LinkingLength, Real};
+
+fn min_image(x: f64, l: f64) -> f64 {
+    if x > 0.5 * l {
+        x - l
+    } else if x < -0.5 * l {
+        x + l
+    } else {
+        x
+    }
+}
+
+/// The first member with the smallest `-G Σ_{j≠i} m_j / sqrt(r² + ε²) + extra_i`.
+fn brute_min(pos: &[[f64; 3]], mass: &[f64], g: Gravity, extra: &[f64]) -> usize {
+    let eps2 = g.softening * g.softening;
+    let mut best = (0usize, f64::INFINITY);
+    for i in 0..pos.len() {
+        let mut s = 0.0f64;
+        for j in 0..pos.len() {
+            if j != i {
+                let r2: f64 = (0..3).map(|d| (pos[i][d] - pos[j][d]).powi(2)).sum();
+                s += mass[j] / (r2 + eps2).sqrt();
+            }
+        }
+        let v = -g.g * s + extra[i];
+        if i == 0 || v < best.1 {
+            best = (i, v);
+        }
+    }
+    best.0
+}
+
+/// SO by the definition, from every particle's distance (minimum image) to `c`.
+fn brute_so(pts: &[[f64; 3]], mass: &[f64], l: f64, c: [f64; 3], rho: f64) -> (f64, f64, u64) {
+    let mut prof: Vec<(f64, f64)> =
+        pts.iter().zip(mass).map(|(p, &m)| ((0..3).map(|d| min_image(p[d] - c[d], l).powi(2)).sum::<f64>().sqrt(), m)).collect();
+    prof.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (mut inside, mut count, mut k) = (0.0, 0usize, 0);
+    let vol = |r: f64| 4.0 / 3.0 * std::f64::consts::PI * r * r * r;
+    while k < prof.len() {
+        let r = prof[k].0;
+        let (mut m, mut n) = (inside, count);
+        while k < prof.len() && prof[k].0 == r {
+            m += prof[k].1;
+            n += 1;
+            k += 1;
+        }
+        if r > 0.0 && m / vol(r) < rho {
+            return if count < MIN_PARTICLES {
+                (0.0, 0.0, 0)
+            } else {
+                (inside, (3.0 * inside / (4.0 * std::f64::consts::PI * rho)).cbrt(), count as u64)
+            };
+        }
+        inside = m;
+        count = n;
+    }
+    panic!("the profile never falls below the threshold");
+}
+
+fn case<T: Real>(threads: usize, seed: u64) {
+    let l = 10.0;
+    let mut rng = Rng::new(seed);
+    // Clumps, some across the faces of the box.
+    let mut pts: Vec<[T; 3]> = points::<T, 3>(Shape::Clustered, 6000, [l; 3], &mut rng);
+    for i in 0..1500 {
+        let c = [0.02 * rng.normal(), 5.0 + 0.05 * rng.normal(), 0.03 * rng.normal()];
+        pts[i] = c.map(|v: f64| {
+            let t = T::from_f64(v.rem_euclid(l));
+            if t.to_f64() >= l { T::ZERO } else { t }
+        });
+    }
+    let n = pts.len();
+    let mass: Vec<f64> = (0..n).map(|i| 1.0 + (i % 4) as f64 * 0.25).collect();
+    let vel: Vec<[f64; 3]> = (0..n).map(|_| [rng.normal(), rng.normal(), rng.normal()]).collect();
+    let ctx = Context::new(Config { threads, ..Default::default() }).unwrap();
+    let domain = Domain::Periodic([l; 3]);
+    let fields = FofFields::<3> { velocities: Some(&vel), masses: Some(&mass), particle_mass: 1.0, ids: None };
+    let fp = FofParams { linking_length: LinkingLength::Absolute(0.06), min_members: 20, members: true, ..Default::default() };
+    let fof = ctx.fof(&domain, &pts, &fields, &fp).unwrap();
+    let cat = &fof.catalogue;
+    assert!(cat.len() >= 3 && cat.count.iter().any(|&c| c > 600), "{:?}", cat.count);
+    let g = Gravity { g: 4.3, softening: 0.003 };
+    let centres = ctx.halo_centres(&domain, &pts, &fields, cat, g).unwrap();
+    let as_f64 = |p: &[T; 3]| p.map(|v| v.to_f64());
+    for h in 0..cat.len() {
+        let m: Vec<usize> =
+            cat.member_indices[cat.member_offsets[h] as usize..cat.member_offsets[h + 1] as usize].iter().map(|&i| i as usize).collect();
+        let x0 = as_f64(&pts[m[0]]);
+        let pos: Vec<[f64; 3]> = m.iter().map(|&i| std::array::from_fn(|d| x0[d] + min_image(as_f64(&pts[i])[d] - x0[d], l))).collect();
+        let ms: Vec<f64> = m.iter().map(|&i| mass[i]).collect();
+        let pm = m[brute_min(&pos, &ms, g, &vec![0.0; m.len()])];
+        assert_eq!(centres.potential_min[h], pm as i64, "halo {h} ({} members): potential minimum", m.len());
+        assert_eq!(centres.potential_min_pos[h], as_f64(&pts[pm]));
+        let vbar = cat.velocity[h];
+        let kin: Vec<f64> = m.iter().map(|&i| 0.5 * (0..3).map(|d| (vel[i][d] - vbar[d]) * (vel[i][d] - vbar[d])).sum::<f64>()).collect();
+        let mbp = m[brute_min(&pos, &ms, g, &kin)];
+        assert_eq!(centres.most_bound[h], mbp as i64, "halo {h}: most bound");
+    }
+    // SO around the centres, every definition, against the definition on all particles.
+    let so = SoParams { rho_crit: 0.5, omega_m: 0.3, definitions: Overdensity::ALL.to_vec() };
+    let cols = ctx.spherical_overdensity(&domain, &pts, Some(&mass), 1.0, &centres.potential_min_pos, None, &so).unwrap();
+    let p64: Vec<[f64; 3]> = pts.iter().map(as_f64).collect();
+    let mut nonzero = 0;
+    for col in &cols {
+        let rho = col.definition.threshold(so.rho_crit, so.omega_m);
+        for (h, &c) in centres.potential_min_pos.iter().enumerate() {
+            let c = c.map(|v| T::from_f64(v).to_f64());
+            let (m, r, cnt) = brute_so(&p64, &mass, l, c, rho);
+            assert_eq!((col.mass[h], col.count[h]), (m, cnt), "{:?} of halo {h}", col.definition);
+            assert!((col.radius[h] - r).abs() <= 1e-12 * r.max(1.0), "{:?} radius of halo {h}: {} vs {r}", col.definition, col.radius[h]);
+            nonzero += (cnt > 0) as usize;
+        }
+    }
+    assert!(nonzero > cols.len(), "the SO masses were found");
+}
+
+#[test]
+fn halo_centres_and_so_equal_brute_force() {
+    case::<f64>(1, 3);
+    case::<f32>(2, 4);
+}
