@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::fof::{Catalogue, FofFields};
 use crate::geom::Real;
 use crate::geom::metric::min_image;
+use crate::halo::dynamics::{Dynamics, dynamics};
 use crate::halo::potential::{Gravity, Members, minimum};
 use crate::halo::so::so_from_profile;
 use crate::halo::{HaloCentres, SoColumn, SoParams};
@@ -187,5 +188,75 @@ impl Context {
             pending = next;
         }
         Ok(cols)
+    }
+
+    /// Sums over each halo's members about `centres[row]` (e.g. the potential minima of
+    /// [`Context::halo_centres`]): v_max and r_vmax, angular momentum and Bullock's spin,
+    /// kinetic energy, σ_1D and the shape (see [`crate::halo::Dynamics`]). `catalogue` must
+    /// carry member lists and mean velocities (velocities in `fields`); `virial`, when
+    /// given (e.g. the 200c column of [`Context::spherical_overdensity`] around the same
+    /// centres), supplies the spin's M and R where its mass is non-zero.
+    #[allow(clippy::too_many_arguments)]
+    pub fn halo_dynamics<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+        &self,
+        domain: &Domain<D>,
+        points: &P,
+        fields: &FofFields<'_, D>,
+        catalogue: &Catalogue<D>,
+        centres: &[[f64; D]],
+        g: f64,
+        virial: Option<&SoColumn>,
+    ) -> Result<Vec<Dynamics<D>>> {
+        domain.validate()?;
+        if !(g.is_finite() && g > 0.0) {
+            return Err(Error::InvalidParameter { name: "g", why: format!("must be finite and > 0 (got {g})") });
+        }
+        let n = points.len();
+        fields.validate(n)?;
+        let rows = catalogue.len();
+        let Some(vel) = fields.velocities.filter(|_| catalogue.velocity.len() == rows) else {
+            return Err(Error::InvalidParameter {
+                name: "velocities",
+                why: "halo dynamics need the particles' velocities and the catalogue's".into(),
+            });
+        };
+        if catalogue.member_offsets.len() != rows + 1 {
+            return Err(Error::InvalidParameter { name: "catalogue", why: "has no member lists (FofParams::members)".into() });
+        }
+        crate::error::check_len("centres", centres.len(), rows)?;
+        if let Some(v) = virial {
+            crate::error::check_len("virial masses", v.mass.len(), rows)?;
+        }
+        let box_len = domain.box_lengths();
+        Ok(self.pool.install(|| {
+            (0..rows)
+                .into_par_iter()
+                .map(|h| {
+                    let m = &catalogue.member_indices[catalogue.member_offsets[h] as usize..catalogue.member_offsets[h + 1] as usize];
+                    let c = centres[h];
+                    let x: Vec<[f64; D]> = m
+                        .iter()
+                        .map(|&i| {
+                            let p = points.point(i as usize);
+                            std::array::from_fn(|d| {
+                                let dx = p[d].to_f64() - c[d];
+                                box_len.map_or(dx, |l| min_image(dx, l[d], 0.5 * l[d]))
+                            })
+                        })
+                        .collect();
+                    let vbar = catalogue.velocity[h];
+                    let u: Vec<[f64; D]> = m
+                        .iter()
+                        .map(|&i| {
+                            let v = vel.get(i as usize);
+                            std::array::from_fn(|d| v[d] - vbar[d])
+                        })
+                        .collect();
+                    let w: Vec<f64> = m.iter().map(|&i| fields.masses.map_or(fields.particle_mass, |f| f.get(i as usize))).collect();
+                    let vir = virial.map(|v| (v.mass[h], v.radius[h])).filter(|v| v.0 > 0.0 && v.1 > 0.0);
+                    dynamics(&x, &u, &w, g, vir)
+                })
+                .collect()
+        }))
     }
 }

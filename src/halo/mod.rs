@@ -1,12 +1,16 @@
 //! Halo properties beyond the FoF catalogue's (docs/DESIGN.md §5, "Halo properties"): the
 //! potential-minimum centre and the most bound particle by a bounded tree walk over each
 //! halo's members (`potential`), and spherical-overdensity masses and radii around
-//! centres, counting every particle (`so`). What a job is here; the calls are
-//! `Context::halo_centres` and `Context::spherical_overdensity`.
+//! centres, counting every particle (`so`), and sums over the members about a centre:
+//! v_max, angular momentum and spin, kinetic energy, dispersion and shape (`dynamics`).
+//! What a job is here; the calls are `Context::halo_centres`,
+//! `Context::spherical_overdensity` and `Context::halo_dynamics`.
 
+pub(crate) mod dynamics;
 pub(crate) mod potential;
 pub(crate) mod so;
 
+pub use dynamics::Dynamics;
 pub use potential::Gravity;
 pub use so::{MIN_PARTICLES, Overdensity};
 

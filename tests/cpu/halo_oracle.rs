@@ -121,6 +121,42 @@ fn case<T: Real>(threads: usize, seed: u64) {
         }
     }
     assert!(nonzero > cols.len(), "the SO masses were found");
+
+    // Dynamics about the potential minima, against direct sums (v_max, J, K, σ_1D, the
+    // trace of the inertia tensor).
+    let dy = ctx.halo_dynamics(&domain, &pts, &fields, cat, &centres.potential_min_pos, g.g, Some(&cols[0])).unwrap();
+    for h in 0..cat.len() {
+        let m: Vec<usize> =
+            cat.member_indices[cat.member_offsets[h] as usize..cat.member_offsets[h + 1] as usize].iter().map(|&i| i as usize).collect();
+        let c = centres.potential_min_pos[h];
+        let vbar = cat.velocity[h];
+        let x: Vec<[f64; 3]> = m.iter().map(|&i| std::array::from_fn(|d| min_image(as_f64(&pts[i])[d] - c[d], l))).collect();
+        let u: Vec<[f64; 3]> = m.iter().map(|&i| std::array::from_fn(|d| vel[i][d] - vbar[d])).collect();
+        let (mut j, mut k, mut mt, mut tr) = ([0.0f64; 3], 0.0f64, 0.0f64, 0.0f64);
+        for (e, &i) in m.iter().enumerate() {
+            let (p, v, w) = (x[e], u[e], mass[i]);
+            j[0] += w * (p[1] * v[2] - p[2] * v[1]);
+            j[1] += w * (p[2] * v[0] - p[0] * v[2]);
+            j[2] += w * (p[0] * v[1] - p[1] * v[0]);
+            k += 0.5 * w * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+            mt += w;
+            tr += w * (p[0] * p[0] + p[1] * p[1] + p[2] * p[2]);
+        }
+        // v_max by brute force over every member's radius.
+        let r: Vec<f64> = x.iter().map(|p| (p[0] * p[0] + p[1] * p[1] + p[2] * p[2]).sqrt()).collect();
+        let vmax = r
+            .iter()
+            .filter(|&&ri| ri > 0.0)
+            .map(|&ri| (g.g * m.iter().zip(&r).filter(|(_, rj)| **rj <= ri).map(|(&i, _)| mass[i]).sum::<f64>() / ri).sqrt())
+            .fold(0.0, f64::max);
+        let d = &dy[h];
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1e-300);
+        assert!((0..3).all(|a| (d.angular_momentum[a] - j[a]).abs() <= 1e-9 * (j[0].abs() + j[1].abs() + j[2].abs())), "halo {h}: J");
+        assert!(close(d.kinetic_energy, k) && close(d.sigma_1d, (2.0 * k / (3.0 * mt)).sqrt()), "halo {h}: K, σ");
+        assert!(close(d.vmax, vmax), "halo {h}: v_max {} vs {vmax}", d.vmax);
+        assert!(close(d.inertia.iter().sum::<f64>(), tr / mt), "halo {h}: the inertia tensor's trace");
+        assert!(d.inertia[0] >= d.inertia[1] && d.inertia[1] >= d.inertia[2] && d.spin > 0.0);
+    }
 }
 
 #[test]
