@@ -129,15 +129,17 @@ pub(crate) fn direct_sum<const D: usize>(m: &Members<'_, D>, eps2: f64, i: usize
 
 impl<const D: usize> KdTree<D> {
     /// Bounds [lo, hi] of `Σ_{j ≠ i} m_j / sqrt(r_ij² + ε²)`, nodes accepted when their
-    /// interval is at most `theta` times its upper end.
-    fn bounds(&self, m: &Members<'_, D>, eps2: f64, i: usize, theta: f64, stack: &mut Vec<u32>) -> (f64, f64) {
+    /// interval is at most `theta` times its upper end; and the work it took (nodes seen
+    /// plus points summed).
+    fn bounds(&self, m: &Members<'_, D>, eps2: f64, i: usize, theta: f64, stack: &mut Vec<u32>) -> (f64, f64, usize) {
         let x = m.pos[i];
         let me = self.slot[i];
-        let (mut lo, mut hi) = (0.0f64, 0.0f64);
+        let (mut lo, mut hi, mut work) = (0.0f64, 0.0f64, 0usize);
         stack.clear();
         stack.push(0);
         while let Some(k) = stack.pop() {
             let nd = &self.nodes[k as usize];
+            work += 1;
             let inside = (nd.first..nd.first + nd.count).contains(&me);
             if !inside {
                 let (mut dmin2, mut dmax2) = (0.0, 0.0);
@@ -163,12 +165,13 @@ impl<const D: usize> KdTree<D> {
                 }
                 lo += s;
                 hi += s;
+                work += nd.count as usize;
             } else {
                 stack.push(nd.left);
                 stack.push(nd.right);
             }
         }
-        (lo * (1.0 - SLACK), hi * (1.0 + SLACK))
+        (lo * (1.0 - SLACK), hi * (1.0 + SLACK), work)
     }
 }
 
@@ -197,19 +200,25 @@ pub(crate) fn minimum<const D: usize>(m: &Members<'_, D>, grav: Gravity, extra: 
     let mut theta = 0.25;
     while cands.len() > FEW && theta > 1e-6 {
         // Bounds of each candidate's value: -G S is in [-G hi, -G lo].
-        let b: Vec<(f64, f64)> = cands
+        let b: Vec<(f64, f64, usize)> = cands
             .par_iter()
             .map_init(Vec::new, |stack, &i| {
-                let (lo, hi) = tree.bounds(m, eps2, i, theta, stack);
+                let (lo, hi, work) = tree.bounds(m, eps2, i, theta, stack);
                 let e = extra(i);
-                (-grav.g * hi + e, -grav.g * lo + e)
+                (-grav.g * hi + e, -grav.g * lo + e, work)
             })
             .collect();
         let upper = b.iter().map(|v| v.1).fold(f64::INFINITY, f64::min);
         // Rounding of the additions above: an ulp of the larger terms (coincident members
         // without softening: -inf, kept as it is).
         let upper = if upper.is_finite() { upper + upper.abs() * SLACK } else { upper };
+        let work = b.iter().map(|v| v.2).sum::<usize>() as f64 / b.len() as f64;
         cands = cands.iter().zip(&b).filter(|(_, v)| v.0 <= upper).map(|(&i, _)| i).collect();
+        // A round with θ/4 costs several times this one's work per candidate: once that
+        // nears a direct sum (n), the direct sums of the candidates left are cheaper.
+        if 8.0 * work >= n as f64 {
+            break;
+        }
         theta *= 0.25;
     }
     pick(&cands)

@@ -11,6 +11,8 @@
 use std::f64::consts::PI;
 
 /// GADGET-4's smallest number of particles inside an SO radius.
+///
+/// cbindgen:ignore
 pub const MIN_PARTICLES: usize = 5;
 
 /// A spherical-overdensity threshold.
@@ -27,6 +29,7 @@ pub enum Overdensity {
     Virial,
 }
 
+/// cbindgen:ignore
 impl Overdensity {
     /// Every definition, in this order.
     pub const ALL: [Overdensity; 4] = [Overdensity::Crit200, Overdensity::Crit500, Overdensity::Mean200, Overdensity::Virial];
