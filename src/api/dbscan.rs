@@ -99,10 +99,7 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
         let t = std::time::Instant::now();
         let (cat, fst) = ctx.fof_into(domain, points, &FofFields::default(), &fof_params(2), labels)?;
         stats.scratch_bytes = stats.scratch_bytes.max(fst.scratch_bytes + 4 * n);
-        let mut row_of = vec![NONE; n];
-        for (r, &tag) in cat.tag.iter().enumerate() {
-            row_of[tag as usize] = r as u32;
-        }
+        let row_of = row_of_tag(&cat.tag, n);
         n_comp = cat.len();
         comp.par_iter_mut().zip(labels.par_iter()).for_each(|(c, &l)| *c = if l < 0 { NONE } else { row_of[l as usize] });
         core = comp.par_iter().map(|&c| c != NONE).collect();
@@ -134,10 +131,7 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
             let (cat, fst) = ctx.fof_into(domain, &view, &FofFields::default(), &fof_params(1), &mut core_labels)?;
             stats.scratch_bytes = stats.scratch_bytes.max(fst.scratch_bytes + 8 * sel_core.len());
             // Without ids a core group's tag is its smallest view index: the row it has.
-            let mut row_of = vec![NONE; sel_core.len()];
-            for (r, &tag) in cat.tag.iter().enumerate() {
-                row_of[tag as usize] = r as u32;
-            }
+            let row_of = row_of_tag(&cat.tag, sel_core.len());
             n_comp = cat.len();
             for (j, &l) in core_labels.iter().enumerate() {
                 comp[sel_core[j] as usize] = row_of[l as usize];
@@ -161,6 +155,16 @@ fn run<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
     }
     let found = Found { comp, core, n_comp, nearest };
     Ok((finish(points, fields, params, box_len, found, labels, class, &mut stats), stats))
+}
+
+/// For a FoF catalogue made without ids over `n` points (each tag the smallest index of
+/// its group), the row of each index that is a tag; `u32::MAX` for the others.
+pub(crate) fn row_of_tag(tags: &[i64], n: usize) -> Vec<u32> {
+    let mut row_of = vec![u32::MAX; n];
+    for (r, &tag) in tags.iter().enumerate() {
+        row_of[tag as usize] = r as u32;
+    }
+    row_of
 }
 
 /// What the neighbour stages found: each point's core flag and core component (`u32::MAX`

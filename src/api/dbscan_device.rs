@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use std::time::Instant;
 
 use super::Context;
-use super::dbscan::{Found, finish};
+use super::dbscan::{Found, finish, row_of_tag};
 use super::device::{CudaDevice, DeviceFofFields, DeviceOut, DevicePoints};
 use super::radius_device::{DeviceRadiusFields, DeviceRadiusOutput};
 use crate::backend::cuda::backend::{Cuda, DevField, DevPoints, FieldType};
@@ -118,10 +118,7 @@ fn run<T: Real, const D: usize>(
         let lab: DevBuf<i64> = DevBuf::new(&cuda.dev, n)?;
         let (cat, _) = ctx.fof_device(device, domain, points, &DeviceFofFields::default(), &fof_params(2), &out(&lab))?;
         let lab = lab.to_vec()?;
-        let mut row_of = vec![NONE; n];
-        for (r, &tag) in cat.tag.iter().enumerate() {
-            row_of[tag as usize] = r as u32;
-        }
+        let row_of = row_of_tag(&cat.tag, n);
         n_comp = cat.len();
         comp.iter_mut().zip(&lab).for_each(|(c, &l)| *c = if l < 0 { NONE } else { row_of[l as usize] });
         core = comp.iter().map(|&c| c != NONE).collect();
@@ -145,10 +142,7 @@ fn run<T: Real, const D: usize>(
         if let Some(g) = &core_pts {
             let lab: DevBuf<i64> = DevBuf::new(&cuda.dev, g.n)?;
             let (cat, _) = ctx.fof_device(device, domain, &g.points(), &DeviceFofFields::default(), &fof_params(1), &out(&lab))?;
-            let mut row_of = vec![NONE; g.n];
-            for (r, &tag) in cat.tag.iter().enumerate() {
-                row_of[tag as usize] = r as u32;
-            }
+            let row_of = row_of_tag(&cat.tag, g.n);
             n_comp = cat.len();
             for (j, &l) in lab.to_vec()?.iter().enumerate() {
                 comp[sel_core[j] as usize] = row_of[l as usize];
