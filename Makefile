@@ -96,16 +96,24 @@ test-rust: bootstrap
 # the interleaved schedule: threads switched at every shared- or global-memory access and
 # atomic, in orders shuffled from a seed printed at the start (EMU_SEED=N replays it; add
 # ZT_EMU_THREADS=1 for races between blocks). Every kernel on small inputs, the primitives,
-# the distribution layer's kernels and the device calls' checks; last in `make test` (it
-# rebuilds the library's tests for its own feature).
+# the distribution layer's kernels and the device calls' checks. The checked kernels are a
+# shared library the library's test program loads in place of its linked ones
+# (ZTREE_EMU_KERNELS), so the test program test-rust built serves.
 EMU_CHECK_TESTS = backend::cuda::tests:: backend::cuda::dist_tests::owners backend::cuda::dist_tests::column backend::cuda::dist_tests::ball \
   backend::cuda::dist_tests::fragments backend::cuda::pipeline_tests::small_pipeline backend::cuda::pipeline_tests::input_checks \
   backend::cuda::pipeline_tests::field_checks ffi::device::tests::fof ffi::device::tests::device_scratch
 EMU_SEED ?=
-test-emu-check: bootstrap
-	@bin=$$($(CARGO) test --features cuda-emu-check --lib --no-run --message-format=json | \
+EMU_CHECK_LIB = $(BUILD)/emu-check/libztree_cuda_emu_check.so
+$(EMU_CHECK_LIB): kernels/*.cu kernels/*.cuh kernels/emu/*
+	@mkdir -p $(dir $@)
+	clang++ -std=c++20 -O2 -ffp-contract=off -pthread -fPIC -shared -Wl,-Bsymbolic \
+	  -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
+	  -fsanitize-coverage=edge,trace-loads,trace-stores -fsanitize-coverage-ignorelist=kernels/emu/coverage_ignore.txt \
+	  -DZT_EMU_INSTRUMENTED kernels/emu/all_kernels.cpp -o $@
+test-emu-check: bootstrap $(EMU_CHECK_LIB)
+	@bin=$$($(CARGO) test $(TEST_FEATURES) --lib --no-run --message-format=json | \
 	  python3 -c 'import sys, json; [print(m["executable"]) for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable")]'); \
-	  $(CUDA_ENV) ZT_EMU_SCHEDULE=interleave ZT_EMU_THREADS=2 $(if $(EMU_SEED),ZT_EMU_SEED=$(EMU_SEED)) \
+	  $(CUDA_ENV) ZTREE_EMU_KERNELS=$(EMU_CHECK_LIB) ZT_EMU_SCHEDULE=interleave ZT_EMU_THREADS=2 $(if $(EMU_SEED),ZT_EMU_SEED=$(EMU_SEED)) \
 	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so):$$(gcc -print-file-name=libubsan.so)" \
 	  $$bin --test-threads 2 $(EMU_CHECK_TESTS)

@@ -55,25 +55,6 @@ fn build_emulator() {
         .flag("-pthread")
         .opt_level(2)
         .warnings(true);
-    // The checked emulator: clang with AddressSanitizer and UBSan, and every load and store
-    // of the kernels calling the emulator's switch point (SanitizerCoverage), for the
-    // interleaved schedule; the test binaries link the sanitizers' runtimes.
-    #[cfg(feature = "cuda-emu-check")]
-    {
-        let ignore = Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("kernels/emu/coverage_ignore.txt");
-        build
-            .compiler("clang++")
-            .flag("-fsanitize=address,undefined")
-            .flag("-fno-sanitize-recover=undefined")
-            .flag("-fno-omit-frame-pointer")
-            .flag("-fsanitize-coverage=edge,trace-loads,trace-stores")
-            .flag(format!("-fsanitize-coverage-ignorelist={}", ignore.display()))
-            .define("ZT_EMU_INSTRUMENTED", None);
-        // The runtimes (gcc's, which clang's instrumentation calls as well); at run time
-        // libasan must come first: `make test-emu-check` preloads it.
-        println!("cargo:rustc-link-arg=-lasan");
-        println!("cargo:rustc-link-arg=-lubsan");
-    }
     build.compile("ztree_cuda_emu");
     println!("cargo:rustc-link-lib=pthread");
 }

@@ -127,6 +127,61 @@ program test_fortran
   st = ztree_f_radius(ctx, pos, 0.0d0, counts=rcounts, density=rdens, h=hsml)
   call check(st == ZTREE_OK .and. all(rcounts == labels) .and. all(rdens > 0), 'radius with h: ' // ztree_last_error(ctx))
 
+  ! Halo property columns through ztree_fof: each halo's potential minimum by brute force
+  ! over its members, and the per-type counts adding up to the member counts.
+  block
+    type(ztree_particles) :: pp
+    type(ztree_fof_params) :: fp
+    type(ztree_fof_output) :: fo
+    integer(c_int64_t), pointer :: cidx(:), offs(:), mem(:), lent(:)
+    real(c_double), pointer :: so(:)
+    integer(c_int32_t), target :: ptype(n)
+    real(c_double) :: phi, best, g, rho_crit, omega_m
+    integer(c_int64_t) :: h, a, b, at
+    ptype = 1
+    ptype(1:n:4) = 4
+    pp = ztree_particles_xyz(pos)
+    call ztree_set_types(pp, ptype)
+    st = ztree_gadget_cosmology(3.085678d24, 1.989d43, 1d5, 0.308d0, 0.692d0, 1.0d0, g, rho_crit, omega_m)
+    call check(st == ZTREE_OK .and. abs(g - 43.0187d0) < 1d-3, 'gadget cosmology')
+    fp%linking_length = l
+    fp%min_members = 5
+    fp%members = 1
+    fp%columns = ior(ior(ZTREE_COLUMN_CENTRE, ZTREE_COLUMN_SO), ZTREE_COLUMN_TYPES)
+    fp%gravity_constant = 1.0d0
+    fp%rho_crit = 1.0d0
+    fp%omega_m = 0.3d0
+    st = ztree_fof(ctx, pp, fp, fo)
+    call check(st == ZTREE_OK .and. fo%n_halos > 0, 'fof with columns: ' // ztree_last_error(ctx))
+    call c_f_pointer(fo%centre_index, cidx, [fo%n_halos])
+    call c_f_pointer(fo%member_offsets, offs, [fo%n_halos + 1])
+    call c_f_pointer(fo%member_indices, mem, [offs(fo%n_halos + 1)])
+    call c_f_pointer(fo%so_mass, so, [ZTREE_SO_DEFINITIONS * fo%n_halos])
+    call c_f_pointer(fo%len_type, lent, [fo%n_types * fo%n_halos])
+    call check(fo%n_types == 5 .and. c_associated(fo%so_mass) .and. .not. c_associated(fo%vmax), 'the columns asked for')
+    do h = 1, fo%n_halos
+      best = huge(1.0d0)
+      at = -1
+      do a = offs(h) + 1, offs(h + 1)
+        phi = 0
+        do b = offs(h) + 1, offs(h + 1)
+          if (b == a) cycle
+          dx = pos(:, mem(b) + 1) - pos(:, mem(a) + 1)
+          where (dx > 0.5d0) dx = dx - 1.0d0
+          where (dx < -0.5d0) dx = dx + 1.0d0
+          phi = phi - 1.0d0 / sqrt((dx(1) * dx(1) + dx(2) * dx(2)) + dx(3) * dx(3))
+        end do
+        if (phi < best) then
+          best = phi
+          at = mem(a)
+        end if
+      end do
+      call check(cidx(h) == at, 'potential minimum')
+      call check(sum(lent((h - 1) * 5 + 1:h * 5)) == offs(h + 1) - offs(h), 'per-type counts')
+      call check(so((h - 1) * ZTREE_SO_DEFINITIONS + 1) >= so((h - 1) * ZTREE_SO_DEFINITIONS + 2), 'M200c >= M500c')
+    end do
+  end block
+
   pos(2, 7) = ieee_value(1.0d0, ieee_quiet_nan)
   st = ztree_f_knn_density(ctx, pos, k, density)
   call check(st == ZTREE_ERR_NON_FINITE, 'NaN is reported')

@@ -39,6 +39,12 @@ module ztree
                                            ZTREE_RADIUS_SCALAR_SUM = 8, ZTREE_RADIUS_SCALAR_MEAN = 16, ZTREE_RADIUS_DENSITY = 32
   integer(c_int32_t), parameter, public :: ZTREE_LIST_BY_DISTANCE = 0, ZTREE_LIST_BY_INDEX = 1
   integer(c_int8_t), parameter, public :: ZTREE_POINT_NOISE = 0, ZTREE_POINT_BORDER = 1, ZTREE_POINT_CORE = 2
+  ! Halo property columns (ztree_fof_params%columns) and the SO definitions' places in a
+  ! so_mass / so_radius row (0-based, as in C: Fortran index + 1).
+  integer(c_int32_t), parameter, public :: ZTREE_COLUMN_CENTRE = 1, ZTREE_COLUMN_MOST_BOUND = 2, &
+    ZTREE_COLUMN_SO = 4, ZTREE_COLUMN_DYNAMICS = 8, ZTREE_COLUMN_TYPES = 16
+  integer(c_int32_t), parameter, public :: ZTREE_SO_DEFINITIONS = 4, ZTREE_SO_200C = 0, &
+    ZTREE_SO_500C = 1, ZTREE_SO_200M = 2, ZTREE_SO_VIR = 3
 
   type, bind(C), public :: ztree_array
     type(c_ptr) :: data = c_null_ptr
@@ -100,7 +106,7 @@ module ztree
 
   type, bind(C), public :: ztree_fof_params
     !> sizeof the struct in this module's layout (checked by the library and by the tests).
-    integer(c_size_t) :: struct_size = 56_c_size_t
+    integer(c_size_t) :: struct_size = 88_c_size_t
     real(c_double) :: linking_length = 0, b = 0
     integer(c_int32_t) :: min_members = 20, order = 0, members = 0
     !> MPI contexts: 0 = each halo on one rank; 1 = the whole catalogue on rank 0.
@@ -109,16 +115,29 @@ module ztree
     type(c_ptr) :: cuda_stream = c_null_ptr
     !> Bit t selects particles of type t (particles%types); 0: all (uint32_t in C).
     integer(c_int32_t) :: type_mask = 0
+    !> Halo property columns (ZTREE_COLUMN_* bits; uint32_t in C), G, Plummer softening,
+    !> rho_crit and Omega_m at the step's scale factor (ztree_gadget_cosmology).
+    integer(c_int32_t) :: columns = 0
+    real(c_double) :: gravity_constant = 0, softening = 0, rho_crit = 0, omega_m = 0
   end type
 
   type, bind(C), public :: ztree_fof_output
     !> sizeof the struct in this module's layout (checked by the library and by the tests).
-    integer(c_size_t) :: struct_size = 64_c_size_t
+    integer(c_size_t) :: struct_size = 240_c_size_t
     type(c_ptr) :: labels = c_null_ptr
     integer(c_int64_t) :: n_halos = 0
     type(c_ptr) :: halos = c_null_ptr, member_offsets = c_null_ptr, member_indices = c_null_ptr
     real(c_double) :: linking_length = 0
     integer(c_int64_t) :: n_groups_total = 0
+    !> Halo property columns (c_f_pointer with n_halos rows; c_null_ptr when not asked).
+    type(c_ptr) :: centre_index = c_null_ptr, centre_pos = c_null_ptr, centre_potential = c_null_ptr, &
+      most_bound_index = c_null_ptr, most_bound_energy = c_null_ptr, so_mass = c_null_ptr, &
+      so_radius = c_null_ptr, vmax = c_null_ptr, r_vmax = c_null_ptr, angular_momentum = c_null_ptr, &
+      spin = c_null_ptr, kinetic_energy = c_null_ptr, potential_energy = c_null_ptr, &
+      vel_dispersion_1d = c_null_ptr, inertia = c_null_ptr, inertia_axes = c_null_ptr, &
+      reduced_inertia = c_null_ptr, reduced_axes = c_null_ptr
+    integer(c_int64_t) :: n_types = 0
+    type(c_ptr) :: len_type = c_null_ptr, mass_type = c_null_ptr, offset_type = c_null_ptr
   end type
 
   type, bind(C), public :: ztree_dbscan_params
@@ -239,6 +258,15 @@ module ztree
       type(ztree_particles), intent(in) :: particles
       type(ztree_fof_params), intent(in) :: params
       type(ztree_fof_output), intent(inout) :: out
+    end function
+    !> G, comoving rho_crit(a) and Omega_m(a) in a GADGET run's internal units.
+    integer(c_int) function ztree_gadget_cosmology(unit_length_in_cm, unit_mass_in_g, &
+        unit_velocity_in_cm_per_s, omega0, omega_lambda, a, g, rho_crit, omega_m) &
+        bind(C, name="ztree_gadget_cosmology")
+      import :: c_int, c_double
+      real(c_double), value :: unit_length_in_cm, unit_mass_in_g, unit_velocity_in_cm_per_s
+      real(c_double), value :: omega0, omega_lambda, a
+      real(c_double), intent(out) :: g, rho_crit, omega_m
     end function
     integer(c_int) function ztree_dbscan(ctx, particles, params, out) bind(C, name="ztree_dbscan")
       import :: c_int, c_ptr, ztree_particles, ztree_dbscan_params, ztree_dbscan_output

@@ -71,6 +71,37 @@
 // GADGET's order: member count descending, ties by tag.
 #define ZTREE_CATALOGUE_GADGET 1
 
+// `ztree_fof_params::columns`: the potential-minimum member (`centre_*` outputs).
+#define ZTREE_COLUMN_CENTRE 1
+
+// The most bound member, `φ + |v - v_mean|²/2` lowest (`most_bound_*`; needs velocities).
+#define ZTREE_COLUMN_MOST_BOUND 2
+
+// Spherical overdensities around the potential minimum (`so_mass`, `so_radius`).
+#define ZTREE_COLUMN_SO 4
+
+// v_max, angular momentum, spin, energies, σ_1D and shape (needs velocities).
+#define ZTREE_COLUMN_DYNAMICS 8
+
+// Count, mass and group-ordered offset per particle type (needs `ztree_particles::types`).
+#define ZTREE_COLUMN_TYPES 16
+
+// SO definitions per halo in `so_mass` / `so_radius`, in this order: 200 ρ_crit, 500 ρ_crit,
+// 200 ρ_mean, the Bryan & Norman virial overdensity (GADGET-4's TopHat200).
+#define ZTREE_SO_DEFINITIONS 4
+
+// Index of M_200c in a `so_mass` row.
+#define ZTREE_SO_200C 0
+
+// Index of M_500c.
+#define ZTREE_SO_500C 1
+
+// Index of M_200m.
+#define ZTREE_SO_200M 2
+
+// Index of M_vir.
+#define ZTREE_SO_VIR 3
+
 // Most stages `ztree_stats` reports.
 #define ZTREE_MAX_STAGES 32
 
@@ -357,6 +388,20 @@ typedef struct ztree_fof_params {
   // The others get label -1 and are in no halo; indices stay input indices (device
   // arrays: staged through host memory).
   uint32_t type_mask;
+  // Halo property columns to compute (`ZTREE_COLUMN_*` bits; 0: the `ztree_halo` rows
+  // only); they come back in `ztree_fof_output`. Serial contexts (device arrays are
+  // staged through host memory).
+  uint32_t columns;
+  // The gravitational constant in the caller's units (> 0 with the centre, most bound
+  // and dynamics columns; `ztree_gadget_cosmology` gives GADGET's).
+  double gravity_constant;
+  // Plummer softening length of the potential (>= 0).
+  double softening;
+  // The critical density at the step's scale factor, in the units of the positions and
+  // masses (comoving positions: comoving density; > 0 with `ZTREE_COLUMN_SO`).
+  double rho_crit;
+  // Ω_m at the step's scale factor (> 0 with `ZTREE_COLUMN_SO`).
+  double omega_m;
 } ztree_fof_params;
 
 // One halo of the FoF catalogue.
@@ -401,6 +446,57 @@ typedef struct ztree_fof_output {
   double linking_length;
   // Connected components including singletons.
   int64_t n_groups_total;
+  // `ZTREE_COLUMN_CENTRE`: per halo, the input index of the member with the lowest
+  // potential among the members (HACC `fof_halo_center`, GADGET-4 `GroupPos` with
+  // SUBFIND); NULL when not asked for. Every column is context-owned, `n_halos` rows.
+  const int64_t *centre_index;
+  // Its position (3 per row, as given; 2-D contexts: z = 0).
+  const double *centre_pos;
+  // Its potential `-G Σ_j m_j / sqrt(r² + ε²)` over the other members.
+  const double *centre_potential;
+  // `ZTREE_COLUMN_MOST_BOUND`: the input index of the most bound member.
+  const int64_t *most_bound_index;
+  // Its `φ + |v - v_mean|² / 2`.
+  const double *most_bound_energy;
+  // `ZTREE_COLUMN_SO`: `ZTREE_SO_DEFINITIONS` masses per row, every particle within the
+  // radius counted (0 where not found: fewer than 5 particles inside).
+  const double *so_mass;
+  // The radii, as `so_mass`.
+  const double *so_radius;
+  // `ZTREE_COLUMN_DYNAMICS`: peak circular velocity of the members' mass profile
+  // about the potential minimum.
+  const double *vmax;
+  // Where it peaks.
+  const double *r_vmax;
+  // Angular momentum about the centre in the halo's frame (3 per row).
+  const double *angular_momentum;
+  // Bullock's spin λ' (M and R: M_200c and R_200c with `ZTREE_COLUMN_SO`, else the
+  // members' mass and farthest distance).
+  const double *spin;
+  // Kinetic energy in the halo's frame.
+  const double *kinetic_energy;
+  // Potential energy `½ Σ_i m_i φ_i` among the members (exact up to 2048 members, a
+  // monopole tree walk above: relative error below 1e-3).
+  const double *potential_energy;
+  // One-dimensional velocity dispersion.
+  const double *vel_dispersion_1d;
+  // Eigenvalues of the inertia tensor per unit mass, descending (3 per row).
+  const double *inertia;
+  // Their unit eigenvectors (9 per row: vector k at `[9 h + 3 k ..]`).
+  const double *inertia_axes;
+  // The reduced (1/r²-weighted) tensor's eigenvalues (3 per row).
+  const double *reduced_inertia;
+  // Its eigenvectors (9 per row).
+  const double *reduced_axes;
+  // `ZTREE_COLUMN_TYPES`: entries per row of the per-type columns (the largest type
+  // among the members, plus one).
+  int64_t n_types;
+  // Members per type (GADGET-4 `GroupLenType`), `n_types` per row.
+  const int64_t *len_type;
+  // Their mass (`GroupMassType`).
+  const double *mass_type;
+  // Members of the type in the rows before (`GroupOffsetType`).
+  const int64_t *offset_type;
 } ztree_fof_output;
 
 // Parameters of `ztree_dbscan`. Give exactly one of `eps` (absolute) and `b` (relative:
@@ -679,6 +775,22 @@ enum ztree_status ztree_fof_bytes(struct ztree_context *ctx,
                                   const struct ztree_fof_params *params,
                                   const struct ztree_fof_output *out,
                                   int64_t *bytes);
+
+// G, the critical density and Ω_m at scale factor `a` in the internal units of a GADGET
+// (or AREPO) run: its `UnitLength_in_cm`, `UnitMass_in_g` and `UnitVelocity_in_cm_per_s`
+// (h inside the units, as GADGET's parameter files give them), `Omega0` and
+// `OmegaLambda`. `rho_crit` is comoving (ρ_crit(a) a³), for comoving positions, as
+// GADGET-4's SO masses are computed; G and H from GADGET-4's cgs constants. Any output
+// pointer may be NULL.
+enum ztree_status ztree_gadget_cosmology(double unit_length_in_cm,
+                                         double unit_mass_in_g,
+                                         double unit_velocity_in_cm_per_s,
+                                         double omega0,
+                                         double omega_lambda,
+                                         double a,
+                                         double *g,
+                                         double *rho_crit,
+                                         double *omega_m);
 
 // Finds `k` nearest neighbours of every query (or of every source when `queries` is
 // NULL: a self-query, where each particle is its own first neighbour, ahead of any

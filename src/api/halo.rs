@@ -10,7 +10,7 @@ use crate::fof::{Catalogue, FofFields};
 use crate::geom::Real;
 use crate::geom::metric::min_image;
 use crate::halo::dynamics::{Dynamics, dynamics};
-use crate::halo::potential::{Gravity, Members, minimum};
+use crate::halo::potential::{Gravity, Members, minimum, potential_energy};
 use crate::halo::so::so_from_profile;
 use crate::halo::{HaloCentres, SoColumn, SoParams};
 use crate::input::{Domain, PointSource, ScalarField};
@@ -34,6 +34,23 @@ impl Context {
         catalogue: &Catalogue<D>,
         gravity: Gravity,
     ) -> Result<HaloCentres<D>> {
+        let with_vel = fields.velocities.is_some() && catalogue.velocity.len() == catalogue.len();
+        Ok(self.centres_and_energy(domain, points, fields, catalogue, gravity, with_vel, false)?.0)
+    }
+
+    /// The centres, the most bound members when `most_bound`, and the potential energies
+    /// when `energy`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn centres_and_energy<T: Real, const D: usize, P: PointSource<T, D> + ?Sized>(
+        &self,
+        domain: &Domain<D>,
+        points: &P,
+        fields: &FofFields<'_, D>,
+        catalogue: &Catalogue<D>,
+        gravity: Gravity,
+        most_bound: bool,
+        energy: bool,
+    ) -> Result<(HaloCentres<D>, Vec<f64>)> {
         domain.validate()?;
         if !(gravity.g.is_finite() && gravity.g > 0.0) {
             return Err(Error::InvalidParameter { name: "gravity.g", why: format!("must be finite and > 0 (got {})", gravity.g) });
@@ -50,13 +67,16 @@ impl Context {
         if let Some(&i) = catalogue.member_indices.iter().find(|&&i| i < 0 || i as usize >= n) {
             return Err(Error::InvalidParameter { name: "catalogue", why: format!("member index {i} is not one of the {n} points") });
         }
-        let with_vel = fields.velocities.is_some() && catalogue.velocity.len() == rows;
+        let with_vel = most_bound && fields.velocities.is_some() && catalogue.velocity.len() == rows;
+        if most_bound && !with_vel {
+            return Err(Error::InvalidParameter { name: "velocities", why: "the most bound member needs the particles' velocities".into() });
+        }
         let box_len = domain.box_lengths();
         let pos_of = |i: usize| -> [f64; D] {
             let p = points.point(i);
             std::array::from_fn(|d| p[d].to_f64())
         };
-        let per: Vec<Centre> = self.pool.install(|| {
+        let per: Vec<(Centre, f64)> = self.pool.install(|| {
             (0..rows)
                 .into_par_iter()
                 .map(|g| {
@@ -86,12 +106,14 @@ impl Context {
                             .collect();
                         minimum(&members, gravity, |k| kin[k])
                     });
-                    (m[pm] as usize, phi, mbp.map(|(k, e)| (m[k] as usize, e)))
+                    let w = if energy { potential_energy(&members, gravity) } else { 0.0 };
+                    ((m[pm] as usize, phi, mbp.map(|(k, e)| (m[k] as usize, e))), w)
                 })
                 .collect()
         });
         let mut out = HaloCentres::<D>::default();
-        for (pm, phi, mbp) in per {
+        let energies = if energy { per.iter().map(|p| p.1).collect() } else { Vec::new() };
+        for ((pm, phi, mbp), _) in per {
             out.potential_min.push(pm as i64);
             out.potential_min_pos.push(pos_of(pm));
             out.potential.push(phi);
@@ -100,7 +122,7 @@ impl Context {
                 out.most_bound_energy.push(e);
             }
         }
-        Ok(out)
+        Ok((out, energies))
     }
 
     /// Spherical-overdensity masses and radii around `centres` (rounded to the points'

@@ -14,6 +14,7 @@ pub(crate) mod dist;
 pub(crate) mod dist_dbscan;
 mod fof;
 mod halo;
+mod halo_properties;
 mod knn;
 pub(crate) mod knn_subset;
 mod radius;

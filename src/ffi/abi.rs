@@ -199,7 +199,7 @@ versioned!(
 
 versioned!(
     ztree_fof_params,
-    [first(48)],
+    [first(48), Layout { size: 56, fields: 52 }],
     ztree_fof_params {
         struct_size: size_of::<Self>(),
         linking_length: 0.0,
@@ -210,12 +210,17 @@ versioned!(
         gather: 0,
         cuda_stream: std::ptr::null_mut(),
         type_mask: 0,
+        columns: 0,
+        gravity_constant: 0.0,
+        softening: 0.0,
+        rho_crit: 0.0,
+        omega_m: 0.0,
     }
 );
 
 versioned!(
     ztree_fof_output,
-    [],
+    [first(std::mem::offset_of!(ztree_fof_output, centre_index))],
     ztree_fof_output {
         struct_size: size_of::<Self>(),
         labels: std::ptr::null_mut(),
@@ -225,6 +230,28 @@ versioned!(
         member_indices: std::ptr::null(),
         linking_length: 0.0,
         n_groups_total: 0,
+        centre_index: std::ptr::null(),
+        centre_pos: std::ptr::null(),
+        centre_potential: std::ptr::null(),
+        most_bound_index: std::ptr::null(),
+        most_bound_energy: std::ptr::null(),
+        so_mass: std::ptr::null(),
+        so_radius: std::ptr::null(),
+        vmax: std::ptr::null(),
+        r_vmax: std::ptr::null(),
+        angular_momentum: std::ptr::null(),
+        spin: std::ptr::null(),
+        kinetic_energy: std::ptr::null(),
+        potential_energy: std::ptr::null(),
+        vel_dispersion_1d: std::ptr::null(),
+        inertia: std::ptr::null(),
+        inertia_axes: std::ptr::null(),
+        reduced_inertia: std::ptr::null(),
+        reduced_axes: std::ptr::null(),
+        n_types: 0,
+        len_type: std::ptr::null(),
+        mass_type: std::ptr::null(),
+        offset_type: std::ptr::null(),
     }
 );
 

@@ -368,7 +368,7 @@ pub(crate) fn fof<T: Real, const D: usize>(
         }
         _ => ctx.core.fof_device(&device, &dom, &pts, &fields, &c.params, &out)?,
     };
-    super::fof::hand_over(ctx, o, &cat, &stats, labels as *mut i64, n, c.params.members, dist.as_ref())
+    super::fof::hand_over(ctx, o, &cat, &stats, labels as *mut i64, n, c.params.members, dist.as_ref(), None)
 }
 
 #[cfg(all(test, feature = "cuda-emu"))]

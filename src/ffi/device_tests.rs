@@ -207,6 +207,7 @@ fn fof_on_device_arrays_equals_host_arrays() {
                 gather: 0,
                 cuda_stream: std::ptr::null_mut(),
                 type_mask: 0,
+                ..ztree_fof_params::defaults()
             };
             let mut ho = ztree_fof_output::defaults();
             let host = fof_words(ctx, &p, &fp, &mut ho);
@@ -259,6 +260,7 @@ fn device_scratch_per_particle_is_reported() {
         gather: 0,
         cuda_stream: std::ptr::null_mut(),
         type_mask: 0,
+        ..ztree_fof_params::defaults()
     };
     let mut fo = ztree_fof_output::defaults();
     assert_eq!(unsafe { ztree_fof(ctx, &src, &fp, &mut fo) }, ztree_status::ZTREE_OK);

@@ -120,6 +120,10 @@ pub(crate) struct Checked<T: Real, const D: usize> {
     pub ids: Option<Strided>,
     /// With a type mask: the particle types.
     pub types: Option<Strided>,
+    /// The halo property columns asked for.
+    pub(crate) columns: Option<super::halo::Asked>,
+    /// Whether the caller asked for the member lists (the columns need them in any case).
+    pub members_out: bool,
     pub params: FofParams,
     pub bytes: Bytes,
     proposal: Proposal,
@@ -157,7 +161,9 @@ fn check<T: Real, const D: usize>(
         ZTREE_CATALOGUE_GADGET => CatalogueOrder::Gadget,
         x => return bad(format!("unknown catalogue order {x}")),
     };
-    let params = FofParams { linking_length: link, min_members: prm.min_members as usize, order, members: prm.members != 0 };
+    let columns = super::halo::check(p, prm, n, vel.is_some(), distributed)?;
+    let members_out = prm.members != 0;
+    let params = FofParams { linking_length: link, min_members: prm.min_members as usize, order, members: members_out || columns.is_some() };
 
     let mut bytes = Bytes::default();
     bytes.add(n, if distributed { SCRATCH_PER_PARTICLE_MPI } else { SCRATCH_PER_PARTICLE });
@@ -168,6 +174,10 @@ fn check<T: Real, const D: usize>(
     bytes.add(n / params.min_members + 1, std::mem::size_of::<ztree_halo>());
     if params.members {
         bytes.add(n + n / params.min_members + 1, 8);
+    }
+    if columns.is_some() {
+        bytes.add(n, super::halo::BYTES_PER_PARTICLE);
+        bytes.add(n / params.min_members + 1, super::halo::BYTES_PER_ROW);
     }
 
     let mut words = config_words(c);
@@ -184,12 +194,17 @@ fn check<T: Real, const D: usize>(
         params.members as u64,
         (prm.gather != 0) as u64,
         prm.type_mask as u64,
+        prm.columns as u64,
+        prm.gravity_constant.to_bits(),
+        prm.softening.to_bits(),
+        prm.rho_crit.to_bits(),
+        prm.omega_m.to_bits(),
     ]);
     let optional = vec![presence(&vel, n), presence(&masses, n), presence(&ids, n)];
     if types.is_some() {
         bytes.add(n, 12); // the subset's indices and labels
     }
-    Ok(Checked { n, pos, vel, masses, ids, types, params, bytes, proposal: Proposal { words, optional } })
+    Ok(Checked { n, pos, vel, masses, ids, types, columns, members_out, params, bytes, proposal: Proposal { words, optional } })
 }
 
 pub(crate) fn typed<T: Real, const D: usize>(
@@ -222,7 +237,7 @@ pub(crate) fn typed<T: Real, const D: usize>(
         reserve(&mut b.halos, c.n / c.params.min_members + 1, "the FoF catalogue")?;
         b.member_offsets.clear();
         b.member_indices.clear();
-        if c.params.members {
+        if c.members_out {
             reserve(&mut b.member_offsets, c.n / c.params.min_members + 1, "FoF member offsets")?;
             reserve(&mut b.member_indices, c.n, "FoF member indices")?;
         }
@@ -272,7 +287,11 @@ pub(crate) fn typed<T: Real, const D: usize>(
             None => ctx.core.fof_into(&dom, &c.pos, &fields, &c.params, labels)?,
         },
     };
-    hand_over(ctx, o, &cat, &stats, labels_ptr, c.n, c.params.members, dist.as_ref())
+    let props = match &c.columns {
+        Some(a) => Some((super::halo::compute(&ctx.core, &dom, &c.pos, &fields, &cat, a)?, a.columns)),
+        None => None,
+    };
+    hand_over(ctx, o, &cat, &stats, labels_ptr, c.n, c.members_out, dist.as_ref(), props.as_ref().map(|(p, k)| (p, *k)))
 }
 
 /// The catalogue into the context's host buffers and the output struct.
@@ -286,6 +305,7 @@ pub(crate) fn hand_over<const D: usize>(
     n: usize,
     members: bool,
     dist: Option<&DistInfo>,
+    columns: Option<(&crate::halo::HaloProperties<D>, crate::halo::HaloColumns)>,
 ) -> Result<(), Fail> {
     // The catalogue is only as long as known now (gathered on rank 0, it can exceed what
     // was reserved): a failure here is this rank's alone, after the collective work.
@@ -326,6 +346,7 @@ pub(crate) fn hand_over<const D: usize>(
     o.member_indices = if members { b.member_indices.as_ptr() } else { std::ptr::null() };
     o.linking_length = stats.linking_length;
     o.n_groups_total = stats.groups_total as i64;
+    super::halo::hand_over(&mut ctx.buffers.columns, o, columns)?;
     ctx.stats = fill_stats(&stats.timings, stats.scratch_bytes, n, 0, cat.len(), dist);
     Ok(())
 }

@@ -18,6 +18,7 @@ mod device_dbscan;
 #[cfg(feature = "cuda")]
 mod device_radius;
 pub(crate) mod fof;
+mod halo;
 mod input;
 pub(crate) mod knn;
 mod out;

@@ -29,6 +29,8 @@ pub(crate) struct Buffers {
     pub list_offsets: Vec<i64>,
     pub list_indices: Vec<i64>,
     pub list_distances: Vec<f64>,
+    /// The halo property columns of `ztree_fof`.
+    pub columns: super::halo::ColumnBuffers,
 }
 
 /// The context's communicator (None: a serial context).

@@ -139,7 +139,7 @@ pub(crate) fn knn(ctx: &mut ztree_context, a: &super::knn::Args, mut o: ztree_kn
 }
 
 pub(crate) fn fof_needed(p: &ztree_particles, prm: &ztree_fof_params) -> bool {
-    on_device(p) && prm.type_mask != 0
+    on_device(p) && (prm.type_mask != 0 || prm.columns != 0)
 }
 
 /// `ztree_fof` staged: the labels to the device, the catalogue on the host as always.

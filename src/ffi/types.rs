@@ -286,7 +286,43 @@ pub struct ztree_fof_params {
     /// The others get label -1 and are in no halo; indices stay input indices (device
     /// arrays: staged through host memory).
     pub type_mask: u32,
+    /// Halo property columns to compute (`ZTREE_COLUMN_*` bits; 0: the `ztree_halo` rows
+    /// only); they come back in `ztree_fof_output`. Serial contexts (device arrays are
+    /// staged through host memory).
+    pub columns: u32,
+    /// The gravitational constant in the caller's units (> 0 with the centre, most bound
+    /// and dynamics columns; `ztree_gadget_cosmology` gives GADGET's).
+    pub gravity_constant: f64,
+    /// Plummer softening length of the potential (>= 0).
+    pub softening: f64,
+    /// The critical density at the step's scale factor, in the units of the positions and
+    /// masses (comoving positions: comoving density; > 0 with `ZTREE_COLUMN_SO`).
+    pub rho_crit: f64,
+    /// Ω_m at the step's scale factor (> 0 with `ZTREE_COLUMN_SO`).
+    pub omega_m: f64,
 }
+
+/// `ztree_fof_params::columns`: the potential-minimum member (`centre_*` outputs).
+pub const ZTREE_COLUMN_CENTRE: u32 = 1;
+/// The most bound member, `φ + |v - v_mean|²/2` lowest (`most_bound_*`; needs velocities).
+pub const ZTREE_COLUMN_MOST_BOUND: u32 = 2;
+/// Spherical overdensities around the potential minimum (`so_mass`, `so_radius`).
+pub const ZTREE_COLUMN_SO: u32 = 4;
+/// v_max, angular momentum, spin, energies, σ_1D and shape (needs velocities).
+pub const ZTREE_COLUMN_DYNAMICS: u32 = 8;
+/// Count, mass and group-ordered offset per particle type (needs `ztree_particles::types`).
+pub const ZTREE_COLUMN_TYPES: u32 = 16;
+/// SO definitions per halo in `so_mass` / `so_radius`, in this order: 200 ρ_crit, 500 ρ_crit,
+/// 200 ρ_mean, the Bryan & Norman virial overdensity (GADGET-4's TopHat200).
+pub const ZTREE_SO_DEFINITIONS: i32 = 4;
+/// Index of M_200c in a `so_mass` row.
+pub const ZTREE_SO_200C: i32 = 0;
+/// Index of M_500c.
+pub const ZTREE_SO_500C: i32 = 1;
+/// Index of M_200m.
+pub const ZTREE_SO_200M: i32 = 2;
+/// Index of M_vir.
+pub const ZTREE_SO_VIR: i32 = 3;
 
 /// Outputs of `ztree_fof`. `labels`: a caller array of `count` entries, or NULL to use a
 /// context-owned one (a `labels` pointer the context returned before counts as NULL).
@@ -314,6 +350,57 @@ pub struct ztree_fof_output {
     pub linking_length: f64,
     /// Connected components including singletons.
     pub n_groups_total: i64,
+    /// `ZTREE_COLUMN_CENTRE`: per halo, the input index of the member with the lowest
+    /// potential among the members (HACC `fof_halo_center`, GADGET-4 `GroupPos` with
+    /// SUBFIND); NULL when not asked for. Every column is context-owned, `n_halos` rows.
+    pub centre_index: *const i64,
+    /// Its position (3 per row, as given; 2-D contexts: z = 0).
+    pub centre_pos: *const f64,
+    /// Its potential `-G Σ_j m_j / sqrt(r² + ε²)` over the other members.
+    pub centre_potential: *const f64,
+    /// `ZTREE_COLUMN_MOST_BOUND`: the input index of the most bound member.
+    pub most_bound_index: *const i64,
+    /// Its `φ + |v - v_mean|² / 2`.
+    pub most_bound_energy: *const f64,
+    /// `ZTREE_COLUMN_SO`: `ZTREE_SO_DEFINITIONS` masses per row, every particle within the
+    /// radius counted (0 where not found: fewer than 5 particles inside).
+    pub so_mass: *const f64,
+    /// The radii, as `so_mass`.
+    pub so_radius: *const f64,
+    /// `ZTREE_COLUMN_DYNAMICS`: peak circular velocity of the members' mass profile
+    /// about the potential minimum.
+    pub vmax: *const f64,
+    /// Where it peaks.
+    pub r_vmax: *const f64,
+    /// Angular momentum about the centre in the halo's frame (3 per row).
+    pub angular_momentum: *const f64,
+    /// Bullock's spin λ' (M and R: M_200c and R_200c with `ZTREE_COLUMN_SO`, else the
+    /// members' mass and farthest distance).
+    pub spin: *const f64,
+    /// Kinetic energy in the halo's frame.
+    pub kinetic_energy: *const f64,
+    /// Potential energy `½ Σ_i m_i φ_i` among the members (exact up to 2048 members, a
+    /// monopole tree walk above: relative error below 1e-3).
+    pub potential_energy: *const f64,
+    /// One-dimensional velocity dispersion.
+    pub vel_dispersion_1d: *const f64,
+    /// Eigenvalues of the inertia tensor per unit mass, descending (3 per row).
+    pub inertia: *const f64,
+    /// Their unit eigenvectors (9 per row: vector k at `[9 h + 3 k ..]`).
+    pub inertia_axes: *const f64,
+    /// The reduced (1/r²-weighted) tensor's eigenvalues (3 per row).
+    pub reduced_inertia: *const f64,
+    /// Its eigenvectors (9 per row).
+    pub reduced_axes: *const f64,
+    /// `ZTREE_COLUMN_TYPES`: entries per row of the per-type columns (the largest type
+    /// among the members, plus one).
+    pub n_types: i64,
+    /// Members per type (GADGET-4 `GroupLenType`), `n_types` per row.
+    pub len_type: *const i64,
+    /// Their mass (`GroupMassType`).
+    pub mass_type: *const f64,
+    /// Members of the type in the rows before (`GroupOffsetType`).
+    pub offset_type: *const i64,
 }
 
 /// Most stages `ztree_stats` reports.

@@ -93,6 +93,7 @@ macro_rules! impl_ids {
         }
     };
 }
+impl_ids!(u8, |_| None);
 impl_ids!(i32, |_| None);
 impl_ids!(i64, |_| None);
 impl_ids!(u32, |_| None);

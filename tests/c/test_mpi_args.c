@@ -106,6 +106,11 @@ static void fof_mask(call_t *c) {
   c->fp.type_mask = 2;
   c->src.types = (ztree_array){types, ZTREE_DTYPE_U8, 0};
 }
+static void fof_columns(call_t *c) {
+  c->fp.columns = ZTREE_COLUMN_CENTRE;
+  c->fp.gravity_constant = 1.0;
+}
+static void fof_column_bit(call_t *c) { c->fp.columns = 1u << 12; }
 static void knn_types_f64(call_t *c) {
   c->kp.source_type_mask = 2;
   c->src.types = (ztree_array){x, ZTREE_DTYPE_F64, 0};
@@ -150,6 +155,8 @@ static const case_t cases[] = {
     {"FoF type mask without types", 1, fof_mask_no_types, ZTREE_ERR_NULL_POINTER},
     {"FoF type mask on one rank only", 1, fof_mask, ZTREE_ERR_MPI},
     {"kNN f64 particle types", 0, knn_types_f64, ZTREE_ERR_DTYPE},
+    {"FoF halo property columns (serial contexts only)", 1, fof_columns, ZTREE_ERR_UNSUPPORTED},
+    {"FoF an unknown column bit", 1, fof_column_bit, ZTREE_ERR_INVALID_ARGUMENT},
     {"FoF pos[1].stride = -8", 1, neg_stride, ZTREE_ERR_INVALID_ARGUMENT},
     {"FoF memory = CUDA", 1, cuda, ZTREE_ERR_NO_DEVICE},
     {"FoF f32 positions on one rank", 1, f32_pos, ZTREE_ERR_MPI},

@@ -5,7 +5,7 @@
 //! (halos across the box faces), f32 and f64, 1 and 2 threads.
 
 use crate::common::{Rng, Shape, points};
-use ztree::halo::{Gravity, MIN_PARTICLES, Overdensity, SoParams};
+use ztree::halo::{Gravity, HaloColumns, HaloRequest, MIN_PARTICLES, Overdensity, SoParams};
 use ztree::{Config, Context, Domain, FofFields, FofParams, LinkingLength, Real};
 
 fn min_image(x: f64, l: f64) -> f64 {
@@ -157,6 +157,82 @@ fn case<T: Real>(threads: usize, seed: u64) {
         assert!(close(d.inertia.iter().sum::<f64>(), tr / mt), "halo {h}: the inertia tensor's trace");
         assert!(d.inertia[0] >= d.inertia[1] && d.inertia[1] >= d.inertia[2] && d.spin > 0.0);
     }
+
+    // Everything in one call: the same columns, the potential energy against the double
+    // sum, and the per-type sums against the members' types.
+    let types: Vec<u8> = (0..n).map(|i| [1u8, 1, 4, 0, 1][i % 5]).collect();
+    let all = HaloColumns { centre: true, most_bound: true, so: true, dynamics: true, types: true };
+    let req = HaloRequest { columns: all, gravity: g, rho_crit: so.rho_crit, omega_m: so.omega_m, types: Some(&types) };
+    let props = ctx.halo_properties(&domain, &pts, &fields, cat, &req).unwrap();
+    assert_eq!(props.centres.potential_min, centres.potential_min);
+    assert_eq!(props.centres.most_bound, centres.most_bound);
+    // The combined call starts its SO search from the FoF mass: the same masses and radii.
+    for (a, b) in props.so.iter().zip(&cols) {
+        assert_eq!((a.definition, &a.mass, &a.count), (b.definition, &b.mass, &b.count));
+    }
+    assert_eq!(props.dynamics, dy);
+    let tsum = props.types.as_ref().unwrap();
+    assert_eq!(tsum.n_types, 5);
+    let mut before = [0i64; 5];
+    for h in 0..cat.len() {
+        let m: Vec<usize> =
+            cat.member_indices[cat.member_offsets[h] as usize..cat.member_offsets[h + 1] as usize].iter().map(|&i| i as usize).collect();
+        for t in 0..5 {
+            let of_t: Vec<usize> = m.iter().copied().filter(|&i| types[i] as usize == t).collect();
+            let row = h * 5 + t;
+            assert_eq!(tsum.count[row], of_t.len() as i64, "halo {h}, type {t}: count");
+            assert_eq!(tsum.mass[row], of_t.iter().map(|&i| mass[i]).sum::<f64>(), "halo {h}, type {t}: mass");
+            assert_eq!(tsum.offset[row], before[t], "halo {h}, type {t}: offset");
+            before[t] += of_t.len() as i64;
+        }
+        let x0 = as_f64(&pts[m[0]]);
+        let pos: Vec<[f64; 3]> = m.iter().map(|&i| std::array::from_fn(|d| x0[d] + min_image(as_f64(&pts[i])[d] - x0[d], l))).collect();
+        let eps2 = g.softening * g.softening;
+        let mut w = 0.0;
+        for (a, &i) in m.iter().enumerate() {
+            let mut s = 0.0;
+            for (b, &j) in m.iter().enumerate() {
+                if a != b {
+                    let r2: f64 = (0..3).map(|d| (pos[a][d] - pos[b][d]).powi(2)).sum();
+                    s += mass[j] / (r2 + eps2).sqrt();
+                }
+            }
+            w += mass[i] * s;
+        }
+        let w = -0.5 * g.g * w;
+        let tol = if m.len() <= 2048 { 1e-12 } else { 1e-3 };
+        assert!(((props.potential_energy[h] - w) / w).abs() <= tol, "halo {h} ({} members): W {} vs {w}", m.len(), props.potential_energy[h]);
+    }
+    // Only the per-type column: no centres computed.
+    let req = HaloRequest { columns: HaloColumns { types: true, ..Default::default() }, ..req };
+    let only = ctx.halo_properties(&domain, &pts, &fields, cat, &req).unwrap();
+    assert!(only.centres.potential_min.is_empty() && only.so.is_empty() && only.types == props.types);
+    // Missing inputs are errors naming them.
+    let req = HaloRequest { columns: HaloColumns { types: true, ..Default::default() }, types: None, ..req };
+    assert!(ctx.halo_properties(&domain, &pts, &fields, cat, &req).unwrap_err().to_string().contains("types"));
+    let bad_types: Vec<u8> = (0..n).map(|i| if i == 17 { 32 } else { 0 }).collect();
+    let req = HaloRequest { types: Some(&bad_types), ..req };
+    assert!(ctx.halo_properties(&domain, &pts, &fields, cat, &req).unwrap_err().to_string().contains("particle 17"));
+    let no_vel = FofFields::<3> { velocities: None, ..fields };
+    let req = HaloRequest { columns: HaloColumns { dynamics: true, ..Default::default() }, ..req };
+    assert!(ctx.halo_properties(&domain, &pts, &no_vel, cat, &req).unwrap_err().to_string().contains("velocities"));
+}
+
+/// GADGET-4's internal units: G and ρ_crit as it computes them, comoving at a < 1.
+#[test]
+fn gadget_cosmology_matches_gadget_units() {
+    let (ul, um, uv) = (3.085678e24, 1.989e43, 1e5);
+    let c = ztree::halo::gadget_cosmology(ul, um, uv, 0.308, 0.692, 1.0).unwrap();
+    // G = 43.0187 (Mpc/h, 1e10 Msun/h, km/s); ρ_crit0 = 3 H0² / 8πG with H0 = 100.
+    assert!((c.g - 43.0187).abs() < 1e-3, "G = {}", c.g);
+    assert!((c.rho_crit - 3.0 * 100.0 * 100.0 / (8.0 * std::f64::consts::PI * c.g)).abs() < 1e-6 * c.rho_crit);
+    assert!((c.omega_m - 0.308).abs() < 1e-12);
+    // At a = 0.5 the comoving mean matter density is unchanged: Ω_m(a) ρ_crit(a) a³ = Ω_m ρ_crit0.
+    let h = ztree::halo::gadget_cosmology(ul, um, uv, 0.308, 0.692, 0.5).unwrap();
+    assert!((h.omega_m * h.rho_crit - 0.308 * c.rho_crit).abs() < 1e-12 * c.rho_crit);
+    assert!(h.omega_m > 0.308 && h.omega_m < 1.0);
+    assert!(ztree::halo::gadget_cosmology(ul, um, uv, 0.308, 0.692, 0.0).is_err());
+    assert!(ztree::halo::gadget_cosmology(ul, um, -1.0, 0.308, 0.692, 1.0).is_err());
 }
 
 #[test]

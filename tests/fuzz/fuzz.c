@@ -179,6 +179,15 @@ int main(int argc, char **argv) {
       fp.order = !bad(20) ? pick(2) : 9;
       fp.members = pick(2);
       if (pick(4) == 0) fp.type_mask = (uint32_t)pick(64);
+      /* Halo property columns, at times with bits no column has, G, softening, rho_crit
+       * and Omega_m of any sign or NaN. */
+      if (pick(3) == 0) {
+        fp.columns = (uint32_t)pick(32) | (bad(30) ? 1u << 7 : 0);
+        fp.gravity_constant = !bad(20) ? 1.0 + unit() : (pick(2) ? 0.0 : NAN);
+        fp.softening = !bad(20) ? 0.01 * box * unit() : -1.0;
+        fp.rho_crit = !bad(20) ? 0.1 + unit() : (pick(2) ? -1.0 : INFINITY);
+        fp.omega_m = !bad(20) ? 0.3 : 0.0;
+      }
       ztree_fof_output fo;
       ztree_fof_output_init(&fo);
       ztree_dbscan_params dp;
@@ -270,6 +279,23 @@ int main(int argc, char **argv) {
           }
           for (int64_t h = 0; h < fo.n_halos; h++)
             if (!(fo.halos[h].mass > 0) || !isfinite(fo.halos[h].pos[0]) || !isfinite(fo.halos[h].inertia_radius)) fail("halo row not finite", NULL);
+          /* Exactly the columns asked for, and their values sane. */
+          if ((fo.centre_index != NULL) != !!(fp.columns & ZTREE_COLUMN_CENTRE) || (fo.so_mass != NULL) != !!(fp.columns & ZTREE_COLUMN_SO) ||
+              (fo.vmax != NULL) != !!(fp.columns & ZTREE_COLUMN_DYNAMICS) || (fo.len_type != NULL) != !!(fp.columns & ZTREE_COLUMN_TYPES) ||
+              (fo.most_bound_index != NULL) != !!(fp.columns & ZTREE_COLUMN_MOST_BOUND))
+            fail("column pointers differ from the columns asked for", NULL);
+          for (int64_t h = 0; h < fo.n_halos; h++) {
+            if (fo.centre_index && (fo.centre_index[h] < 0 || fo.centre_index[h] >= src.count)) fail("centre index", NULL);
+            if (fo.most_bound_index && (fo.most_bound_index[h] < 0 || fo.most_bound_index[h] >= src.count)) fail("most bound index", NULL);
+            if (fo.so_mass)
+              for (int k = 0; k < ZTREE_SO_DEFINITIONS; k++)
+                if (!(fo.so_mass[h * ZTREE_SO_DEFINITIONS + k] >= 0) || !(fo.so_radius[h * ZTREE_SO_DEFINITIONS + k] >= 0)) fail("SO column", NULL);
+            if (fo.len_type) {
+              int64_t sum = 0;
+              for (int64_t t = 0; t < fo.n_types; t++) sum += fo.len_type[h * fo.n_types + t];
+              if (sum != fo.halos[h].count) fail("per-type counts", NULL);
+            }
+          }
         }
       }
       free_bufs();

@@ -369,6 +369,7 @@ fn fof_cases(world: &mpi::topology::SimpleCommunicator) -> usize {
                     gather: 1,
                     cuda_stream: std::ptr::null_mut(),
                     type_mask: 0,
+                    ..ztree_fof_params::defaults()
                 };
                 failures += fof_case(world, dist, serial, &g, kind, &fp, f32_pos, false);
                 if kind == "balanced" {
@@ -421,6 +422,7 @@ fn gadget4(world: &mpi::topology::SimpleCommunicator) -> usize {
         gather: 1,
         cuda_stream: std::ptr::null_mut(),
         type_mask: 0,
+        ..ztree_fof_params::defaults()
     };
     let mut failures = fof_case(world, dist, serial, &g, "balanced", &fp, true, false);
     let (_, rows) = fof_rows(serial, &particles(&g, 0, n, true, false).p, &fp).unwrap();

@@ -122,7 +122,7 @@ fn owners_histograms_and_rows_by_rank_equal_the_cpu() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     for d in devices() {
         let cuda = Cuda { dev: d.clone() };
-        if cfg!(feature = "cuda-emu-check") {
+        if super::emu::checked_kernels() {
             // Under the sanitizers and the interleaved schedule every kernel once, in each
             // dimension (its variants), is what counts; the cases below are for the values.
             owners_case::<3>(&cuda, &Domain::Periodic([1.0; 3]), &[3], &[0.05], &mut rng);

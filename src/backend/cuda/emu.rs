@@ -11,6 +11,38 @@ unsafe extern "C" {
     fn zt_emu_launch(name: *const c_char, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, args: *mut *mut c_void) -> c_int;
 }
 
+type LaunchFn = unsafe extern "C" fn(*const c_char, u32, u32, u32, u32, u32, u32, *mut *mut c_void) -> c_int;
+
+/// The environment variable naming a shared library of the kernels to use instead of the
+/// ones linked in: the checked build (`make test-emu-check`: sanitizers and the interleaved
+/// schedule), which then needs no second build of the crate.
+pub(crate) const CHECKED_KERNELS_ENV: &str = "ZTREE_EMU_KERNELS";
+
+/// Whether the kernels come from `ZTREE_EMU_KERNELS` (tests keep their cases few there).
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) fn checked_kernels() -> bool {
+    std::env::var_os(CHECKED_KERNELS_ENV).is_some()
+}
+
+/// The launch entry point: the linked kernels', or those of the library `ZTREE_EMU_KERNELS`
+/// names (loaded once and kept for the process's life).
+fn launcher() -> Result<LaunchFn> {
+    static LAUNCH: std::sync::OnceLock<std::result::Result<LaunchFn, String>> = std::sync::OnceLock::new();
+    LAUNCH
+        .get_or_init(|| {
+            let Some(path) = std::env::var_os(CHECKED_KERNELS_ENV) else { return Ok(zt_emu_launch as LaunchFn) };
+            // SAFETY: the library is the emulator's kernels built from kernels/emu (its
+            // initialisers register kernels only); it is never unloaded.
+            let lib = unsafe { libloading::Library::new(&path) }.map_err(|e| format!("{CHECKED_KERNELS_ENV}={}: {e}", path.to_string_lossy()))?;
+            // SAFETY: zt_emu_launch has this signature in kernels/emu/all_kernels.cpp.
+            let f = unsafe { lib.get::<LaunchFn>(b"zt_emu_launch\0") }.map(|s| *s).map_err(|e| format!("zt_emu_launch: {e}"))?;
+            std::mem::forget(lib);
+            Ok(f)
+        })
+        .clone()
+        .map_err(Error::Device)
+}
+
 /// The emulator; allocations are tracked so that `free` knows their size.
 #[derive(Default)]
 pub(crate) struct EmuDevice {
@@ -117,7 +149,8 @@ impl Device for EmuDevice {
         let name = CString::new(kernel).map_err(|_| Error::Device(format!("bad kernel name {kernel}")))?;
         *self.launches.lock().unwrap_or_else(|e| e.into_inner()).entry(kernel).or_default() += 1;
         // SAFETY: the caller guarantees the arguments match the kernel.
-        match unsafe { zt_emu_launch(name.as_ptr(), grid, 1, 1, block, 1, 1, ptrs.as_mut_ptr()) } {
+        let launch = launcher()?;
+        match unsafe { launch(name.as_ptr(), grid, 1, 1, block, 1, 1, ptrs.as_mut_ptr()) } {
             0 => Ok(()),
             1 => Err(Error::Device(format!("emulator: no kernel named {kernel}"))),
             code => Err(Error::Device(format!("emulator: launch of {kernel} failed ({code})"))),
