@@ -149,10 +149,11 @@ program test_fortran
     fp%members = 1
     fp%columns = ior(ior(ZTREE_COLUMN_CENTRE, ZTREE_COLUMN_SO), ZTREE_COLUMN_TYPES)
     fp%gravity_constant = 1.0d0
-    fp%rho_crit = 1.0d0
+    fp%rho_crit = 1.0d4   ! 200 Omega_m rho_crit: 1000 times the mean density
     fp%omega_m = 0.3d0
     st = ztree_fof(ctx, pp, fp, fo)
     call check(st == ZTREE_OK .and. fo%n_halos > 0, 'fof with columns: ' // ztree_last_error(ctx))
+    if (st /= ZTREE_OK) fo%n_halos = 0
     call c_f_pointer(fo%centre_index, cidx, [fo%n_halos])
     call c_f_pointer(fo%member_offsets, offs, [fo%n_halos + 1])
     call c_f_pointer(fo%member_indices, mem, [offs(fo%n_halos + 1)])

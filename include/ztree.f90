@@ -217,7 +217,7 @@ module ztree
             ztree_set_velocities, ztree_set_masses, ztree_set_ids, ztree_knn_bytes, ztree_fof_bytes, &
             ztree_f_knn_density, ztree_f_fof_labels, ztree_stage_name, ztree_cuda_device_count, &
             ztree_dbscan, ztree_dbscan_bytes, ztree_f_dbscan_labels, ztree_set_types, &
-            ztree_radius, ztree_f_radius
+            ztree_radius, ztree_f_radius, ztree_gadget_cosmology
 
   interface
     !> CUDA devices ztree can use here (0 without a driver, a device or NVRTC 12 or 13).

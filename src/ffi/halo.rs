@@ -12,6 +12,17 @@ use crate::halo::{Gravity, HaloColumns, HaloProperties, HaloRequest};
 use crate::input::{Domain, PointSource};
 use ztree_status::*;
 
+// The header's SO indices are the places of the definitions in `Overdensity::ALL`, the
+// order of `HaloProperties::so` and of each `so_mass` row.
+const _: () = {
+    use crate::halo::Overdensity;
+    assert!(ZTREE_SO_DEFINITIONS as usize == Overdensity::ALL.len());
+    assert!(matches!(Overdensity::ALL[ZTREE_SO_200C as usize], Overdensity::Crit200));
+    assert!(matches!(Overdensity::ALL[ZTREE_SO_500C as usize], Overdensity::Crit500));
+    assert!(matches!(Overdensity::ALL[ZTREE_SO_200M as usize], Overdensity::Mean200));
+    assert!(matches!(Overdensity::ALL[ZTREE_SO_VIR as usize], Overdensity::Virial));
+};
+
 /// Every column bit.
 const ALL_COLUMNS: u32 = ZTREE_COLUMN_CENTRE | ZTREE_COLUMN_MOST_BOUND | ZTREE_COLUMN_SO | ZTREE_COLUMN_DYNAMICS | ZTREE_COLUMN_TYPES;
 

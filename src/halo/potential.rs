@@ -8,10 +8,13 @@
 //! `E_i = φ_i + |v_i - v̄|² / 2`, v̄ the halo's mass-weighted mean velocity. Ties go to
 //! the earlier member.
 //!
-//! How: a kd-tree over the members (leaves of at most `LEAF` points, each node's box and
-//! mass). A source node B seen from a point x contributes between `M_B / sqrt(d_max² + ε²)`
-//! and `M_B / sqrt(d_min² + ε²)` to `Σ m / sqrt(r² + ε²)`, whatever its points' layout: a
-//! rigorous interval with no multipole error estimate. A walk accepts a node's interval
+//! How: a kd-tree over the members (leaves of at most `LEAF` points, each node's box,
+//! mass, centre of mass and `Q = Σ m |y - com|²`). A source node B seen from a point x
+//! contributes to `Σ m / sqrt(r² + ε²)` between `M_B / sqrt(d_max² + ε²)` and
+//! `M_B / sqrt(d_min² + ε²)` whatever its points' layout, and within
+//! `Q / (d_min² + ε²)^(3/2)` of its monopole `M_B / sqrt(|x - com|² + ε²)` (Taylor's
+//! remainder: the dipole term vanishes about the centre of mass, and the kernel's Hessian
+//! norm is at most `2 / (r² + ε²)^(3/2)`): rigorous intervals, intersected. A walk accepts a node's interval
 //! when it is narrower than `θ` times its upper end (and sums a leaf exactly otherwise),
 //! so every member gets bounds [lo_i, hi_i] of its value. Members whose lower bound is above
 //! the smallest upper bound cannot be the minimum; the others' bounds are tightened with a
@@ -48,8 +51,10 @@ struct Node<const D: usize> {
     lo: [f64; D],
     hi: [f64; D],
     mass: f64,
-    /// Centre of mass (the monopole of the energy walk).
+    /// Centre of mass (the monopole).
     com: [f64; D],
+    /// `Σ m |y - com|²` over the node's points: bounds the monopole's error.
+    quad: f64,
     /// Points `first .. first + count` of the tree's order.
     first: u32,
     count: u32,
@@ -96,8 +101,9 @@ fn build<const D: usize>(m: &Members<'_, D>, order: &mut [u32], first: usize, no
     }
     // Massless nodes: the box centre (they add nothing).
     let com = std::array::from_fn(|d| if mass > 0.0 { (mx[d] / mass).clamp(lo[d], hi[d]) } else { 0.5 * (lo[d] + hi[d]) });
+    let quad = order.iter().map(|&i| m.mass[i as usize] * dist2(&m.pos[i as usize], &com)).sum();
     let at = nodes.len() as u32;
-    nodes.push(Node { lo, hi, mass, com, first: first as u32, count: order.len() as u32, left: 0, right: 0 });
+    nodes.push(Node { lo, hi, mass, com, quad, first: first as u32, count: order.len() as u32, left: 0, right: 0 });
     if order.len() > LEAF {
         let axis = (0..D).max_by(|&a, &b| (hi[a] - lo[a]).total_cmp(&(hi[b] - lo[b]))).unwrap_or(0);
         let half = order.len() / 2;
@@ -155,10 +161,18 @@ impl<const D: usize> KdTree<D> {
                     dmin2 += g * g;
                     dmax2 += u * u;
                 }
+                // Two intervals of the node's sum, intersected: the plain one (every point
+                // between the box's nearest and farthest distance), and the monopole at the
+                // centre of mass with the bound of its second-order remainder (the dipole
+                // vanishes about the centre of mass; the kernel's Hessian is at most
+                // 2 / (r² + ε²)^(3/2) in norm, r >= the box's nearest distance).
                 let (a, b) = (1.0 / (dmin2 + eps2).sqrt(), 1.0 / (dmax2 + eps2).sqrt());
-                if a - b <= theta * a {
-                    lo += nd.mass * b;
-                    hi += nd.mass * a;
+                let v = nd.mass / (dist2(&x, &nd.com) + eps2).sqrt();
+                let e = nd.quad * a * a * a;
+                let (l, h) = ((v - e).max(nd.mass * b), (v + e).min(nd.mass * a));
+                if h - l <= theta * h {
+                    lo += l;
+                    hi += h;
                     continue;
                 }
             }
