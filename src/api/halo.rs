@@ -11,6 +11,7 @@ use crate::geom::Real;
 use crate::geom::metric::min_image;
 use crate::halo::dynamics::{Dynamics, dynamics};
 use crate::halo::potential::{Gravity, Members, minimum, potential_energy};
+use crate::halo::screen::{SCREEN_MAX, screen};
 use crate::halo::so::so_from_profile;
 use crate::halo::{HaloCentres, SoColumn, SoParams};
 use crate::input::{Domain, PointSource, ScalarField};
@@ -94,19 +95,23 @@ impl Context {
                         .collect();
                     let mass: Vec<f64> = m.iter().map(|&i| fields.masses.map_or(fields.particle_mass, |f| f.get(i as usize))).collect();
                     let members = Members { pos: &pos, mass: &mass };
-                    let (pm, phi) = minimum(&members, gravity, |_| 0.0);
-                    let mbp = with_vel.then(|| {
+                    let kin: Option<Vec<f64>> = with_vel.then(|| {
                         let (v, vbar) = (fields.velocities.unwrap(), catalogue.velocity[g]);
-                        let kin: Vec<f64> = m
-                            .iter()
+                        m.iter()
                             .map(|&i| {
                                 let u = v.get(i as usize);
                                 0.5 * (0..D).map(|d| (u[d] - vbar[d]) * (u[d] - vbar[d])).sum::<f64>()
                             })
-                            .collect();
-                        minimum(&members, gravity, |k| kin[k])
+                            .collect()
                     });
-                    let w = if energy { potential_energy(&members, gravity) } else { 0.0 };
+                    let ((pm, phi), mbp, w) = if m.len() <= SCREEN_MAX {
+                        let s = screen(&members, gravity, kin.as_deref());
+                        (s.minimum, s.most_bound, s.energy)
+                    } else {
+                        let mbp = kin.as_ref().map(|kin| minimum(&members, gravity, |k| kin[k]));
+                        let w = if energy { potential_energy(&members, gravity) } else { 0.0 };
+                        (minimum(&members, gravity, |_| 0.0), mbp, w)
+                    };
                     ((m[pm] as usize, phi, mbp.map(|(k, e)| (m[k] as usize, e))), w)
                 })
                 .collect()

@@ -379,8 +379,8 @@ pub struct ztree_fof_output {
     pub spin: *const f64,
     /// Kinetic energy in the halo's frame.
     pub kinetic_energy: *const f64,
-    /// Potential energy `½ Σ_i m_i φ_i` among the members (exact up to 2048 members, a
-    /// monopole tree walk above: relative error below 1e-3).
+    /// Potential energy `½ Σ_i m_i φ_i` among the members (direct sums up to 16384
+    /// members, relative error below 1e-5; a monopole tree walk above, below 1e-3).
     pub potential_energy: *const f64,
     /// One-dimensional velocity dispersion.
     pub vel_dispersion_1d: *const f64,

@@ -9,6 +9,7 @@
 
 pub(crate) mod dynamics;
 pub(crate) mod potential;
+pub(crate) mod screen;
 pub(crate) mod so;
 
 pub use dynamics::Dynamics;
