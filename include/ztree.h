@@ -475,8 +475,8 @@ typedef struct ztree_fof_output {
   const double *spin;
   // Kinetic energy in the halo's frame.
   const double *kinetic_energy;
-  // Potential energy `½ Σ_i m_i φ_i` among the members (exact up to 2048 members, a
-  // monopole tree walk above: relative error below 1e-3).
+  // Potential energy `½ Σ_i m_i φ_i` among the members (direct sums up to 16384
+  // members, relative error below 1e-5; a monopole tree walk above, below 1e-3).
   const double *potential_energy;
   // One-dimensional velocity dispersion.
   const double *vel_dispersion_1d;

@@ -100,9 +100,9 @@ fn type_sums<const D: usize>(catalogue: &Catalogue<D>, fields: &FofFields<'_, D>
             s.count[row + t] += 1;
             s.mass[row + t] += fields.masses.map_or(fields.particle_mass, |m| m.get(i as usize));
         }
-        for t in 0..n_types {
-            s.offset[row + t] = before[t];
-            before[t] += s.count[row + t];
+        s.offset[row..row + n_types].copy_from_slice(&before);
+        for (b, c) in before.iter_mut().zip(&s.count[row..row + n_types]) {
+            *b += c;
         }
     }
     Ok(s)

@@ -108,10 +108,13 @@ fn sums<const D: usize>(m: &Members<'_, D>, eps2: f64) -> (Vec<f64>, f64) {
         let portable = PORTABLE_ONLY.load(std::sync::atomic::Ordering::Relaxed);
         #[cfg(not(test))]
         let portable = false;
-        if D == 3 && !portable && std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            if let Some(s) = avx2::sums(m, eps2) {
-                return (s, avx2::REL_ERROR);
-            }
+        if D == 3
+            && !portable
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && let Some(s) = avx2::sums(m, eps2)
+        {
+            return (s, avx2::REL_ERROR);
         }
     }
     let cols: [Vec<f64>; D] = std::array::from_fn(|d| m.pos.iter().map(|p| p[d]).collect());
