@@ -142,7 +142,7 @@ module ztree
 
   type, bind(C), public :: ztree_dbscan_params
     !> sizeof the struct in this module's layout (checked by the library and by the tests).
-    integer(c_size_t) :: struct_size = 64_c_size_t
+    integer(c_size_t) :: struct_size = 104_c_size_t
     !> Give eps (absolute) or b (relative to the mean spacing), the other 0.
     real(c_double) :: eps = 0, b = 0
     integer(c_int32_t) :: min_pts = 10, min_members = 0, order = 0, members = 0
@@ -156,6 +156,9 @@ module ztree
     integer(c_int32_t) :: gather = 0
     !> The CUDA stream for device arrays (c_null_ptr: the default stream).
     type(c_ptr) :: cuda_stream = c_null_ptr
+    !> Cluster property columns, as ztree_fof_params's.
+    integer(c_int32_t) :: columns = 0
+    real(c_double) :: gravity_constant = 0, softening = 0, rho_crit = 0, omega_m = 0
   end type
 
   type, bind(C), public :: ztree_cluster
@@ -165,12 +168,21 @@ module ztree
 
   type, bind(C), public :: ztree_dbscan_output
     !> sizeof the struct in this module's layout (checked by the library and by the tests).
-    integer(c_size_t) :: struct_size = 96_c_size_t
+    integer(c_size_t) :: struct_size = 272_c_size_t
     type(c_ptr) :: labels = c_null_ptr, point_class = c_null_ptr
     integer(c_int64_t) :: n_clusters = 0
     type(c_ptr) :: clusters = c_null_ptr, member_offsets = c_null_ptr, member_indices = c_null_ptr
     real(c_double) :: eps = 0
     integer(c_int64_t) :: n_core = 0, n_border = 0, n_noise = 0, n_clusters_total = 0
+    !> Cluster property columns, as ztree_fof_output's (n_clusters rows).
+    type(c_ptr) :: centre_index = c_null_ptr, centre_pos = c_null_ptr, centre_potential = c_null_ptr, &
+      most_bound_index = c_null_ptr, most_bound_energy = c_null_ptr, so_mass = c_null_ptr, &
+      so_radius = c_null_ptr, vmax = c_null_ptr, r_vmax = c_null_ptr, angular_momentum = c_null_ptr, &
+      spin = c_null_ptr, kinetic_energy = c_null_ptr, potential_energy = c_null_ptr, &
+      vel_dispersion_1d = c_null_ptr, inertia = c_null_ptr, inertia_axes = c_null_ptr, &
+      reduced_inertia = c_null_ptr, reduced_axes = c_null_ptr
+    integer(c_int64_t) :: n_types = 0
+    type(c_ptr) :: len_type = c_null_ptr, mass_type = c_null_ptr, offset_type = c_null_ptr
   end type
 
   type, bind(C), public :: ztree_radius_params

@@ -530,6 +530,17 @@ typedef struct ztree_dbscan_params {
   int32_t gather;
   // The CUDA stream for device arrays (see `ztree_knn_params::cuda_stream`).
   void *cuda_stream;
+  // Cluster property columns, as `ztree_fof_params::columns` (serial contexts): over each
+  // cluster's members (core and border points), SO counting every particle of the call.
+  uint32_t columns;
+  // As `ztree_fof_params::gravity_constant`.
+  double gravity_constant;
+  // As `ztree_fof_params::softening`.
+  double softening;
+  // As `ztree_fof_params::rho_crit`.
+  double rho_crit;
+  // As `ztree_fof_params::omega_m`.
+  double omega_m;
 } ztree_dbscan_params;
 
 // One cluster of the DBSCAN catalogue: the FoF columns and two of its own.
@@ -586,6 +597,56 @@ typedef struct ztree_dbscan_output {
   int64_t n_noise;
   // See `n_core`.
   int64_t n_clusters_total;
+  // The columns of `ztree_dbscan_params::columns`, as `ztree_fof_output`'s (per cluster,
+  // `n_clusters` rows; NULL when not asked for): the potential-minimum member.
+  const int64_t *centre_index;
+  // Its position (3 per row, as given; 2-D contexts: z = 0).
+  const double *centre_pos;
+  // Its potential `-G Σ_j m_j / sqrt(r² + ε²)` over the other members.
+  const double *centre_potential;
+  // `ZTREE_COLUMN_MOST_BOUND`: the input index of the most bound member.
+  const int64_t *most_bound_index;
+  // Its `φ + |v - v_mean|² / 2`.
+  const double *most_bound_energy;
+  // `ZTREE_COLUMN_SO`: `ZTREE_SO_DEFINITIONS` masses per row, every particle within the
+  // radius counted (0 where not found: fewer than 5 particles inside).
+  const double *so_mass;
+  // The radii, as `so_mass`.
+  const double *so_radius;
+  // `ZTREE_COLUMN_DYNAMICS`: peak circular velocity of the members' mass profile
+  // about the potential minimum.
+  const double *vmax;
+  // Where it peaks.
+  const double *r_vmax;
+  // Angular momentum about the centre in the halo's frame (3 per row).
+  const double *angular_momentum;
+  // Bullock's spin λ' (M and R: M_200c and R_200c with `ZTREE_COLUMN_SO`, else the
+  // members' mass and farthest distance).
+  const double *spin;
+  // Kinetic energy in the halo's frame.
+  const double *kinetic_energy;
+  // Potential energy `½ Σ_i m_i φ_i` among the members (direct sums up to 16384
+  // members, relative error below 1e-5; a monopole tree walk above, below 1e-3).
+  const double *potential_energy;
+  // One-dimensional velocity dispersion.
+  const double *vel_dispersion_1d;
+  // Eigenvalues of the inertia tensor per unit mass, descending (3 per row).
+  const double *inertia;
+  // Their unit eigenvectors (9 per row: vector k at `[9 h + 3 k ..]`).
+  const double *inertia_axes;
+  // The reduced (1/r²-weighted) tensor's eigenvalues (3 per row).
+  const double *reduced_inertia;
+  // Its eigenvectors (9 per row).
+  const double *reduced_axes;
+  // `ZTREE_COLUMN_TYPES`: entries per row of the per-type columns (the largest type
+  // among the members, plus one).
+  int64_t n_types;
+  // Members per type (GADGET-4 `GroupLenType`), `n_types` per row.
+  const int64_t *len_type;
+  // Their mass (`GroupMassType`).
+  const double *mass_type;
+  // Members of the type in the rows before (`GroupOffsetType`).
+  const int64_t *offset_type;
 } ztree_dbscan_output;
 
 // Parameters of `ztree_radius`.

@@ -293,7 +293,7 @@ versioned!(
 
 versioned!(
     ztree_dbscan_params,
-    [first(std::mem::offset_of!(ztree_dbscan_params, cuda_stream))],
+    [first(std::mem::offset_of!(ztree_dbscan_params, cuda_stream)), first(std::mem::offset_of!(ztree_dbscan_params, columns))],
     ztree_dbscan_params {
         struct_size: size_of::<Self>(),
         eps: 0.0,
@@ -307,12 +307,17 @@ versioned!(
         type_mask: 0,
         gather: 0,
         cuda_stream: std::ptr::null_mut(),
+        columns: 0,
+        gravity_constant: 0.0,
+        softening: 0.0,
+        rho_crit: 0.0,
+        omega_m: 0.0,
     }
 );
 
 versioned!(
     ztree_dbscan_output,
-    [],
+    [first(std::mem::offset_of!(ztree_dbscan_output, centre_index))],
     ztree_dbscan_output {
         struct_size: size_of::<Self>(),
         labels: std::ptr::null_mut(),
@@ -326,6 +331,28 @@ versioned!(
         n_border: 0,
         n_noise: 0,
         n_clusters_total: 0,
+        centre_index: std::ptr::null(),
+        centre_pos: std::ptr::null(),
+        centre_potential: std::ptr::null(),
+        most_bound_index: std::ptr::null(),
+        most_bound_energy: std::ptr::null(),
+        so_mass: std::ptr::null(),
+        so_radius: std::ptr::null(),
+        vmax: std::ptr::null(),
+        r_vmax: std::ptr::null(),
+        angular_momentum: std::ptr::null(),
+        spin: std::ptr::null(),
+        kinetic_energy: std::ptr::null(),
+        potential_energy: std::ptr::null(),
+        vel_dispersion_1d: std::ptr::null(),
+        inertia: std::ptr::null(),
+        inertia_axes: std::ptr::null(),
+        reduced_inertia: std::ptr::null(),
+        reduced_axes: std::ptr::null(),
+        n_types: 0,
+        len_type: std::ptr::null(),
+        mass_type: std::ptr::null(),
+        offset_type: std::ptr::null(),
     }
 );
 

@@ -130,6 +130,10 @@ pub(crate) struct Checked<T: Real, const D: usize> {
     pub masses: Option<Strided>,
     pub ids: Option<Strided>,
     types: Option<Strided>,
+    /// The cluster property columns asked for.
+    pub(crate) columns: Option<super::halo::Asked>,
+    /// Whether the caller asked for the member lists (the columns need them in any case).
+    pub members_out: bool,
     pub params: DbscanParams,
     pub classes: bool,
     pub bytes: Bytes,
@@ -142,6 +146,7 @@ fn check<T: Real, const D: usize>(
     prm: &ztree_dbscan_params,
     dtype: i32,
     o: &ztree_dbscan_output,
+    distributed: bool,
 ) -> Result<Checked<T, D>, Fail> {
     let n = count_of(p, "particles")?;
     let pos = positions::<T, D>(p, n, "particles")?;
@@ -167,8 +172,16 @@ fn check<T: Real, const D: usize>(
         ZTREE_DBSCAN_BORDER_NOISE => BorderPoints::Noise,
         x => return bad(format!("unknown border rule {x} (ZTREE_DBSCAN_BORDER_NEAREST or _NOISE)")),
     };
-    let params =
-        DbscanParams { eps, min_pts: prm.min_pts as usize, min_members: (prm.min_members as usize).max(1), order, members: prm.members != 0, border };
+    let columns = super::halo::check(p, &super::halo::column_params!(prm), n, vel.is_some(), distributed)?;
+    let members_out = prm.members != 0;
+    let params = DbscanParams {
+        eps,
+        min_pts: prm.min_pts as usize,
+        min_members: (prm.min_members as usize).max(1),
+        order,
+        members: members_out || columns.is_some(),
+        border,
+    };
     let classes = prm.classes != 0;
     let mut bytes = Bytes::default();
     bytes.add(n, SCRATCH_PER_PARTICLE);
@@ -183,6 +196,10 @@ fn check<T: Real, const D: usize>(
     if params.members {
         bytes.add(n + n / params.min_members + 1, 8);
     }
+    if columns.is_some() {
+        bytes.add(n, super::halo::BYTES_PER_PARTICLE);
+        bytes.add(n / params.min_members + 1, super::halo::BYTES_PER_ROW);
+    }
     let mut words = config_words(c);
     words.extend([
         dtype as u64,
@@ -196,11 +213,12 @@ fn check<T: Real, const D: usize>(
         prm.type_mask as u64,
         (prm.gather != 0) as u64,
     ]);
+    words.extend(super::halo::column_params!(prm).words());
     if types.is_some() {
         bytes.add(n, 13); // the subset's indices, labels and classes
     }
     let optional = vec![presence(&vel, n), presence(&masses, n), presence(&ids, n)];
-    Ok(Checked { n, pos, vel, masses, ids, types, params, classes, bytes, proposal: Proposal { words, optional } })
+    Ok(Checked { n, pos, vel, masses, ids, types, columns, members_out, params, classes, bytes, proposal: Proposal { words, optional } })
 }
 
 fn eps_bits(e: LinkingLength) -> u64 {
@@ -218,7 +236,7 @@ fn typed<T: Real, const D: usize>(
     o: &mut ztree_dbscan_output,
     size: Option<&mut i64>,
 ) -> Result<(), Fail> {
-    let checked = check::<T, D>(&ctx.config, p, prm, dtype, o);
+    let checked = check::<T, D>(&ctx.config, p, prm, dtype, o, ctx.comm.is_some());
     if let Some(s) = size {
         *s = checked?.bytes.as_i64();
         return Ok(());
@@ -268,7 +286,13 @@ fn typed<T: Real, const D: usize>(
         (_, Some(s)) => ctx.core.dbscan_subset_into(&dom, &c.pos, &fields, &c.params, s, labels, class)?,
         (_, None) => ctx.core.dbscan_into(&dom, &c.pos, &fields, &c.params, labels, class)?,
     };
-    hand_over(ctx, o, &cat, &stats, (labels_ptr, class_ptr), c.classes, c.params.members, c.n)
+    let props = match &c.columns {
+        Some(a) => Some((super::halo::compute(&ctx.core, &dom, &c.pos, &fields, &cat.rows, a)?, a.columns)),
+        None => None,
+    };
+    hand_over(ctx, o, &cat, &stats, (labels_ptr, class_ptr), c.classes, c.members_out, c.n)?;
+    super::halo::set_columns!(o, super::halo::hand_over(&mut ctx.buffers.columns, props.as_ref().map(|(p, k)| (p, *k)))?);
+    Ok(())
 }
 
 /// The catalogue into the context's buffers, and where everything is into `o`.
@@ -328,6 +352,8 @@ pub(crate) fn hand_over<const D: usize>(
     o.n_border = stats.border as i64;
     o.n_noise = stats.noise as i64;
     o.n_clusters_total = stats.clusters_total as i64;
+    // No columns unless the caller sets them after this (never a previous call's).
+    super::halo::set_columns!(o, super::halo::ColumnPointers::default());
     ctx.stats = fill_stats(&stats.timings, stats.scratch_bytes, n, 0, rows.len(), None);
     Ok(())
 }

@@ -161,7 +161,7 @@ fn check<T: Real, const D: usize>(
         ZTREE_CATALOGUE_GADGET => CatalogueOrder::Gadget,
         x => return bad(format!("unknown catalogue order {x}")),
     };
-    let columns = super::halo::check(p, prm, n, vel.is_some(), distributed)?;
+    let columns = super::halo::check(p, &super::halo::column_params!(prm), n, vel.is_some(), distributed)?;
     let members_out = prm.members != 0;
     let params = FofParams { linking_length: link, min_members: prm.min_members as usize, order, members: members_out || columns.is_some() };
 
@@ -194,12 +194,8 @@ fn check<T: Real, const D: usize>(
         params.members as u64,
         (prm.gather != 0) as u64,
         prm.type_mask as u64,
-        prm.columns as u64,
-        prm.gravity_constant.to_bits(),
-        prm.softening.to_bits(),
-        prm.rho_crit.to_bits(),
-        prm.omega_m.to_bits(),
     ]);
+    words.extend(super::halo::column_params!(prm).words());
     let optional = vec![presence(&vel, n), presence(&masses, n), presence(&ids, n)];
     if types.is_some() {
         bytes.add(n, 12); // the subset's indices and labels
@@ -346,7 +342,7 @@ pub(crate) fn hand_over<const D: usize>(
     o.member_indices = if members { b.member_indices.as_ptr() } else { std::ptr::null() };
     o.linking_length = stats.linking_length;
     o.n_groups_total = stats.groups_total as i64;
-    super::halo::hand_over(&mut ctx.buffers.columns, o, columns)?;
+    super::halo::set_columns!(o, super::halo::hand_over(&mut ctx.buffers.columns, columns)?);
     ctx.stats = fill_stats(&stats.timings, stats.scratch_bytes, n, 0, cat.len(), dist);
     Ok(())
 }

@@ -42,8 +42,38 @@ pub(crate) struct Asked {
     pub types: Option<Strided>,
 }
 
+/// The column parameters, as `ztree_fof_params` and `ztree_dbscan_params` both carry them.
+#[derive(Clone, Copy)]
+pub(crate) struct ColumnParams {
+    pub columns: u32,
+    pub gravity_constant: f64,
+    pub softening: f64,
+    pub rho_crit: f64,
+    pub omega_m: f64,
+}
+
+macro_rules! column_params {
+    ($prm:expr) => {
+        $crate::ffi::halo::ColumnParams {
+            columns: $prm.columns,
+            gravity_constant: $prm.gravity_constant,
+            softening: $prm.softening,
+            rho_crit: $prm.rho_crit,
+            omega_m: $prm.omega_m,
+        }
+    };
+}
+pub(crate) use column_params;
+
+impl ColumnParams {
+    /// What the ranks of a call agree on.
+    pub(crate) fn words(&self) -> [u64; 5] {
+        [self.columns as u64, self.gravity_constant.to_bits(), self.softening.to_bits(), self.rho_crit.to_bits(), self.omega_m.to_bits()]
+    }
+}
+
 /// Checks the column parameters (`None`: no columns).
-pub(crate) fn check(p: &ztree_particles, prm: &ztree_fof_params, n: usize, has_vel: bool, distributed: bool) -> Result<Option<Asked>, Fail> {
+pub(crate) fn check(p: &ztree_particles, prm: &ColumnParams, n: usize, has_vel: bool, distributed: bool) -> Result<Option<Asked>, Fail> {
     let bad = |m: String| Err(fail(ZTREE_ERR_INVALID_ARGUMENT, m));
     let c = prm.columns;
     if c == 0 {
@@ -163,12 +193,96 @@ fn xyz9<const D: usize>(m: &[[f64; D]; D]) -> [f64; 9] {
     std::array::from_fn(|k| if k / 3 < D && k % 3 < D { m[k / 3][k % 3] } else { 0.0 })
 }
 
-/// The computed columns into the buffers and `o` (the columns not asked for NULL).
-pub(crate) fn hand_over<const D: usize>(
-    b: &mut ColumnBuffers,
-    o: &mut ztree_fof_output,
-    props: Option<(&HaloProperties<D>, HaloColumns)>,
-) -> Result<(), Fail> {
+/// The columns' pointers, as both output structs carry them (`set_columns!`).
+#[derive(Clone, Copy)]
+pub(crate) struct ColumnPointers {
+    pub centre_index: *const i64,
+    pub centre_pos: *const f64,
+    pub centre_potential: *const f64,
+    pub most_bound_index: *const i64,
+    pub most_bound_energy: *const f64,
+    pub so_mass: *const f64,
+    pub so_radius: *const f64,
+    pub vmax: *const f64,
+    pub r_vmax: *const f64,
+    pub angular_momentum: *const f64,
+    pub spin: *const f64,
+    pub kinetic_energy: *const f64,
+    pub potential_energy: *const f64,
+    pub vel_dispersion_1d: *const f64,
+    pub inertia: *const f64,
+    pub inertia_axes: *const f64,
+    pub reduced_inertia: *const f64,
+    pub reduced_axes: *const f64,
+    pub n_types: i64,
+    pub len_type: *const i64,
+    pub mass_type: *const f64,
+    pub offset_type: *const i64,
+}
+
+impl Default for ColumnPointers {
+    fn default() -> Self {
+        Self {
+            centre_index: std::ptr::null(),
+            centre_pos: std::ptr::null(),
+            centre_potential: std::ptr::null(),
+            most_bound_index: std::ptr::null(),
+            most_bound_energy: std::ptr::null(),
+            so_mass: std::ptr::null(),
+            so_radius: std::ptr::null(),
+            vmax: std::ptr::null(),
+            r_vmax: std::ptr::null(),
+            angular_momentum: std::ptr::null(),
+            spin: std::ptr::null(),
+            kinetic_energy: std::ptr::null(),
+            potential_energy: std::ptr::null(),
+            vel_dispersion_1d: std::ptr::null(),
+            inertia: std::ptr::null(),
+            inertia_axes: std::ptr::null(),
+            reduced_inertia: std::ptr::null(),
+            reduced_axes: std::ptr::null(),
+            n_types: 0,
+            len_type: std::ptr::null(),
+            mass_type: std::ptr::null(),
+            offset_type: std::ptr::null(),
+        }
+    }
+}
+
+/// Copies a `ColumnPointers` into an output struct with the same fields.
+macro_rules! set_columns {
+    ($o:expr, $c:expr) => {{
+        let c: $crate::ffi::halo::ColumnPointers = $c;
+        $o.centre_index = c.centre_index;
+        $o.centre_pos = c.centre_pos;
+        $o.centre_potential = c.centre_potential;
+        $o.most_bound_index = c.most_bound_index;
+        $o.most_bound_energy = c.most_bound_energy;
+        $o.so_mass = c.so_mass;
+        $o.so_radius = c.so_radius;
+        $o.vmax = c.vmax;
+        $o.r_vmax = c.r_vmax;
+        $o.angular_momentum = c.angular_momentum;
+        $o.spin = c.spin;
+        $o.kinetic_energy = c.kinetic_energy;
+        $o.potential_energy = c.potential_energy;
+        $o.vel_dispersion_1d = c.vel_dispersion_1d;
+        $o.inertia = c.inertia;
+        $o.inertia_axes = c.inertia_axes;
+        $o.reduced_inertia = c.reduced_inertia;
+        $o.reduced_axes = c.reduced_axes;
+        $o.n_types = c.n_types;
+        $o.len_type = c.len_type;
+        $o.mass_type = c.mass_type;
+        $o.offset_type = c.offset_type;
+    }};
+}
+pub(crate) use set_columns;
+
+/// The computed columns into the buffers, and their pointers (the columns not asked for
+/// NULL).
+pub(crate) fn hand_over<const D: usize>(b: &mut ColumnBuffers, props: Option<(&HaloProperties<D>, HaloColumns)>) -> Result<ColumnPointers, Fail> {
+    let mut o = ColumnPointers::default();
     let empty = HaloProperties::<D>::default();
     let (h, cols) = props.unwrap_or((&empty, HaloColumns::default()));
     let c = &h.centres;
@@ -207,7 +321,7 @@ pub(crate) fn hand_over<const D: usize>(
         t.is_some(),
         "the per-type columns",
     )?;
-    Ok(())
+    Ok(o)
 }
 
 /// G, the critical density and Ω_m at scale factor `a` in the internal units of a GADGET

@@ -10,7 +10,7 @@ use crate::ffi::fof::ztree_fof;
 use crate::ffi::types::*;
 use crate::ffi::{ztree_context, ztree_create, ztree_destroy, ztree_last_error};
 use crate::halo::{Gravity, HaloColumns, HaloRequest};
-use crate::{CatalogueOrder, Config, Context, Domain, FofFields, FofParams, LinkingLength};
+use crate::{BorderPoints, CatalogueOrder, Config, Context, DbscanParams, Domain, FofFields, FofParams, LinkingLength};
 
 const L: f64 = 10.0;
 
@@ -177,6 +177,71 @@ fn columns_equal_the_rust_call() {
     assert!(om.centre_index.is_null() && om.vmax.is_null());
     assert_eq!(slice(om.so_mass, 4 * nh), so_m);
     let _ = n;
+    ztree_destroy(ctx);
+}
+
+/// DBSCAN's clusters take the same columns, over their members (core and border points),
+/// the SO masses counting every particle of the call, the stars' clusters among all types.
+#[test]
+fn dbscan_columns_equal_the_rust_call() {
+    let c = cloud(6000);
+    let p = particles(&c);
+    let ctx = context();
+    let fp = params();
+    let mut dp = ztree_dbscan_params::defaults();
+    dp.eps = 0.05;
+    dp.min_pts = 5;
+    dp.min_members = 10;
+    dp.order = ZTREE_CATALOGUE_GADGET;
+    dp.type_mask = 1 << 1;
+    dp.columns = fp.columns;
+    dp.gravity_constant = fp.gravity_constant;
+    dp.softening = fp.softening;
+    dp.rho_crit = fp.rho_crit;
+    dp.omega_m = fp.omega_m;
+    let mut o = ztree_dbscan_output::defaults();
+    let s = unsafe { crate::ffi::dbscan::ztree_dbscan(ctx, &p, &dp, &mut o) };
+    assert_eq!(s, ztree_status::ZTREE_OK, "{}", message(ctx));
+    let nc = o.n_clusters as usize;
+    assert!(nc >= 3, "{nc} clusters");
+    assert!(o.member_offsets.is_null(), "members were not asked for");
+
+    let rs = Context::new(Config::default()).unwrap();
+    let pts: Vec<[f64; 3]> = c.xyz.chunks(3).map(|v| [v[0], v[1], v[2]]).collect();
+    let vel: Vec<[f64; 3]> = c.vel.chunks(3).map(|v| [v[0], v[1], v[2]]).collect();
+    let fields = FofFields::<3> { velocities: Some(&vel), masses: Some(&c.mass), particle_mass: 1.0, ids: None };
+    let domain = Domain::Periodic([L; 3]);
+    let subset: Vec<u32> = (0..c.types.len() as u32).filter(|&i| c.types[i as usize] == 1).collect();
+    let params = DbscanParams {
+        eps: LinkingLength::Absolute(0.05),
+        min_pts: 5,
+        min_members: 10,
+        order: CatalogueOrder::Gadget,
+        members: true,
+        border: BorderPoints::NearestCore,
+    };
+    let mut labels = vec![0i64; pts.len()];
+    let (cat, _) = rs.dbscan_subset_into(&domain, &pts, &fields, &params, &subset, &mut labels, None).unwrap();
+    let all = HaloColumns { centre: true, most_bound: true, so: true, dynamics: true, types: true };
+    let req = HaloRequest { columns: all, gravity: Gravity { g: 43.0, softening: 0.002 }, rho_crit: 27.7, omega_m: 0.3, types: Some(&c.types) };
+    let h = rs.halo_properties(&domain, &pts, &fields, &cat.rows, &req).unwrap();
+    assert_eq!(cat.len(), nc);
+    assert_eq!(slice(o.centre_index, nc), &h.centres.potential_min[..]);
+    assert_eq!(slice(o.most_bound_index, nc), &h.centres.most_bound[..]);
+    assert_eq!(slice(o.so_mass, 4 * nc), &(0..4 * nc).map(|k| h.so[k % 4].mass[k / 4]).collect::<Vec<_>>()[..]);
+    assert_eq!(slice(o.vmax, nc), &h.dynamics.iter().map(|x| x.vmax).collect::<Vec<_>>()[..]);
+    assert_eq!(slice(o.potential_energy, nc), &h.potential_energy[..]);
+    // Every member is of type 1: one column of the per-type sums holds them all.
+    assert_eq!(o.n_types, 2);
+    let lt = slice(o.len_type, 2 * nc);
+    let clusters = slice(o.clusters, nc);
+    assert!((0..nc).all(|k| lt[2 * k] == 0 && lt[2 * k + 1] == clusters[k].count));
+    // SO counts the other types too: more mass than the clusters' own members hold.
+    assert!((0..nc).any(|k| slice(o.so_mass, 4 * nc)[4 * k] > clusters[k].mass));
+    // Without columns: NULL again.
+    dp.columns = 0;
+    assert_eq!(unsafe { crate::ffi::dbscan::ztree_dbscan(ctx, &p, &dp, &mut o) }, ztree_status::ZTREE_OK);
+    assert!(o.centre_index.is_null() && o.so_mass.is_null() && o.len_type.is_null());
     ztree_destroy(ctx);
 }
 

@@ -226,7 +226,7 @@ pub(crate) fn radius(ctx: &mut ztree_context, a: &super::radius::Args, mut o: zt
 }
 
 pub(crate) fn dbscan_needed(ctx: &ztree_context, p: &ztree_particles, prm: &ztree_dbscan_params) -> bool {
-    on_device(p) && (prm.type_mask != 0 || ctx.comm.is_some())
+    on_device(p) && (prm.type_mask != 0 || prm.columns != 0 || ctx.comm.is_some())
 }
 
 /// `ztree_dbscan` staged: labels and classes to the device, the catalogue on the host.

@@ -484,6 +484,17 @@ pub struct ztree_dbscan_params {
     pub gather: i32,
     /// The CUDA stream for device arrays (see `ztree_knn_params::cuda_stream`).
     pub cuda_stream: *mut c_void,
+    /// Cluster property columns, as `ztree_fof_params::columns` (serial contexts): over each
+    /// cluster's members (core and border points), SO counting every particle of the call.
+    pub columns: u32,
+    /// As `ztree_fof_params::gravity_constant`.
+    pub gravity_constant: f64,
+    /// As `ztree_fof_params::softening`.
+    pub softening: f64,
+    /// As `ztree_fof_params::rho_crit`.
+    pub rho_crit: f64,
+    /// As `ztree_fof_params::omega_m`.
+    pub omega_m: f64,
 }
 
 /// One cluster of the DBSCAN catalogue: the FoF columns and two of its own.
@@ -544,6 +555,56 @@ pub struct ztree_dbscan_output {
     pub n_noise: i64,
     /// See `n_core`.
     pub n_clusters_total: i64,
+    /// The columns of `ztree_dbscan_params::columns`, as `ztree_fof_output`'s (per cluster,
+    /// `n_clusters` rows; NULL when not asked for): the potential-minimum member.
+    pub centre_index: *const i64,
+    /// Its position (3 per row, as given; 2-D contexts: z = 0).
+    pub centre_pos: *const f64,
+    /// Its potential `-G Σ_j m_j / sqrt(r² + ε²)` over the other members.
+    pub centre_potential: *const f64,
+    /// `ZTREE_COLUMN_MOST_BOUND`: the input index of the most bound member.
+    pub most_bound_index: *const i64,
+    /// Its `φ + |v - v_mean|² / 2`.
+    pub most_bound_energy: *const f64,
+    /// `ZTREE_COLUMN_SO`: `ZTREE_SO_DEFINITIONS` masses per row, every particle within the
+    /// radius counted (0 where not found: fewer than 5 particles inside).
+    pub so_mass: *const f64,
+    /// The radii, as `so_mass`.
+    pub so_radius: *const f64,
+    /// `ZTREE_COLUMN_DYNAMICS`: peak circular velocity of the members' mass profile
+    /// about the potential minimum.
+    pub vmax: *const f64,
+    /// Where it peaks.
+    pub r_vmax: *const f64,
+    /// Angular momentum about the centre in the halo's frame (3 per row).
+    pub angular_momentum: *const f64,
+    /// Bullock's spin λ' (M and R: M_200c and R_200c with `ZTREE_COLUMN_SO`, else the
+    /// members' mass and farthest distance).
+    pub spin: *const f64,
+    /// Kinetic energy in the halo's frame.
+    pub kinetic_energy: *const f64,
+    /// Potential energy `½ Σ_i m_i φ_i` among the members (direct sums up to 16384
+    /// members, relative error below 1e-5; a monopole tree walk above, below 1e-3).
+    pub potential_energy: *const f64,
+    /// One-dimensional velocity dispersion.
+    pub vel_dispersion_1d: *const f64,
+    /// Eigenvalues of the inertia tensor per unit mass, descending (3 per row).
+    pub inertia: *const f64,
+    /// Their unit eigenvectors (9 per row: vector k at `[9 h + 3 k ..]`).
+    pub inertia_axes: *const f64,
+    /// The reduced (1/r²-weighted) tensor's eigenvalues (3 per row).
+    pub reduced_inertia: *const f64,
+    /// Its eigenvectors (9 per row).
+    pub reduced_axes: *const f64,
+    /// `ZTREE_COLUMN_TYPES`: entries per row of the per-type columns (the largest type
+    /// among the members, plus one).
+    pub n_types: i64,
+    /// Members per type (GADGET-4 `GroupLenType`), `n_types` per row.
+    pub len_type: *const i64,
+    /// Their mass (`GroupMassType`).
+    pub mass_type: *const f64,
+    /// Members of the type in the rows before (`GroupOffsetType`).
+    pub offset_type: *const i64,
 }
 
 /// `ztree_radius_params::outputs`: neighbours within the radius per query.

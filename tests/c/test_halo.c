@@ -186,6 +186,47 @@ int main(void) {
     free(x);
   }
 
+  /* DBSCAN on the type-4 particles takes the same columns: each cluster's potential
+   * minimum among its members by brute force, and every member of type 4. */
+  ztree_dbscan_params dp;
+  ztree_dbscan_params_init(&dp);
+  dp.eps = 0.006;
+  dp.min_pts = 4;
+  dp.min_members = 5;
+  dp.members = 1;
+  dp.type_mask = 1u << 4;
+  dp.columns = ZTREE_COLUMN_CENTRE | ZTREE_COLUMN_TYPES;
+  dp.gravity_constant = fp.gravity_constant;
+  dp.softening = fp.softening;
+  ztree_dbscan_output dout;
+  ztree_dbscan_output_init(&dout);
+  s = ztree_dbscan(ctx, &p, &dp, &dout);
+  CHECK(s == ZTREE_OK && dout.n_clusters > 0, "dbscan with columns: %s", ztree_last_error(ctx));
+  CHECK(dout.so_mass == NULL && dout.vmax == NULL && dout.n_types == 5, "the columns asked for");
+  for (int64_t c = 0; s == ZTREE_OK && c < dout.n_clusters; c++) {
+    const int64_t *m = dout.member_indices + dout.member_offsets[c];
+    int64_t n = dout.member_offsets[c + 1] - dout.member_offsets[c], at = -1;
+    double best = INFINITY;
+    for (int64_t a = 0; a < n; a++) {
+      double sum = 0;
+      for (int64_t b = 0; b < n; b++) {
+        if (b == a) continue;
+        double r2 = 0;
+        for (int d = 0; d < 3; d++) {
+          /* Unwrapped about the first member, as the definition says. */
+          double xa = pos[m[0]][d] + min_image(pos[m[a]][d] - pos[m[0]][d]);
+          double xb = pos[m[0]][d] + min_image(pos[m[b]][d] - pos[m[0]][d]);
+          double dx = xa - xb;
+          r2 += dx * dx;
+        }
+        sum += mass[m[b]] / sqrt(r2 + dp.softening * dp.softening);
+      }
+      if (-dp.gravity_constant * sum < best) best = -dp.gravity_constant * sum, at = m[a];
+    }
+    CHECK(dout.centre_index[c] == at, "cluster %lld: potential minimum %lld vs %lld", (long long)c, (long long)dout.centre_index[c], (long long)at);
+    CHECK(dout.len_type[5 * c + 4] == n, "cluster %lld: all of type 4", (long long)c);
+  }
+
   /* Argument checks: status and a message naming the parameter. */
   ztree_fof_params bad = fp;
   bad.gravity_constant = 0;

@@ -201,6 +201,11 @@ int main(int argc, char **argv) {
       dp.border = !bad(20) ? pick(2) : 7;
       dp.classes = pick(2);
       if (pick(4) == 0) dp.type_mask = (uint32_t)pick(64);
+      dp.columns = fp.columns;
+      dp.gravity_constant = fp.gravity_constant;
+      dp.softening = fp.softening;
+      dp.rho_crit = fp.rho_crit;
+      dp.omega_m = fp.omega_m;
       ztree_dbscan_output dout;
       ztree_dbscan_output_init(&dout);
       ztree_radius_params rp;
@@ -263,6 +268,10 @@ int main(int argc, char **argv) {
           }
           if (dp.members && dout.member_offsets[dout.n_clusters] != counted) fail("dbscan member offsets", NULL);
           if (dout.n_core + dout.n_border + dout.n_noise != src.count) fail("dbscan class counts", NULL);
+          if ((dout.centre_index != NULL) != !!(dp.columns & ZTREE_COLUMN_CENTRE) || (dout.len_type != NULL) != !!(dp.columns & ZTREE_COLUMN_TYPES))
+            fail("dbscan column pointers differ from the columns asked for", NULL);
+          for (int64_t c = 0; c < dout.n_clusters; c++)
+            if (dout.centre_index && (dout.centre_index[c] < 0 || dout.centre_index[c] >= src.count)) fail("dbscan centre index", NULL);
         }
         if (is_fof) {
           for (int64_t i = 0; i < src.count; i++)
