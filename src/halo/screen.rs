@@ -74,15 +74,16 @@ fn pick<const D: usize>(m: &Members<'_, D>, grav: Gravity, s: &[f64], rel: f64, 
     let n = s.len();
     let eps2 = grav.softening * grav.softening;
     // `rel`: the screening sums' relative error bound; plus the rounding of -G S + extra.
-    let bounds = |i: usize| {
-        let v = -grav.g * s[i] + extra(i);
-        let w = rel * grav.g * s[i] + 4.0 * f64::EPSILON * v.abs();
-        (v - w, v + w)
-    };
-    let upper = (0..n).map(|i| bounds(i).1).fold(f64::INFINITY, f64::min);
+    let bounds: Vec<(f64, f64)> = (0..n)
+        .map(|i| {
+            let v = -grav.g * s[i] + extra(i);
+            let w = rel * grav.g * s[i] + 4.0 * f64::EPSILON * v.abs();
+            (v - w, v + w)
+        })
+        .collect();
+    let upper = bounds.iter().map(|b| b.1).fold(f64::INFINITY, f64::min);
     let mut best = (usize::MAX, f64::INFINITY);
-    for i in 0..n {
-        let (lo, _) = bounds(i);
+    for (i, &(lo, _)) in bounds.iter().enumerate() {
         // Coincident members without softening: S = inf, -inf for every such member.
         if lo <= upper || lo.is_nan() || upper.is_nan() {
             let v = -grav.g * direct_sum(m, eps2, i) + extra(i);

@@ -10,16 +10,7 @@
 
 #include "ztree.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                         \
-  do {                                                           \
-    if (!(cond)) {                                               \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                              \
-      fprintf(stderr, "\n");                                     \
-      failures++;                                                \
-    }                                                            \
-  } while (0)
+#include "check.h"
 
 enum { N = 500, K = 5, CANARY = 64 };
 static double x[N], y[N], z[N];

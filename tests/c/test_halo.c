@@ -13,16 +13,7 @@
 
 #define ZT_PI 3.14159265358979323846
 
-static int failures = 0;
-#define CHECK(cond, ...)                                                        \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      failures++;                                                               \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fprintf(stderr, "\n");                                                    \
-    }                                                                           \
-  } while (0)
+#include "check.h"
 
 static uint64_t rng_state = 4242;
 static double urand(void) {

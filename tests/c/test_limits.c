@@ -10,16 +10,7 @@
 
 #include "ztree.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                                        \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      failures++;                                                               \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fprintf(stderr, "\n");                                                    \
-    }                                                                           \
-  } while (0)
+#include "check.h"
 
 static uint64_t rng = 99;
 static double urand(void) {
